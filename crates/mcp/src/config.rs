@@ -1,0 +1,361 @@
+//! The server's configuration: one typed struct, validated once at start-up.
+//!
+//! [`McpConfig`] is what [`crate::serve`] takes and [`ToolConfig`] what [`crate::serve_stdio`]
+//! takes; the command line ([`ServeArgs`], [`ToolArgs`]) fills them from flags and environment
+//! variables.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use clap::builder::BoolishValueParser;
+
+/// The runner's default wall-clock limit for a run, in milliseconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;
+/// The largest timeout the runner accepts, in milliseconds.
+pub const MAX_TIMEOUT_MS: u64 = 300_000;
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No token for `/mcp` was given.
+    #[error("MCP_AUTH_TOKEN is required: set it (or --auth-token) to the bearer token clients must send")]
+    MissingAuthToken,
+    /// The token is too short to resist guessing.
+    #[error("MCP_AUTH_TOKEN is too short: use at least {min} characters", min = AuthToken::MIN_LEN)]
+    ShortAuthToken,
+    /// `SANDBOX_RUNNER_URL` is not an `http://` URL.
+    #[error("SANDBOX_RUNNER_URL {url:?} is not usable: {reason}")]
+    BadRunnerUrl {
+        /// The value given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `SANDBOX_TIMEOUT_MS` is out of range.
+    #[error("SANDBOX_TIMEOUT_MS={0} is out of range: use 1 to {MAX_TIMEOUT_MS}")]
+    BadTimeout(u64),
+    /// An entry of `MCP_ALLOWED_ORIGINS` is not an origin.
+    #[error("MCP_ALLOWED_ORIGINS entry {0:?} is not an origin: use scheme://host[:port], scheme://host:* or *")]
+    BadOrigin(String),
+}
+
+/// A bearer token; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthToken(String);
+
+impl AuthToken {
+    /// The shortest token accepted.
+    pub const MIN_LEN: usize = 16;
+
+    /// Checks the token's length.
+    pub fn new(token: impl Into<String>) -> Result<Self, ConfigError> {
+        let token = token.into();
+        if token.is_empty() {
+            return Err(ConfigError::MissingAuthToken);
+        }
+        if token.len() < Self::MIN_LEN {
+            return Err(ConfigError::ShortAuthToken);
+        }
+        Ok(AuthToken(token))
+    }
+
+    /// The secret itself, for comparing or sending.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for AuthToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AuthToken(<redacted>)")
+    }
+}
+
+/// Where the runner is and how to authenticate to it.
+#[derive(Clone, Debug)]
+pub struct RunnerTarget {
+    /// The runner's base URL, for example `http://127.0.0.1:8080`.
+    pub url: reqwest::Url,
+    /// The bearer token for `POST /run`, if the runner asks for one.
+    pub token: Option<String>,
+}
+
+impl RunnerTarget {
+    /// Parses and checks the runner's base URL.
+    pub fn new(url: &str, token: Option<String>) -> Result<Self, ConfigError> {
+        let bad = |reason: &str| ConfigError::BadRunnerUrl {
+            url: url.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+        if parsed.scheme() != "http" {
+            return Err(bad(
+                "only http:// is supported (put TLS in front of both services)",
+            ));
+        }
+        if parsed.host().is_none() {
+            return Err(bad("it has no host"));
+        }
+        Ok(RunnerTarget {
+            url: parsed,
+            token: token.filter(|t| !t.is_empty()),
+        })
+    }
+}
+
+/// Which browser origins may call `/mcp` (requests without an `Origin` header always may).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OriginPolicy {
+    /// Pages served from this machine: `http(s)://localhost`, `127.0.0.1` and `[::1]`, any port.
+    Loopback,
+    /// Any origin (`MCP_ALLOWED_ORIGINS=*`).
+    Any,
+    /// The listed origins, as `scheme://host[:port]`; port `*` matches any port.
+    List(Vec<String>),
+}
+
+/// Which `Host` header values `/mcp` accepts (DNS-rebinding protection).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostPolicy {
+    /// `localhost`, `127.0.0.1` and `::1`, any port: right for a server bound to loopback.
+    Loopback,
+    /// Any host: the default for a server bound to another interface, where clients reach it
+    /// by names the server cannot know; the bearer token and the Origin check still apply.
+    Any,
+    /// The listed hosts, as `host` or `host:port`.
+    List(Vec<String>),
+}
+
+/// What the tools need: the same over HTTP and stdio.
+#[derive(Clone, Debug)]
+pub struct ToolConfig {
+    /// The runner; `None` is the not-configured mode, where every call says so.
+    pub runner: Option<RunnerTarget>,
+    /// The run timeout when a call gives none.
+    pub default_timeout: Duration,
+    /// Whether the three tools exist at all (`FEATURE_SANDBOX_EXEC`).
+    pub exec_enabled: bool,
+}
+
+impl Default for ToolConfig {
+    /// No runner, a 15 s timeout, tools on.
+    fn default() -> Self {
+        ToolConfig {
+            runner: None,
+            default_timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            exec_enabled: true,
+        }
+    }
+}
+
+/// Everything the HTTP server needs, validated.
+#[derive(Clone, Debug)]
+pub struct McpConfig {
+    /// The token clients must send on `/mcp`.
+    pub auth_token: AuthToken,
+    /// What the tools need.
+    pub tools: ToolConfig,
+    /// Which browser origins may call `/mcp`.
+    pub allowed_origins: OriginPolicy,
+    /// Which `Host` headers `/mcp` accepts.
+    pub allowed_hosts: HostPolicy,
+}
+
+impl McpConfig {
+    /// A configuration for a server bound to loopback: local origins and host names only.
+    pub fn new(auth_token: AuthToken, tools: ToolConfig) -> Self {
+        McpConfig {
+            auth_token,
+            tools,
+            allowed_origins: OriginPolicy::Loopback,
+            allowed_hosts: HostPolicy::Loopback,
+        }
+    }
+}
+
+/// What the tools need, shared by `serve` and `stdio`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ToolArgs {
+    /// Base URL of the sandbox runner; without it every call explains that none is configured.
+    #[arg(long, env = "SANDBOX_RUNNER_URL")]
+    pub runner_url: Option<String>,
+    /// Bearer token for the runner's `POST /run`.
+    #[arg(long, env = "SANDBOX_RUNNER_TOKEN", hide_env_values = true)]
+    pub runner_token: Option<String>,
+    /// Timeout of a run when the call gives none, in milliseconds (1 to 300000).
+    #[arg(long, env = "SANDBOX_TIMEOUT_MS", default_value_t = DEFAULT_TIMEOUT_MS)]
+    pub timeout_ms: u64,
+    /// Offer the run_bash, run_python and run_node tools (true/false).
+    #[arg(long, env = "FEATURE_SANDBOX_EXEC", default_value = "true",
+          value_parser = BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    pub feature_sandbox_exec: bool,
+}
+
+/// The flags and environment of `sandbox-mcp serve`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Bearer token that clients must send on /mcp (required).
+    #[arg(long, env = "MCP_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+    /// TCP port to listen on (0 picks a free one).
+    #[arg(long, env = "PORT", default_value_t = 3000)]
+    pub port: u16,
+    /// Address to listen on; 0.0.0.0 (or ::) serves on all interfaces.
+    #[arg(long, env = "BIND", default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Comma-separated browser origins allowed on /mcp (scheme://host[:port|:*], or *);
+    /// by default only pages on this machine (localhost, 127.0.0.1, [::1]).
+    #[arg(long, env = "MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+    /// Comma-separated Host header values accepted on /mcp (host or host:port, or *);
+    /// by default loopback names when bound to loopback, any host otherwise.
+    #[arg(long, env = "MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+    /// What the tools need.
+    #[command(flatten)]
+    pub tools: ToolArgs,
+}
+
+impl ServeArgs {
+    /// Validates the arguments into a configuration.
+    pub fn into_config(self) -> Result<McpConfig, ConfigError> {
+        let token = AuthToken::new(self.auth_token.unwrap_or_default())?;
+        let mut config = McpConfig::new(token, self.tools.into_config()?);
+        config.allowed_origins = origin_policy(&self.allowed_origins)?;
+        config.allowed_hosts = host_policy(&self.allowed_hosts, self.bind);
+        Ok(config)
+    }
+}
+
+impl ToolArgs {
+    /// Validates the tool settings.
+    pub fn into_config(self) -> Result<ToolConfig, ConfigError> {
+        if !(1..=MAX_TIMEOUT_MS).contains(&self.timeout_ms) {
+            return Err(ConfigError::BadTimeout(self.timeout_ms));
+        }
+        let runner = match self.runner_url.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(url) => Some(RunnerTarget::new(url, self.runner_token)?),
+        };
+        Ok(ToolConfig {
+            runner,
+            default_timeout: Duration::from_millis(self.timeout_ms),
+            exec_enabled: self.feature_sandbox_exec,
+        })
+    }
+}
+
+fn cleaned(entries: &[String]) -> Vec<String> {
+    entries
+        .iter()
+        .map(|e| e.trim().to_owned())
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+fn origin_policy(entries: &[String]) -> Result<OriginPolicy, ConfigError> {
+    let entries = cleaned(entries);
+    if entries.is_empty() {
+        return Ok(OriginPolicy::Loopback);
+    }
+    if entries.iter().any(|e| e == "*") {
+        return Ok(OriginPolicy::Any);
+    }
+    if let Some(bad) = entries
+        .iter()
+        .find(|e| crate::origin::AllowedOrigin::parse(e).is_none())
+    {
+        return Err(ConfigError::BadOrigin(bad.clone()));
+    }
+    Ok(OriginPolicy::List(entries))
+}
+
+fn host_policy(entries: &[String], bind: IpAddr) -> HostPolicy {
+    let entries = cleaned(entries);
+    if entries.iter().any(|e| e == "*") {
+        HostPolicy::Any
+    } else if !entries.is_empty() {
+        HostPolicy::List(entries)
+    } else if bind.is_loopback() {
+        HostPolicy::Loopback
+    } else {
+        HostPolicy::Any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<McpConfig, ConfigError> {
+        let mut argv = vec!["sandbox-mcp"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv)
+            .map_err(|e| panic!("{e}"))
+            .and_then(|cli| cli.serve.into_config())
+    }
+
+    #[test]
+    fn refuses_to_start_without_a_token() {
+        assert!(matches!(parse(&[]), Err(ConfigError::MissingAuthToken)));
+        assert!(matches!(
+            parse(&["--auth-token", "short"]),
+            Err(ConfigError::ShortAuthToken)
+        ));
+    }
+
+    #[test]
+    fn defaults_are_not_configured_loopback_and_tools_on() {
+        let config = parse(&["--auth-token", "0123456789abcdef"]).unwrap();
+        assert!(config.tools.runner.is_none());
+        assert!(config.tools.exec_enabled);
+        assert_eq!(config.tools.default_timeout, Duration::from_millis(15_000));
+        assert_eq!(config.allowed_origins, OriginPolicy::Loopback);
+        assert_eq!(config.allowed_hosts, HostPolicy::Loopback);
+        assert!(!format!("{config:?}").contains("0123456789abcdef"));
+    }
+
+    #[test]
+    fn all_interfaces_accept_any_host() {
+        let config = parse(&["--auth-token", "0123456789abcdef", "--bind", "0.0.0.0"]).unwrap();
+        assert_eq!(config.allowed_hosts, HostPolicy::Any);
+    }
+
+    #[test]
+    fn feature_flag_accepts_common_spellings() {
+        for (value, want) in [
+            ("false", false),
+            ("0", false),
+            ("no", false),
+            ("true", true),
+        ] {
+            let config = parse(&[
+                "--auth-token",
+                "0123456789abcdef",
+                "--feature-sandbox-exec",
+                value,
+            ])
+            .unwrap();
+            assert_eq!(config.tools.exec_enabled, want, "{value}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_variable_named() {
+        let token = ["--auth-token", "0123456789abcdef"];
+        let err = parse(&[&token[..], &["--timeout-ms", "0"]].concat()).unwrap_err();
+        assert!(err.to_string().contains("SANDBOX_TIMEOUT_MS"));
+        let err = parse(&[&token[..], &["--runner-url", "https://x"]].concat()).unwrap_err();
+        assert!(err.to_string().contains("SANDBOX_RUNNER_URL"));
+        let err = parse(&[&token[..], &["--allowed-origins", "evil"]].concat()).unwrap_err();
+        assert!(err.to_string().contains("MCP_ALLOWED_ORIGINS"));
+    }
+}

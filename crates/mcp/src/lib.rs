@@ -1,0 +1,28 @@
+//! sandbox-mcp: the MCP server that gives agents sandboxed code execution.
+//!
+//! It offers three tools, `run_bash`, `run_python` and `run_node`, over MCP's Streamable HTTP
+//! transport ([`serve`]) and over stdio ([`serve_stdio`]), and runs each call in a fresh
+//! sandbox by calling a sandbox runner's `POST /run` ([`runner_client`]).
+//!
+//! It is not the sandbox: isolation, limits and the pool live in `sandbox-runner`. Without a
+//! runner it still starts, lists its tools and answers every call with an error that says
+//! which variable to set.
+//!
+//! To embed it (as `sandbox-mcp up` does), build a [`McpConfig`] and call [`serve`] with a
+//! bound listener and a shutdown future.
+
+pub mod config;
+pub mod health;
+pub mod report;
+pub mod runner_client;
+pub mod server;
+pub mod tools;
+
+mod auth;
+mod http;
+mod origin;
+mod stdio;
+
+pub use config::{AuthToken, ConfigError, McpConfig, RunnerTarget, ToolConfig};
+pub use http::{serve, ServeError};
+pub use stdio::{serve_stdio, StdioError};

@@ -1,0 +1,95 @@
+//! The `sandbox-mcp` binary: `serve` (the default) and `stdio`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sandbox_mcp::config::{ServeArgs, ToolArgs};
+use tracing_subscriber::EnvFilter;
+
+/// MCP server for sandboxed bash, Python and Node.js.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Arguments of `serve`, which runs when no command is given.
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP over Streamable HTTP on /mcp (the default).
+    Serve(ServeArgs),
+    /// Serve one MCP session over stdin/stdout.
+    Stdio(ToolArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    let result = match cli.command {
+        Some(Command::Serve(args)) => runtime.block_on(serve(args)),
+        None => runtime.block_on(serve(cli.serve)),
+        Some(Command::Stdio(args)) => runtime.block_on(stdio(args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&format!("{e:#}")),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("sandbox-mcp: {message}");
+    ExitCode::FAILURE
+}
+
+/// Logs go to stderr: stdout carries the listening line (serve) or the protocol (stdio).
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let addr = SocketAddr::new(args.bind, args.port);
+    let config = args.into_config()?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    println!(
+        "sandbox-mcp listening on http://{}/mcp",
+        listener.local_addr()?
+    );
+    sandbox_mcp::serve(config, listener, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn stdio(args: ToolArgs) -> anyhow::Result<()> {
+    sandbox_mcp::serve_stdio(args.into_config()?).await?;
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::warn!(%e, "cannot watch SIGTERM; only Ctrl-C stops the server");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+}

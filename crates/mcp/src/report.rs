@@ -1,0 +1,271 @@
+//! What a tool call returns: text a model reads well, and `structuredContent` for programs.
+//!
+//! Output is sized for a model's context: a long stream is cut to its head and tail with the
+//! number of bytes left out, in the text and in the structured result alike.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use sandbox_protocol::api::RunResponse;
+use serde::Serialize;
+
+use crate::runner_client::RunnerError;
+use crate::tools::ArgsError;
+
+/// Bytes of stdout shown at most (head plus tail).
+pub const STDOUT_BUDGET: usize = 16 * 1024;
+/// Bytes of stderr shown at most (head plus tail).
+pub const STDERR_BUDGET: usize = 8 * 1024;
+
+/// The `structuredContent` of every result; its schema is in [`crate::tools`].
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReport {
+    stdout: String,
+    stderr: String,
+    stdout_omitted_bytes: usize,
+    stderr_omitted_bytes: usize,
+    exit_code: Option<i32>,
+    duration_ms: Option<u64>,
+    timed_out: bool,
+    oom_killed: bool,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+    error: Option<ReportError>,
+}
+
+/// Why nothing ran.
+#[derive(Debug, Serialize)]
+struct ReportError {
+    code: &'static str,
+    message: String,
+    retryable: bool,
+}
+
+/// A string cut to at most `budget` bytes: its head, its tail, and how much is left out.
+#[derive(Debug, PartialEq, Eq)]
+struct Shown {
+    text: String,
+    omitted: usize,
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+fn head_and_tail(s: &str, budget: usize) -> Shown {
+    if s.len() <= budget {
+        return Shown {
+            text: s.to_owned(),
+            omitted: 0,
+        };
+    }
+    let head_end = floor_boundary(s, budget / 2);
+    let tail_start = ceil_boundary(s, s.len() - budget / 2);
+    let omitted = tail_start - head_end;
+    Shown {
+        text: format!(
+            "{}\n[... {omitted} bytes omitted ...]\n{}",
+            &s[..head_end],
+            &s[tail_start..]
+        ),
+        omitted,
+    }
+}
+
+/// A result from the program's run: `isError` unless it exited 0 normally.
+pub fn from_run(response: RunResponse) -> CallToolResult {
+    let stdout = head_and_tail(&response.stdout, STDOUT_BUDGET);
+    let stderr = head_and_tail(&response.stderr, STDERR_BUDGET);
+    let failed = response.exit_code != 0 || response.timed_out || response.oom_killed;
+    let report = RunReport {
+        stdout: stdout.text,
+        stderr: stderr.text,
+        stdout_omitted_bytes: stdout.omitted,
+        stderr_omitted_bytes: stderr.omitted,
+        exit_code: Some(response.exit_code),
+        duration_ms: Some(response.duration_ms),
+        timed_out: response.timed_out,
+        oom_killed: response.oom_killed,
+        stdout_truncated: response.stdout_truncated,
+        stderr_truncated: response.stderr_truncated,
+        error: None,
+    };
+    finish(run_text(&report), &report, failed)
+}
+
+/// A result for a call whose program did not run.
+pub fn from_runner_error(error: &RunnerError) -> CallToolResult {
+    failure(error.code(), error.to_string(), error.retryable())
+}
+
+/// A result for a call with unusable arguments.
+pub fn from_args_error(error: &ArgsError) -> CallToolResult {
+    failure("invalid_arguments", error.to_string(), false)
+}
+
+fn failure(code: &'static str, message: String, retryable: bool) -> CallToolResult {
+    let report = RunReport {
+        error: Some(ReportError {
+            code,
+            message: message.clone(),
+            retryable,
+        }),
+        ..RunReport::default()
+    };
+    finish(
+        format!("The sandbox did not run the program: {message}"),
+        &report,
+        true,
+    )
+}
+
+fn finish(text: String, report: &RunReport, is_error: bool) -> CallToolResult {
+    let mut result = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    // RunReport holds only strings, numbers and booleans: it always serializes.
+    result.structured_content = serde_json::to_value(report).ok();
+    result
+}
+
+fn run_text(report: &RunReport) -> String {
+    let mut lines = Vec::new();
+    let exit = report.exit_code.unwrap_or_default();
+    let duration = report.duration_ms.unwrap_or_default();
+    lines.push(format!("exit code: {exit} (ran {duration} ms)"));
+    if report.timed_out {
+        lines.push("The program ran into its timeout and was killed.".to_owned());
+    }
+    if report.oom_killed {
+        lines.push("The program ran out of memory (256 MB) and was killed.".to_owned());
+    }
+    for (name, truncated) in [
+        ("stdout", report.stdout_truncated),
+        ("stderr", report.stderr_truncated),
+    ] {
+        if truncated {
+            lines.push(format!(
+                "The program wrote more than 1 MiB to {name} and was stopped there."
+            ));
+        }
+    }
+    lines.push(section(
+        "stdout",
+        &report.stdout,
+        report.stdout_omitted_bytes,
+    ));
+    lines.push(section(
+        "stderr",
+        &report.stderr,
+        report.stderr_omitted_bytes,
+    ));
+    lines.join("\n")
+}
+
+fn section(name: &str, text: &str, omitted: usize) -> String {
+    if text.is_empty() {
+        return format!("--- {name}: (empty) ---");
+    }
+    let note = if omitted > 0 {
+        format!(" (long: {omitted} bytes from the middle left out)")
+    } else {
+        String::new()
+    };
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    format!("--- {name}{note} ---\n{text}{newline}--- end of {name} ---")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(stdout: &str, exit_code: i32) -> RunResponse {
+        RunResponse {
+            stdout: stdout.into(),
+            stderr: String::new(),
+            exit_code,
+            duration_ms: 12,
+            timed_out: false,
+            oom_killed: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+        }
+    }
+
+    fn text_of(result: &CallToolResult) -> String {
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn short_output_is_kept_whole() {
+        assert_eq!(
+            head_and_tail("abc", 10),
+            Shown {
+                text: "abc".into(),
+                omitted: 0
+            }
+        );
+    }
+
+    #[test]
+    fn long_output_keeps_head_and_tail_on_char_boundaries() {
+        let s = "é".repeat(1000); // 2000 bytes
+        let shown = head_and_tail(&s, 101);
+        assert!(shown.text.starts_with(&"é".repeat(25)));
+        assert!(shown.text.ends_with(&"é".repeat(25)));
+        assert_eq!(shown.omitted, 2000 - 50 - 50);
+        assert!(shown.text.contains("[... 1900 bytes omitted ...]"));
+    }
+
+    #[test]
+    fn success_and_failure_set_is_error() {
+        let ok = from_run(response("1\n", 0));
+        assert_eq!(ok.is_error, Some(false));
+        assert!(text_of(&ok).contains("exit code: 0"));
+        assert!(text_of(&ok).contains("--- stdout ---\n1\n--- end of stdout ---"));
+        let failed = from_run(response("", 3));
+        assert_eq!(failed.is_error, Some(true));
+        let structured = failed.structured_content.unwrap();
+        assert_eq!(structured["exitCode"], 3);
+        assert!(structured["error"].is_null());
+    }
+
+    #[test]
+    fn a_flood_is_cut_for_the_model() {
+        let result = from_run(response(&"x".repeat(1024 * 1024), 0));
+        let text = text_of(&result);
+        assert!(text.len() < STDOUT_BUDGET + 1024);
+        assert!(text.contains("bytes omitted"));
+        let structured = result.structured_content.unwrap();
+        assert_eq!(
+            structured["stdoutOmittedBytes"],
+            1024 * 1024 - STDOUT_BUDGET
+        );
+    }
+
+    #[test]
+    fn runner_errors_say_what_happened() {
+        let result = from_runner_error(&RunnerError::NotConfigured);
+        assert_eq!(result.is_error, Some(true));
+        assert!(text_of(&result).contains("SANDBOX_RUNNER_URL"));
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["error"]["code"], "not_configured");
+        assert_eq!(structured["error"]["retryable"], false);
+        assert!(structured["exitCode"].is_null());
+    }
+}

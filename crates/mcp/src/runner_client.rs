@@ -1,0 +1,250 @@
+//! The HTTP client for the sandbox runner: `POST /run` and `GET /health`.
+
+use std::time::Duration;
+
+use reqwest::{header, StatusCode};
+use sandbox_protocol::api::{ErrorBody, Health, RunRequest, RunResponse};
+
+use crate::config::RunnerTarget;
+
+/// Time allowed beyond a run's own timeout for the sandbox set-up, the queue and the network.
+pub const RUN_MARGIN: Duration = Duration::from_secs(5);
+/// How long `GET /health` may take before the runner counts as unreachable.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a run did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// No runner is configured.
+    #[error(
+        "503 sandbox runner not configured: this server has no runner to run code; \
+         set SANDBOX_RUNNER_URL (and SANDBOX_RUNNER_TOKEN) and restart it"
+    )]
+    NotConfigured,
+    /// The runner could not be reached.
+    #[error("the sandbox runner is unreachable ({0}); retrying later may help once it is back")]
+    Unreachable(String),
+    /// The runner gave no answer within the run's timeout plus [`RUN_MARGIN`].
+    #[error("the sandbox runner did not answer within {0} ms; retrying may help")]
+    TimedOut(u128),
+    /// The runner refused this server's token.
+    #[error(
+        "the sandbox runner refused this server's credentials (401); \
+         fix SANDBOX_RUNNER_TOKEN, retrying will not help"
+    )]
+    Unauthorized,
+    /// The runner has no free sandbox now.
+    #[error("the sandbox runner is busy ({status}: {message}); retry{}", retry_hint(*.retry_after))]
+    Busy {
+        /// 429 or 503.
+        status: u16,
+        /// The runner's explanation.
+        message: String,
+        /// Seconds the runner asked to wait, from `Retry-After`.
+        retry_after: Option<u64>,
+    },
+    /// The runner refused the request itself (400, 413): the same call will fail again.
+    #[error("the sandbox runner refused the program ({status}: {message}); retrying the same call will not help")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The runner's explanation.
+        message: String,
+    },
+    /// The runner failed internally.
+    #[error("the sandbox runner failed ({status}: {message}); retrying may help")]
+    Internal {
+        /// The HTTP status.
+        status: u16,
+        /// The runner's explanation.
+        message: String,
+    },
+    /// The client cancelled the call before the run ended.
+    #[error("the call was cancelled before the program finished")]
+    Cancelled,
+    /// The runner answered something that is not its API.
+    #[error(
+        "the sandbox runner sent an answer this server cannot read ({0}); retrying will not help"
+    )]
+    Malformed(String),
+}
+
+fn retry_hint(retry_after: Option<u64>) -> String {
+    match retry_after {
+        Some(secs) => format!(" in {secs} s"),
+        None => " in a few seconds".to_owned(),
+    }
+}
+
+impl RunnerError {
+    /// A stable machine-readable code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RunnerError::NotConfigured => "not_configured",
+            RunnerError::Unreachable(_) => "runner_unreachable",
+            RunnerError::TimedOut(_) => "runner_timeout",
+            RunnerError::Unauthorized => "runner_unauthorized",
+            RunnerError::Busy { .. } => "runner_busy",
+            RunnerError::Refused { .. } => "runner_refused",
+            RunnerError::Internal { .. } => "runner_error",
+            RunnerError::Cancelled => "cancelled",
+            RunnerError::Malformed(_) => "runner_malformed",
+        }
+    }
+
+    /// Whether the same call may succeed later.
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            RunnerError::Unreachable(_)
+                | RunnerError::TimedOut(_)
+                | RunnerError::Busy { .. }
+                | RunnerError::Internal { .. }
+        )
+    }
+}
+
+/// A client of one runner.
+#[derive(Clone, Debug)]
+pub struct RunnerClient {
+    http: reqwest::Client,
+    target: RunnerTarget,
+}
+
+impl RunnerClient {
+    /// A client for the given runner.
+    pub fn new(target: RunnerTarget) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            // The runner sits on loopback or a private network: never through a proxy.
+            .no_proxy()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()?;
+        Ok(RunnerClient { http, target })
+    }
+
+    fn endpoint(&self, path: &str) -> reqwest::Url {
+        let mut url = self.target.url.clone();
+        let base = url.path().trim_end_matches('/').to_owned();
+        url.set_path(&format!("{base}{path}"));
+        url
+    }
+
+    /// Runs one program; `request.timeout_ms` must be set, since it bounds the wait.
+    pub async fn run(&self, request: &RunRequest) -> Result<RunResponse, RunnerError> {
+        let run_timeout = Duration::from_millis(request.timeout_ms.unwrap_or(0));
+        let deadline = run_timeout + RUN_MARGIN;
+        let mut builder = self.http.post(self.endpoint("/run")).json(request);
+        if let Some(token) = &self.target.token {
+            builder = builder.bearer_auth(token);
+        }
+        let exchange = async {
+            let response = builder.send().await.map_err(transport_error)?;
+            read_run_response(response).await
+        };
+        match tokio::time::timeout(deadline, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(RunnerError::TimedOut(deadline.as_millis())),
+        }
+    }
+
+    /// Asks the runner for its health; `Err` when it is unreachable or unhealthy.
+    pub async fn health(&self) -> Result<Health, RunnerError> {
+        let response = self
+            .http
+            .get(self.endpoint("/health"))
+            .timeout(HEALTH_TIMEOUT)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        if !response.status().is_success() {
+            return Err(error_from(response).await);
+        }
+        response
+            .json()
+            .await
+            .map_err(|e| RunnerError::Malformed(e.to_string()))
+    }
+}
+
+fn transport_error(error: reqwest::Error) -> RunnerError {
+    // The chain's last cause ("Connection refused") is the part people can act on.
+    let mut cause: &dyn std::error::Error = &error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    RunnerError::Unreachable(cause.to_string())
+}
+
+async fn read_run_response(response: reqwest::Response) -> Result<RunResponse, RunnerError> {
+    if response.status() != StatusCode::OK {
+        return Err(error_from(response).await);
+    }
+    let body = response.bytes().await.map_err(transport_error)?;
+    serde_json::from_slice(&body).map_err(|e| RunnerError::Malformed(e.to_string()))
+}
+
+async fn error_from(response: reqwest::Response) -> RunnerError {
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
+    let body = response.bytes().await.unwrap_or_default();
+    let message = match serde_json::from_slice::<ErrorBody>(&body) {
+        Ok(parsed) => parsed.error.message,
+        Err(_) => status.canonical_reason().unwrap_or("error").to_owned(),
+    };
+    classify(status, message, retry_after)
+}
+
+fn classify(status: StatusCode, message: String, retry_after: Option<u64>) -> RunnerError {
+    let code = status.as_u16();
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => RunnerError::Unauthorized,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => RunnerError::Busy {
+            status: code,
+            message,
+            retry_after,
+        },
+        s if s.is_client_error() => RunnerError::Refused {
+            status: code,
+            message,
+        },
+        s if s.is_server_error() => RunnerError::Internal {
+            status: code,
+            message,
+        },
+        _ => RunnerError::Malformed(format!("unexpected status {code}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_errors_that_say_whether_to_retry() {
+        let busy = classify(StatusCode::TOO_MANY_REQUESTS, "pool".into(), Some(2));
+        assert!(busy.retryable());
+        assert!(busy.to_string().contains("retry in 2 s"));
+        assert!(!classify(StatusCode::UNAUTHORIZED, String::new(), None).retryable());
+        assert!(!classify(StatusCode::PAYLOAD_TOO_LARGE, "big".into(), None).retryable());
+        assert!(classify(StatusCode::BAD_GATEWAY, "x".into(), None).retryable());
+        assert!(RunnerError::NotConfigured
+            .to_string()
+            .contains("SANDBOX_RUNNER_URL"));
+        assert!(RunnerError::NotConfigured.to_string().contains("503"));
+    }
+
+    #[test]
+    fn endpoints_keep_a_base_path() {
+        let target = RunnerTarget::new("http://127.0.0.1:9/runner/", None).unwrap();
+        let client = RunnerClient::new(target).unwrap();
+        assert_eq!(
+            client.endpoint("/run").as_str(),
+            "http://127.0.0.1:9/runner/run"
+        );
+    }
+}

@@ -1,0 +1,266 @@
+//! The three tools, `run_bash`, `run_python` and `run_node`: their definitions (schemas,
+//! descriptions, annotations) and the parsing of a call's arguments.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use sandbox_protocol::Lang;
+use serde_json::{json, Value};
+
+use crate::config::MAX_TIMEOUT_MS;
+
+/// The tool's name for a language.
+pub fn tool_name(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Bash => "run_bash",
+        Lang::Python => "run_python",
+        Lang::Node => "run_node",
+    }
+}
+
+/// The language a tool name stands for.
+pub fn lang_of(name: &str) -> Option<Lang> {
+    Lang::ALL.into_iter().find(|l| tool_name(*l) == name)
+}
+
+fn what_runs(lang: Lang) -> (&'static str, &'static str) {
+    match lang {
+        Lang::Bash => ("Run bash", "a bash script (run as a file with bash)"),
+        Lang::Python => (
+            "Run Python",
+            "a Python 3 program (run as a file with python3)",
+        ),
+        Lang::Node => (
+            "Run Node.js",
+            "a Node.js program (CommonJS, run as a file with node)",
+        ),
+    }
+}
+
+fn description(lang: Lang, default_timeout: Duration) -> String {
+    let (_, program) = what_runs(lang);
+    format!(
+        "Runs {program} in a fresh, isolated sandbox and returns its stdout, stderr and exit code. \
+         Every call gets a new sandbox: nothing is kept between calls (no files, variables or \
+         installed packages), so send the complete program each time. The sandbox has no \
+         network access, 256 MB of memory and half a CPU. The program is killed after timeoutMs \
+         (default {default} ms, at most {MAX_TIMEOUT_MS} ms). Each output stream is capped at \
+         1 MiB (the program is stopped there), and long output is shown as its beginning and \
+         end with the number of bytes left out. Print the results you want to see.",
+        default = default_timeout.as_millis(),
+    )
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("schemas are written as JSON objects"),
+    }
+}
+
+fn input_schema(lang: Lang, default_timeout: Duration) -> Arc<JsonObject> {
+    let (_, program) = what_runs(lang);
+    object(json!({
+        "type": "object",
+        "properties": {
+            "code": {
+                "type": "string",
+                "description": format!("The complete source of {program}."),
+            },
+            "timeoutMs": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT_MS,
+                "description": format!(
+                    "Wall-clock limit in milliseconds (default {}).",
+                    default_timeout.as_millis()
+                ),
+            },
+        },
+        "required": ["code"],
+    }))
+}
+
+fn nullable(kind: &str, description: &str) -> Value {
+    json!({ "type": [kind, "null"], "description": description })
+}
+
+/// The schema of every result's `structuredContent` (see [`crate::report::RunReport`]).
+fn output_schema() -> Arc<JsonObject> {
+    let count = |d: &str| json!({ "type": "integer", "minimum": 0, "description": d });
+    let flag = |d: &str| json!({ "type": "boolean", "description": d });
+    let text = |d: &str| json!({ "type": "string", "description": d });
+    object(json!({
+        "type": "object",
+        "properties": {
+            "stdout": text("Standard output, cut to its beginning and end when long."),
+            "stderr": text("Standard error, cut to its beginning and end when long."),
+            "stdoutOmittedBytes": count("Bytes of stdout left out of `stdout`."),
+            "stderrOmittedBytes": count("Bytes of stderr left out of `stderr`."),
+            "exitCode": nullable("integer", "Exit status (128 + signal after a kill); null when nothing ran."),
+            "durationMs": nullable("integer", "Run time in milliseconds; null when nothing ran."),
+            "timedOut": flag("The program hit its timeout and was killed."),
+            "oomKilled": flag("The program ran out of memory and was killed."),
+            "stdoutTruncated": flag("Stdout passed the 1 MiB cap and the program was stopped."),
+            "stderrTruncated": flag("Stderr passed the 1 MiB cap and the program was stopped."),
+            "error": {
+                "type": ["object", "null"],
+                "description": "Why the sandbox could not run the program; null when it ran.",
+                "properties": {
+                    "code": text("A stable code, such as not_configured or runner_busy."),
+                    "message": text("What happened and what to do."),
+                    "retryable": flag("Whether the same call may succeed later."),
+                },
+                "required": ["code", "message", "retryable"],
+            },
+        },
+        "required": [
+            "stdout", "stderr", "stdoutOmittedBytes", "stderrOmittedBytes", "exitCode",
+            "durationMs", "timedOut", "oomKilled", "stdoutTruncated", "stderrTruncated", "error",
+        ],
+    }))
+}
+
+/// The definition of one tool as `tools/list` shows it.
+pub fn definition(lang: Lang, default_timeout: Duration) -> Tool {
+    let (title, _) = what_runs(lang);
+    let annotations = ToolAnnotations::with_title(title)
+        .read_only(false)
+        .destructive(false)
+        .idempotent(false)
+        .open_world(false);
+    let mut tool = Tool::new(
+        tool_name(lang),
+        description(lang, default_timeout),
+        input_schema(lang, default_timeout),
+    );
+    tool.title = Some(title.to_owned());
+    tool.output_schema = Some(output_schema());
+    tool.annotations = Some(annotations);
+    tool
+}
+
+/// The validated arguments of one call.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RunArgs {
+    /// The program text.
+    pub code: String,
+    /// The wall-clock limit in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// Arguments a call cannot run with; the model is told so and can correct them.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArgsError {
+    /// `code` is absent or not a string.
+    #[error("invalid arguments: `code` (a string holding the program) is required")]
+    MissingCode,
+    /// `timeoutMs` is not an integer in range.
+    #[error("invalid arguments: `timeoutMs` must be an integer from 1 to {MAX_TIMEOUT_MS}")]
+    BadTimeout,
+}
+
+/// Reads `{code, timeoutMs?}` from a call's arguments.
+pub fn parse_args(
+    arguments: Option<&JsonObject>,
+    default_timeout: Duration,
+) -> Result<RunArgs, ArgsError> {
+    let empty = JsonObject::new();
+    let arguments = arguments.unwrap_or(&empty);
+    let code = match arguments.get("code") {
+        Some(Value::String(code)) => code.clone(),
+        _ => return Err(ArgsError::MissingCode),
+    };
+    let timeout_ms = match arguments.get("timeoutMs") {
+        None | Some(Value::Null) => default_timeout.as_millis() as u64,
+        Some(value) => whole_number(value)
+            .filter(|t| (1..=MAX_TIMEOUT_MS).contains(t))
+            .ok_or(ArgsError::BadTimeout)?,
+    };
+    Ok(RunArgs { code, timeout_ms })
+}
+
+/// An integer, also when a client wrote it as `5000.0`.
+fn whole_number(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+            .map(|f| f as u64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(value: Value) -> JsonObject {
+        match value {
+            Value::Object(map) => map,
+            _ => panic!("not an object"),
+        }
+    }
+
+    const DEFAULT: Duration = Duration::from_millis(15_000);
+
+    #[test]
+    fn names_round_trip() {
+        for lang in Lang::ALL {
+            assert_eq!(lang_of(tool_name(lang)), Some(lang));
+        }
+        assert_eq!(lang_of("run_ruby"), None);
+    }
+
+    #[test]
+    fn arguments_are_checked() {
+        let ok = parse_args(Some(&args(json!({"code": "print(1)"}))), DEFAULT);
+        assert_eq!(
+            ok,
+            Ok(RunArgs {
+                code: "print(1)".into(),
+                timeout_ms: 15_000
+            })
+        );
+        let ok = parse_args(
+            Some(&args(json!({"code": "", "timeoutMs": 500.0}))),
+            DEFAULT,
+        );
+        assert_eq!(ok.map(|a| a.timeout_ms), Ok(500));
+        assert_eq!(parse_args(None, DEFAULT), Err(ArgsError::MissingCode));
+        assert_eq!(
+            parse_args(Some(&args(json!({"code": 1}))), DEFAULT),
+            Err(ArgsError::MissingCode)
+        );
+        for bad in [
+            json!(0),
+            json!(300_001),
+            json!(1.5),
+            json!("100"),
+            json!(-1),
+        ] {
+            let call = args(json!({"code": "x", "timeoutMs": bad}));
+            assert_eq!(parse_args(Some(&call), DEFAULT), Err(ArgsError::BadTimeout));
+        }
+    }
+
+    #[test]
+    fn definitions_say_what_a_model_gets() {
+        let tool = definition(Lang::Python, DEFAULT);
+        let text = tool.description.as_deref().unwrap_or_default();
+        for needle in [
+            "fresh",
+            "no network",
+            "256 MB",
+            "half a CPU",
+            "15000 ms",
+            "1 MiB",
+        ] {
+            assert!(text.contains(needle), "description lacks {needle:?}");
+        }
+        let annotations = tool.annotations.unwrap();
+        assert_eq!(annotations.read_only_hint, Some(false));
+        assert_eq!(annotations.open_world_hint, Some(false));
+        assert!(tool.output_schema.is_some());
+    }
+}
