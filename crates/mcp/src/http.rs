@@ -3,6 +3,8 @@
 
 use std::future::Future;
 
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -36,6 +38,15 @@ fn transport_config(config: &McpConfig, shutdown: CancellationToken) -> Streamab
     }
 }
 
+/// rmcp answers a session's DELETE with 202; the Python SDK expects 200 or 204 (and warns on
+/// anything else), and a DELETE that ended the session has nothing more to accept.
+async fn session_ended(method: Method, mut response: Response) -> Response {
+    if method == Method::DELETE && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
+}
+
 fn router(config: &McpConfig, server: SandboxServer, shutdown: CancellationToken) -> Router {
     let factory_server = server.clone();
     let mcp = StreamableHttpService::new(
@@ -45,6 +56,7 @@ fn router(config: &McpConfig, server: SandboxServer, shutdown: CancellationToken
     );
     let mcp = Router::new()
         .route_service("/mcp", mcp)
+        .layer(axum::middleware::map_response(session_ended))
         .layer(axum::middleware::from_fn_with_state(
             config.auth_token.clone(),
             auth::require_bearer,
