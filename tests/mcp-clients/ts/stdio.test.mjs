@@ -1,0 +1,25 @@
+// The official TypeScript SDK's StdioClientTransport against `sandbox-mcp stdio`.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+import { bin, text } from "./servers.mjs";
+
+test("stdio: list the tools and call one without a runner", async () => {
+  const transport = new StdioClientTransport({
+    command: bin("SANDBOX_MCP_BIN"),
+    args: ["stdio"],
+    env: { RUST_LOG: "warn" },
+    stderr: "pipe",
+  });
+  const client = new Client({ name: "sandbox-mcp-ts-tests", version: "1.0.0" });
+  await client.connect(transport);
+  const { tools } = await client.listTools();
+  assert.deepEqual(tools.map((t) => t.name).sort(), ["run_bash", "run_node", "run_python"]);
+  const result = await client.callTool({ name: "run_bash", arguments: { code: "echo hi" } });
+  assert.equal(result.isError, true);
+  assert.match(text(result), /SANDBOX_RUNNER_URL/);
+  await client.close();
+});
