@@ -1,0 +1,59 @@
+//! The agent: the first process inside a sandbox.
+//!
+//! It announces [`AgentMessage::Ready`] on its channel, receives exactly one [`Job`],
+//! writes the code to a file in the home directory, runs the interpreter on it with an
+//! empty, fixed environment, captures standard output and error separately up to their
+//! caps, enforces the timeout on the whole process tree, reaps every child, and answers
+//! with one [`AgentMessage::Done`] (or [`AgentMessage::Failed`]). Then it returns, and
+//! its caller exits; a sandbox never runs a second job.
+//!
+//! The agent knows nothing of how its sandbox was made: the process backend starts it
+//! as PID 1 of fresh namespaces, a VM backend as the guest's init. What it relies on is
+//! only this: it is PID 1 of its PID namespace (so that `kill(-1)` ends every other
+//! process of the sandbox and orphans are reparented to it), `/tmp` and the home
+//! directory are writable, and the interpreters are on [`PATH`].
+//!
+//! Outside a PID namespace of its own (`getpid() != 1`) it never signals `-1`; it falls
+//! back to killing the program's process group.
+
+mod capture;
+mod job;
+mod tree;
+
+pub use job::{run_job, JobError};
+
+use sandbox_protocol::agent::{AgentMessage, Job};
+use sandbox_protocol::frame::{self, FrameError};
+use std::io::{Read, Write};
+
+/// The search path given to programs.
+pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// The home directory and working directory of programs.
+pub const HOME: &str = "/home/sandbox";
+
+/// Why the agent stopped without answering a job.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The channel to the runner failed.
+    #[error(transparent)]
+    Channel(#[from] FrameError),
+}
+
+/// Serves one job over `channel`: Ready, then one Job, then its answer.
+///
+/// Returns `Ok(())` also when the runner closes the channel without sending a job
+/// (a pooled sandbox being destroyed).
+pub fn serve<C: Read + Write>(channel: &mut C) -> Result<(), AgentError> {
+    frame::write(channel, &AgentMessage::Ready)?;
+    let Some(job) = frame::read::<_, Job>(channel)? else {
+        return Ok(());
+    };
+    let answer = match run_job(&job) {
+        Ok(outcome) => AgentMessage::Done(outcome),
+        Err(e) => AgentMessage::Failed {
+            message: e.to_string(),
+        },
+    };
+    frame::write(channel, &answer)?;
+    Ok(())
+}

@@ -1,0 +1,380 @@
+//! Control groups: one per sandbox, holding its memory, CPU and process limits.
+//!
+//! Layout, v1 (one tree per controller) and v2 (one unified tree) alike:
+//! `<controller root>/sandbox-runner/<instance>/<sandbox>`, where `<instance>` names one
+//! life of one runner (`r<pid>`), so that several runners share a host, and a runner
+//! that starts again can tell what a dead one left behind ([`Hierarchy::remove_stale`]).
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The folder below each controller root that holds every runner's cgroups.
+const TOP: &str = "sandbox-runner";
+/// Controllers a v1 host must mount.
+const V1_CONTROLLERS: [&str; 3] = ["memory", "cpu", "pids"];
+/// How long a sandbox's processes may take to die before its cgroup is left behind.
+const REMOVE_LIMIT: Duration = Duration::from_secs(5);
+
+/// A cgroup step that failed, with the path it failed on.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// Neither a v2 hierarchy with the needed controllers nor the v1 controllers exist.
+    #[error(
+        "no usable cgroup hierarchy under {0}: need cgroup v2 with the memory, cpu and pids \
+         controllers, or cgroup v1 with memory, cpu and pids mounted"
+    )]
+    NoHierarchy(PathBuf),
+    /// A v2 controller could not be enabled for our subtree.
+    #[error("cgroup v2 controller {controller} is not available in {path}")]
+    MissingController { controller: String, path: PathBuf },
+    /// A cgroup folder could not be made.
+    #[error("creating cgroup {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+    /// A control file could not be written.
+    #[error("writing {value:?} to {path}: {source}")]
+    Write {
+        path: PathBuf,
+        value: String,
+        source: io::Error,
+    },
+    /// A control file could not be read.
+    #[error("reading {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    /// A cgroup still held processes, or could not be removed, after the time allowed.
+    #[error("removing cgroup {path}: {source}")]
+    Remove { path: PathBuf, source: io::Error },
+}
+
+/// The limits every sandbox's cgroup gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupLimits {
+    /// Memory in bytes, swap not allowed.
+    pub memory_bytes: u64,
+    /// CPU time allowed per period, in microseconds.
+    pub cpu_quota_us: u64,
+    /// The CPU accounting period, in microseconds.
+    pub cpu_period_us: u64,
+    /// The most processes (and threads) at once.
+    pub pids_max: u64,
+}
+
+/// Which cgroup version the host runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// One hierarchy per controller.
+    V1,
+    /// The unified hierarchy.
+    V2,
+}
+
+/// This runner instance's place in the host's cgroup trees.
+#[derive(Debug)]
+pub struct Hierarchy {
+    version: Version,
+    /// The `sandbox-runner` folder of each tree (one for v2, one per controller for v1).
+    tops: Vec<PathBuf>,
+    instance: String,
+}
+
+impl Hierarchy {
+    /// Finds the hierarchy under `mount` (normally `/sys/fs/cgroup`) and makes this
+    /// instance's folders, with the controllers enabled.
+    pub fn open(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
+        let (version, tops) = if mount.join("cgroup.controllers").exists() {
+            (Version::V2, vec![mount.join(TOP)])
+        } else if V1_CONTROLLERS
+            .iter()
+            .all(|c| mount.join(c).join("tasks").exists())
+        {
+            let tops = V1_CONTROLLERS.iter().map(|c| mount.join(c).join(TOP));
+            (Version::V1, tops.collect())
+        } else {
+            return Err(CgroupError::NoHierarchy(mount.to_owned()));
+        };
+        let hierarchy = Hierarchy {
+            version,
+            tops,
+            instance: instance.to_owned(),
+        };
+        if version == Version::V2 {
+            enable_v2_controllers(mount)?;
+        }
+        for top in &hierarchy.tops {
+            make_dir(top)?;
+            if version == Version::V2 {
+                enable_v2_controllers(top)?;
+            }
+            make_dir(&top.join(instance))?;
+            if version == Version::V2 {
+                enable_v2_controllers(&top.join(instance))?;
+            }
+        }
+        Ok(hierarchy)
+    }
+
+    /// The cgroup version in use.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Makes the cgroup of one sandbox, with its limits set, ready to be joined.
+    pub fn create(&self, name: &str, limits: &CgroupLimits) -> Result<Cgroup, CgroupError> {
+        let dirs: Vec<PathBuf> = self
+            .tops
+            .iter()
+            .map(|t| t.join(&self.instance).join(name))
+            .collect();
+        for dir in &dirs {
+            make_dir(dir)?;
+        }
+        let cgroup = Cgroup {
+            version: self.version,
+            dirs,
+        };
+        if let Err(e) = cgroup.set_limits(limits) {
+            let _ = cgroup.kill_and_remove();
+            return Err(e);
+        }
+        Ok(cgroup)
+    }
+
+    /// Removes what runner instances that are no longer alive left behind: their
+    /// sandboxes' processes are killed and their cgroups removed. Returns how many
+    /// sandbox cgroups were removed.
+    pub fn remove_stale(&self) -> Result<usize, CgroupError> {
+        let mut removed = 0;
+        for top in &self.tops {
+            for instance in list_dirs(top)? {
+                let name = file_name(&instance);
+                if name == self.instance || instance_alive(&name) {
+                    continue;
+                }
+                for sandbox in list_dirs(&instance)? {
+                    Cgroup::v(self.version, vec![sandbox]).kill_and_remove()?;
+                    removed += 1;
+                }
+                remove_dir(&instance)?;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Removes this instance's (by now empty) folders, at shutdown.
+    pub fn remove_instance(&self) -> Result<(), CgroupError> {
+        for top in &self.tops {
+            remove_dir(&top.join(&self.instance))?;
+        }
+        Ok(())
+    }
+
+    /// This instance's folders, one per tree (for tests and diagnostics).
+    pub fn instance_dirs(&self) -> Vec<PathBuf> {
+        self.tops.iter().map(|t| t.join(&self.instance)).collect()
+    }
+}
+
+/// The name of this runner's instance folder.
+pub fn instance_name() -> String {
+    format!("r{}", std::process::id())
+}
+
+/// Whether the runner that owns an instance folder (`r<pid>`) still runs.
+fn instance_alive(name: &str) -> bool {
+    match name.strip_prefix('r').and_then(|p| p.parse::<i32>().ok()) {
+        Some(pid) => Path::new(&format!("/proc/{pid}")).exists(),
+        None => true, // not ours to remove
+    }
+}
+
+/// One sandbox's cgroup (one folder per tree).
+#[derive(Debug)]
+pub struct Cgroup {
+    version: Version,
+    dirs: Vec<PathBuf>,
+}
+
+impl Cgroup {
+    fn v(version: Version, dirs: Vec<PathBuf>) -> Self {
+        Cgroup { version, dirs }
+    }
+
+    fn dir(&self, controller: &str) -> &Path {
+        let index = match self.version {
+            Version::V2 => 0,
+            Version::V1 => V1_CONTROLLERS
+                .iter()
+                .position(|c| *c == controller)
+                .unwrap_or(0),
+        };
+        &self.dirs[index]
+    }
+
+    fn set_limits(&self, limits: &CgroupLimits) -> Result<(), CgroupError> {
+        match self.version {
+            Version::V1 => {
+                let mem = self.dir("memory");
+                write(&mem.join("memory.limit_in_bytes"), limits.memory_bytes)?;
+                let memsw = mem.join("memory.memsw.limit_in_bytes");
+                if memsw.exists() {
+                    write(&memsw, limits.memory_bytes)?;
+                }
+                write(&mem.join("memory.swappiness"), 0)?;
+                let cpu = self.dir("cpu");
+                write(&cpu.join("cpu.cfs_period_us"), limits.cpu_period_us)?;
+                write(&cpu.join("cpu.cfs_quota_us"), limits.cpu_quota_us)?;
+                write(&self.dir("pids").join("pids.max"), limits.pids_max)?;
+            }
+            Version::V2 => {
+                let dir = &self.dirs[0];
+                write(&dir.join("memory.max"), limits.memory_bytes)?;
+                let swap = dir.join("memory.swap.max");
+                if swap.exists() {
+                    write(&swap, 0)?;
+                }
+                let cpu_max = format!("{} {}", limits.cpu_quota_us, limits.cpu_period_us);
+                write(&dir.join("cpu.max"), cpu_max)?;
+                write(&dir.join("pids.max"), limits.pids_max)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The `cgroup.procs` files a process writes its pid to, to join this cgroup.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// How many processes the out-of-memory killer has killed in this cgroup.
+    pub fn oom_kills(&self) -> Result<u64, CgroupError> {
+        let path = match self.version {
+            Version::V1 => self.dir("memory").join("memory.oom_control"),
+            Version::V2 => self.dirs[0].join("memory.events"),
+        };
+        let text = fs::read_to_string(&path).map_err(|source| CgroupError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// Kills every process in the cgroup and removes it. Blocks (briefly) until the
+    /// processes are gone.
+    pub fn kill_and_remove(&self) -> Result<(), CgroupError> {
+        let deadline = Instant::now() + REMOVE_LIMIT;
+        if self.version == Version::V2 {
+            let kill_file = self.dirs[0].join("cgroup.kill");
+            if kill_file.exists() {
+                let _ = fs::write(&kill_file, "1");
+            }
+        }
+        for dir in &self.dirs {
+            remove_when_empty(dir, deadline)?;
+        }
+        Ok(())
+    }
+}
+
+/// Kills what is in `dir` until it is empty, then removes it.
+fn remove_when_empty(dir: &Path, deadline: Instant) -> Result<(), CgroupError> {
+    loop {
+        if !dir.exists() {
+            return Ok(());
+        }
+        let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            // ESRCH: it died between the read and the kill.
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        match fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(source) if Instant::now() >= deadline => {
+                return Err(CgroupError::Remove {
+                    path: dir.to_owned(),
+                    source,
+                })
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+}
+
+fn enable_v2_controllers(dir: &Path) -> Result<(), CgroupError> {
+    let available =
+        fs::read_to_string(dir.join("cgroup.controllers")).map_err(|source| CgroupError::Read {
+            path: dir.join("cgroup.controllers"),
+            source,
+        })?;
+    for controller in ["memory", "cpu", "pids"] {
+        if !available.split_whitespace().any(|c| c == controller) {
+            return Err(CgroupError::MissingController {
+                controller: controller.to_owned(),
+                path: dir.to_owned(),
+            });
+        }
+    }
+    write(&dir.join("cgroup.subtree_control"), "+memory +cpu +pids")
+}
+
+fn write(path: &Path, value: impl ToString) -> Result<(), CgroupError> {
+    let value = value.to_string();
+    fs::write(path, &value).map_err(|source| CgroupError::Write {
+        path: path.to_owned(),
+        value,
+        source,
+    })
+}
+
+fn make_dir(path: &Path) -> Result<(), CgroupError> {
+    match fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(CgroupError::Create {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn remove_dir(path: &Path) -> Result<(), CgroupError> {
+    match fs::remove_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(CgroupError::Remove {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn list_dirs(path: &Path) -> Result<Vec<PathBuf>, CgroupError> {
+    let entries = match fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(CgroupError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    Ok(entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect())
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,371 @@
+//! The process backend: each sandbox is a process tree in fresh Linux namespaces, in a
+//! cgroup of its own, under a seccomp filter (see [`jail`] for the steps and
+//! docs/security.md for what each one stops).
+
+pub mod cgroup;
+pub mod jail;
+pub mod seccomp;
+
+use super::RunOutcome;
+use cgroup::{Cgroup, CgroupError, CgroupLimits, Hierarchy};
+use jail::{JailSpec, CHANNEL_FD};
+use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome};
+use sandbox_protocol::frame::{self, FrameError};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::process::{Child, ChildStderr, Command};
+
+/// How long the agent may take, past the job's own timeout, to report.
+const REPORT_GRACE: Duration = Duration::from_secs(5);
+/// The most bytes of the jail's standard error kept for an error message.
+const JAIL_STDERR_CAP: u64 = 4096;
+
+/// How process sandboxes are made.
+#[derive(Debug, Clone)]
+pub struct ProcessConfig {
+    /// Where the cgroup hierarchies are mounted (normally `/sys/fs/cgroup`).
+    pub cgroup_mount: PathBuf,
+    /// The runner's state folder; `root/` below it is the new roots' mount point.
+    pub state_dir: PathBuf,
+    /// The host uid/gid sandbox root maps to (the sandbox user is this + 1000).
+    pub id_base: u32,
+    /// Memory, CPU and process limits.
+    pub limits: CgroupLimits,
+    /// Size of /tmp, and of the home folder, in bytes.
+    pub tmpfs_bytes: u64,
+    /// Most open files per process.
+    pub nofile: u64,
+    /// How long making a sandbox may take.
+    pub create_timeout: Duration,
+}
+
+/// Why a process sandbox could not be made or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The runner is not root, which the namespaces and cgroups need.
+    #[error("the process backend needs root (euid 0) to create namespaces, id maps and cgroups")]
+    NotRoot,
+    /// A cgroup step failed.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    /// The state folder could not be made.
+    #[error("creating state folder {path}: {source}")]
+    StateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The jail could not be started.
+    #[error("starting the jail: {0}")]
+    Spawn(std::io::Error),
+    /// The jail failed to set the sandbox up; the message says which step.
+    #[error("sandbox setup failed: {0}")]
+    Setup(String),
+    /// The sandbox was not ready in time.
+    #[error("sandbox setup took longer than {0:?}")]
+    SetupTimeout(Duration),
+    /// The agent channel failed or carried something unexpected.
+    #[error("agent channel: {0}")]
+    Channel(#[from] FrameError),
+    /// The agent said it could not run the job.
+    #[error("the agent could not run the job: {0}")]
+    AgentFailed(String),
+    /// The agent answered with a message that does not fit the exchange.
+    #[error("the agent sent {0} where a result was expected")]
+    Unexpected(&'static str),
+}
+
+/// Makes process sandboxes.
+pub struct ProcessBackend {
+    config: ProcessConfig,
+    hierarchy: Arc<Hierarchy>,
+    root_mount: PathBuf,
+    next_id: AtomicU64,
+}
+
+impl ProcessBackend {
+    /// Checks what the backend needs (root, cgroups), cleans up after dead runners,
+    /// and makes the state folder.
+    pub fn new(config: ProcessConfig) -> Result<Self, ProcessError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(ProcessError::NotRoot);
+        }
+        let hierarchy = Hierarchy::open(&config.cgroup_mount, &cgroup::instance_name())?;
+        let removed = hierarchy.remove_stale()?;
+        if removed > 0 {
+            tracing::warn!(
+                removed,
+                "removed sandboxes left behind by a runner that died"
+            );
+        }
+        let root_mount = config.state_dir.join("root");
+        std::fs::create_dir_all(&root_mount).map_err(|source| ProcessError::StateDir {
+            path: root_mount.clone(),
+            source,
+        })?;
+        tracing::info!(version = ?hierarchy.version(), "cgroups ready");
+        Ok(ProcessBackend {
+            config,
+            hierarchy: Arc::new(hierarchy),
+            root_mount,
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// This runner's cgroup folders (one per tree).
+    pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        self.hierarchy.instance_dirs()
+    }
+
+    /// Makes one sandbox and waits for its agent's Ready.
+    pub async fn create(&self) -> Result<ProcessSandbox, ProcessError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let name = format!("sb{id}");
+        let hierarchy = self.hierarchy.clone();
+        let limits = self.config.limits;
+        let cgroup = tokio::task::spawn_blocking(move || hierarchy.create(&name, &limits))
+            .await
+            .map_err(|e| ProcessError::Setup(format!("cgroup task: {e}")))??;
+        let spec = JailSpec {
+            cgroup_procs: cgroup.procs_files(),
+            root_mount: self.root_mount.clone(),
+            id_base: self.config.id_base,
+            tmp_bytes: self.config.tmpfs_bytes,
+            home_bytes: self.config.tmpfs_bytes,
+            nofile: self.config.nofile,
+            fsize_bytes: self.config.tmpfs_bytes,
+        };
+        match start(&spec).await {
+            Ok((child, channel, stderr)) => {
+                let mut sandbox = ProcessSandbox {
+                    id,
+                    cgroup: Some(cgroup),
+                    child,
+                    channel,
+                    stderr: Some(stderr),
+                };
+                match tokio::time::timeout(self.config.create_timeout, sandbox.await_ready()).await
+                {
+                    Ok(Ok(())) => {
+                        sandbox.log_stderr();
+                        Ok(sandbox)
+                    }
+                    Ok(Err(e)) => Err(sandbox.fail(e).await),
+                    Err(_) => {
+                        let timeout = ProcessError::SetupTimeout(self.config.create_timeout);
+                        Err(sandbox.fail(timeout).await)
+                    }
+                }
+            }
+            Err(e) => {
+                remove_cgroup(cgroup).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes this runner's cgroup folders (every sandbox must be destroyed first).
+    pub fn shutdown(&self) {
+        if let Err(e) = self.hierarchy.remove_instance() {
+            tracing::warn!(error = %e, "cgroup folders left behind");
+        }
+    }
+}
+
+/// Starts the jail: this binary with the jail argument, the channel on descriptor 3.
+async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), ProcessError> {
+    let spec_json = serde_json::to_string(spec)
+        .map_err(|e| ProcessError::Setup(format!("encoding the jail spec: {e}")))?;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(ProcessError::Spawn)?;
+    let theirs = OwnedFd::from(theirs);
+    let theirs_raw = theirs.as_raw_fd();
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg(jail::JAIL_ARG)
+        .arg(spec_json)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // SAFETY: the closure runs in the forked child before exec and only calls dup2 and
+    // fcntl, which are async-signal-safe; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if theirs_raw == CHANNEL_FD {
+                // dup2 onto itself would keep close-on-exec set.
+                if libc::fcntl(CHANNEL_FD, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(theirs_raw, CHANNEL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(ProcessError::Spawn)?;
+    drop(theirs);
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| ProcessError::Setup("jail stderr was not piped".into()))?;
+    ours.set_nonblocking(true).map_err(ProcessError::Spawn)?;
+    let channel = UnixStream::from_std(ours).map_err(ProcessError::Spawn)?;
+    Ok((child, channel, stderr))
+}
+
+/// One warm sandbox: its jail process, its cgroup and the channel to its agent.
+pub struct ProcessSandbox {
+    id: u64,
+    cgroup: Option<Cgroup>,
+    child: Child,
+    channel: UnixStream,
+    stderr: Option<ChildStderr>,
+}
+
+impl ProcessSandbox {
+    async fn await_ready(&mut self) -> Result<(), ProcessError> {
+        match read_frame(&mut self.channel).await? {
+            Some(AgentMessage::Ready) => Ok(()),
+            Some(other) => Err(ProcessError::Unexpected(message_kind(&other))),
+            None => Err(ProcessError::Setup(
+                "the jail exited before the agent was ready".into(),
+            )),
+        }
+    }
+
+    /// Turns a setup failure into the jail's own words where it left some, and
+    /// destroys what was made.
+    async fn fail(mut self, e: ProcessError) -> ProcessError {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        let mut said = String::new();
+        if let Some(stderr) = self.stderr.take() {
+            let _ = stderr.take(JAIL_STDERR_CAP).read_to_string(&mut said).await;
+        }
+        self.destroy().await;
+        let said = said.trim();
+        if said.is_empty() {
+            e
+        } else {
+            ProcessError::Setup(said.to_owned())
+        }
+    }
+
+    /// Logs what the agent writes to standard error (it should write nothing).
+    fn log_stderr(&mut self) {
+        let Some(mut stderr) = self.stderr.take() else {
+            return;
+        };
+        let id = self.id;
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let _ = (&mut stderr)
+                .take(JAIL_STDERR_CAP)
+                .read_to_end(&mut buf)
+                .await;
+            if !buf.is_empty() {
+                tracing::warn!(sandbox = id, said = %String::from_utf8_lossy(&buf), "agent stderr");
+            }
+            // Keep draining, so that the agent can never block on a full pipe.
+            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+        });
+    }
+
+    /// Sends the job, waits for the result, and destroys the sandbox.
+    pub async fn run(mut self, job: Job) -> Result<RunOutcome, ProcessError> {
+        let limit = Duration::from_millis(job.timeout_ms) + REPORT_GRACE;
+        let result = tokio::time::timeout(limit, self.exchange(&job)).await;
+        let oom_killed = self
+            .cgroup
+            .as_ref()
+            .and_then(|c| c.oom_kills().ok())
+            .is_some_and(|n| n > 0);
+        self.destroy().await;
+        let job_outcome = match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => unresponsive(limit),
+        };
+        Ok(RunOutcome {
+            job: job_outcome,
+            oom_killed,
+        })
+    }
+
+    async fn exchange(&mut self, job: &Job) -> Result<JobOutcome, ProcessError> {
+        let bytes = frame::encode(job)?;
+        self.channel
+            .write_all(&bytes)
+            .await
+            .map_err(FrameError::Io)?;
+        match read_frame(&mut self.channel).await? {
+            Some(AgentMessage::Done(outcome)) => Ok(outcome),
+            Some(AgentMessage::Failed { message }) => Err(ProcessError::AgentFailed(message)),
+            Some(AgentMessage::Ready) => Err(ProcessError::Unexpected("a second Ready")),
+            None => Err(ProcessError::Channel(FrameError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the agent exited without a result",
+            )))),
+        }
+    }
+
+    /// Kills every process of the sandbox and removes its cgroup.
+    pub async fn destroy(mut self) {
+        let _ = self.child.start_kill();
+        if let Some(cgroup) = self.cgroup.take() {
+            remove_cgroup(cgroup).await;
+        }
+        let _ = self.child.wait().await;
+    }
+}
+
+/// The report made for an agent that did not answer in time (it never should: the
+/// agent enforces the timeout itself).
+fn unresponsive(limit: Duration) -> JobOutcome {
+    JobOutcome {
+        stdout: String::new(),
+        stderr: format!(
+            "sandbox-runner: the sandbox did not report within {limit:?} and was destroyed; \
+             its output is lost"
+        ),
+        exit_code: 128 + libc::SIGKILL,
+        signal: Some(libc::SIGKILL),
+        duration_ms: limit.as_millis() as u64,
+        timed_out: true,
+        stdout_truncated: false,
+        stderr_truncated: false,
+    }
+}
+
+async fn remove_cgroup(cgroup: Cgroup) {
+    match tokio::task::spawn_blocking(move || cgroup.kill_and_remove()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "sandbox cgroup left behind"),
+        Err(e) => tracing::error!(error = %e, "cgroup removal task failed"),
+    }
+}
+
+async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<AgentMessage>, FrameError> {
+    let mut header = [0u8; 4];
+    match r.read_exact(&mut header).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let mut payload = vec![0u8; frame::payload_len(header)?];
+    r.read_exact(&mut payload).await?;
+    frame::decode(&payload).map(Some)
+}
+
+fn message_kind(msg: &AgentMessage) -> &'static str {
+    match msg {
+        AgentMessage::Ready => "Ready",
+        AgentMessage::Done(_) => "a result",
+        AgentMessage::Failed { .. } => "a failure",
+    }
+}

@@ -1,0 +1,296 @@
+//! The runner's configuration: flags and environment variables (clap), validated once
+//! into [`RunnerConfig`] and [`SandboxConfig`].
+
+use crate::backend::process::cgroup::CgroupLimits;
+use crate::backend::process::ProcessConfig;
+use crate::pool::PoolConfig;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The CFS period every sandbox's CPU quota is expressed in.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// Which backend makes sandboxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// Linux namespaces, cgroups and seccomp around a process tree.
+    Process,
+}
+
+/// Sandbox settings, shared by `serve`, `run` and embedding programs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SandboxArgs {
+    /// Backend that makes sandboxes.
+    #[arg(long, env = "RUNNER_BACKEND", value_enum, default_value = "process")]
+    pub backend: BackendKind,
+    /// Timeout of a run that gives none, in milliseconds.
+    #[arg(
+        long = "default-timeout-ms",
+        env = "SANDBOX_TIMEOUT_MS",
+        default_value_t = 15_000
+    )]
+    pub default_timeout_ms: u64,
+    /// Largest timeout a request may ask for, in milliseconds.
+    #[arg(long, env = "RUNNER_MAX_TIMEOUT_MS", default_value_t = 300_000)]
+    pub max_timeout_ms: u64,
+    /// Memory of one sandbox in MiB (no swap).
+    #[arg(long, env = "RUNNER_MEMORY_MB", default_value_t = 256)]
+    pub memory_mb: u64,
+    /// CPUs one sandbox may use (a CFS quota).
+    #[arg(long, env = "RUNNER_CPUS", default_value_t = 0.5)]
+    pub cpus: f64,
+    /// Most processes and threads in one sandbox.
+    #[arg(long, env = "RUNNER_PIDS_MAX", default_value_t = 64)]
+    pub pids_max: u64,
+    /// Bytes of stdout, and of stderr, kept per run; more stops the program.
+    #[arg(long, env = "RUNNER_OUTPUT_CAP_BYTES", default_value_t = 1 << 20)]
+    pub output_cap_bytes: usize,
+    /// Size of /tmp, and of the home folder, in MiB (counted in the memory limit).
+    #[arg(long, env = "RUNNER_TMPFS_MB", default_value_t = 64)]
+    pub tmpfs_mb: u64,
+    /// Host uid/gid that sandbox root maps to; the sandbox user is this + 1000.
+    #[arg(long, env = "RUNNER_ID_BASE", default_value_t = 1_000_000)]
+    pub id_base: u32,
+    /// The runner's state folder.
+    #[arg(long, env = "RUNNER_STATE_DIR", default_value = "/run/sandbox-runner")]
+    pub state_dir: PathBuf,
+    /// Where the cgroup hierarchies are mounted.
+    #[arg(long, env = "RUNNER_CGROUP_ROOT", default_value = "/sys/fs/cgroup")]
+    pub cgroup_root: PathBuf,
+}
+
+/// `sandbox-runner serve` settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "RUNNER_LISTEN", default_value = "127.0.0.1:8081")]
+    pub listen: SocketAddr,
+    /// Bearer token every POST /run must carry.
+    #[arg(long, env = "SANDBOX_RUNNER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Serve without a token (accepted on a loopback address only).
+    #[arg(long)]
+    pub no_auth: bool,
+    /// Sandboxes kept (warm plus running): the most runs at once.
+    #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = 4)]
+    pub pool_size: usize,
+    /// Requests that may wait for a sandbox at once; more get 429.
+    #[arg(long, env = "RUNNER_QUEUE_SIZE", default_value_t = 32)]
+    pub queue_size: usize,
+    /// How long a request may wait for a sandbox before it gets 503, in milliseconds.
+    #[arg(long, env = "RUNNER_QUEUE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub queue_timeout_ms: u64,
+    /// Largest program accepted, in bytes; more gets 413.
+    #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = 1 << 20)]
+    pub code_cap_bytes: usize,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("SANDBOX_RUNNER_TOKEN (or --token) is required; --no-auth serves without one, on loopback only")]
+    MissingToken,
+    #[error("--no-auth is accepted on a loopback address only, not {0}")]
+    NoAuthNotLoopback(SocketAddr),
+    #[error("the token must not be empty")]
+    EmptyToken,
+    #[error("{name} must be {rule}, not {value}")]
+    OutOfRange {
+        name: &'static str,
+        rule: &'static str,
+        value: String,
+    },
+}
+
+/// Validated sandbox settings.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    pub backend: BackendKind,
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    pub output_cap_bytes: usize,
+    pub process: ProcessConfig,
+}
+
+/// Validated `serve` settings.
+#[derive(Clone)]
+pub struct RunnerConfig {
+    pub listen: SocketAddr,
+    /// `None` only with --no-auth on loopback.
+    pub token: Option<String>,
+    pub pool: PoolConfig,
+    pub code_cap_bytes: usize,
+    pub sandbox: SandboxConfig,
+}
+
+fn check(
+    ok: bool,
+    name: &'static str,
+    rule: &'static str,
+    value: impl fmt::Display,
+) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            name,
+            rule,
+            value: value.to_string(),
+        })
+    }
+}
+
+impl SandboxArgs {
+    /// Checks the values and builds the backend settings.
+    pub fn validate(&self) -> Result<SandboxConfig, ConfigError> {
+        check(
+            self.max_timeout_ms >= 1,
+            "RUNNER_MAX_TIMEOUT_MS",
+            "at least 1",
+            self.max_timeout_ms,
+        )?;
+        check(
+            (1..=self.max_timeout_ms).contains(&self.default_timeout_ms),
+            "SANDBOX_TIMEOUT_MS",
+            "between 1 and RUNNER_MAX_TIMEOUT_MS",
+            self.default_timeout_ms,
+        )?;
+        check(
+            self.memory_mb >= 16,
+            "RUNNER_MEMORY_MB",
+            "at least 16",
+            self.memory_mb,
+        )?;
+        check(
+            self.cpus >= 0.01 && self.cpus <= 1024.0,
+            "RUNNER_CPUS",
+            "between 0.01 and 1024",
+            self.cpus,
+        )?;
+        check(
+            self.pids_max >= 8,
+            "RUNNER_PIDS_MAX",
+            "at least 8",
+            self.pids_max,
+        )?;
+        check(
+            self.output_cap_bytes >= 1,
+            "RUNNER_OUTPUT_CAP_BYTES",
+            "at least 1",
+            self.output_cap_bytes,
+        )?;
+        check(
+            self.tmpfs_mb >= 1,
+            "RUNNER_TMPFS_MB",
+            "at least 1",
+            self.tmpfs_mb,
+        )?;
+        check(
+            self.id_base >= 1 && self.id_base < u32::MAX - 65_536,
+            "RUNNER_ID_BASE",
+            "a non-root uid with room for 1000 more",
+            self.id_base,
+        )?;
+        let mib = 1024 * 1024;
+        Ok(SandboxConfig {
+            backend: self.backend,
+            default_timeout: Duration::from_millis(self.default_timeout_ms),
+            max_timeout: Duration::from_millis(self.max_timeout_ms),
+            output_cap_bytes: self.output_cap_bytes,
+            process: ProcessConfig {
+                cgroup_mount: self.cgroup_root.clone(),
+                state_dir: self.state_dir.clone(),
+                id_base: self.id_base,
+                limits: CgroupLimits {
+                    memory_bytes: self.memory_mb * mib,
+                    cpu_quota_us: (self.cpus * CPU_PERIOD_US as f64).round() as u64,
+                    cpu_period_us: CPU_PERIOD_US,
+                    pids_max: self.pids_max,
+                },
+                tmpfs_bytes: self.tmpfs_mb * mib,
+                nofile: 1024,
+                create_timeout: Duration::from_secs(10),
+            },
+        })
+    }
+}
+
+impl ServeArgs {
+    /// Checks the values; refuses to serve without a token unless --no-auth on loopback.
+    pub fn validate(&self) -> Result<RunnerConfig, ConfigError> {
+        let token = match (&self.token, self.no_auth) {
+            (_, true) if !self.listen.ip().is_loopback() => {
+                return Err(ConfigError::NoAuthNotLoopback(self.listen))
+            }
+            (_, true) => None,
+            (None, false) => return Err(ConfigError::MissingToken),
+            (Some(t), false) if t.is_empty() => return Err(ConfigError::EmptyToken),
+            (Some(t), false) => Some(t.clone()),
+        };
+        check(
+            (1..=1024).contains(&self.pool_size),
+            "RUNNER_POOL_SIZE",
+            "between 1 and 1024",
+            self.pool_size,
+        )?;
+        check(
+            self.queue_timeout_ms >= 1,
+            "RUNNER_QUEUE_TIMEOUT_MS",
+            "at least 1",
+            self.queue_timeout_ms,
+        )?;
+        check(
+            self.code_cap_bytes >= 1,
+            "RUNNER_CODE_CAP_BYTES",
+            "at least 1",
+            self.code_cap_bytes,
+        )?;
+        Ok(RunnerConfig {
+            listen: self.listen,
+            token,
+            pool: PoolConfig {
+                size: self.pool_size,
+                queue_size: self.queue_size,
+                queue_timeout: Duration::from_millis(self.queue_timeout_ms),
+            },
+            code_cap_bytes: self.code_cap_bytes,
+            sandbox: self.sandbox.validate()?,
+        })
+    }
+}
+
+/// The effective configuration, without secrets, for the start-up log.
+impl fmt::Display for RunnerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.sandbox;
+        let limits = &s.process.limits;
+        write!(
+            f,
+            "listen={} auth={} backend={:?} pool_size={} queue_size={} queue_timeout={:?} \
+             default_timeout={:?} max_timeout={:?} memory_bytes={} cpu_quota={}us/{}us pids_max={} \
+             output_cap_bytes={} code_cap_bytes={} tmpfs_bytes={} id_base={} state_dir={} cgroup_root={}",
+            self.listen,
+            if self.token.is_some() { "bearer" } else { "none" },
+            s.backend,
+            self.pool.size,
+            self.pool.queue_size,
+            self.pool.queue_timeout,
+            s.default_timeout,
+            s.max_timeout,
+            limits.memory_bytes,
+            limits.cpu_quota_us,
+            limits.cpu_period_us,
+            limits.pids_max,
+            s.output_cap_bytes,
+            self.code_cap_bytes,
+            s.process.tmpfs_bytes,
+            s.process.id_base,
+            s.process.state_dir.display(),
+            s.process.cgroup_mount.display(),
+        )
+    }
+}

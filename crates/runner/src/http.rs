@@ -1,0 +1,269 @@
+//! The HTTP API: `POST /run`, `GET /health`, `GET /metrics`, and JSON errors.
+//!
+//! Handlers are thin: decode and validate, hand the job to the pool, map the outcome.
+
+use crate::auth::{require_bearer, Token};
+use crate::backend::RunOutcome;
+use crate::config::RunnerConfig;
+use crate::metrics::{Metrics, Outcome};
+use crate::pool::{AcquireError, Pool};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{middleware, Json, Router};
+use sandbox_protocol::agent::Job;
+use sandbox_protocol::api::{ErrorBody, Health, RunRequest, RunResponse};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// JSON escaping can make a program's text up to six times longer on the wire.
+const JSON_OVERHEAD: usize = 6;
+
+/// What the handlers share.
+pub struct AppState {
+    /// Validated settings.
+    pub config: RunnerConfig,
+    /// The warm pool.
+    pub pool: Pool,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// The backend's name, for /health.
+    pub backend: &'static str,
+    next_request: AtomicU64,
+}
+
+impl AppState {
+    /// The state of a runner.
+    pub fn new(config: RunnerConfig, pool: Pool, backend: &'static str) -> Self {
+        AppState {
+            config,
+            pool,
+            metrics: Metrics::new(),
+            backend,
+            next_request: AtomicU64::new(1),
+        }
+    }
+}
+
+/// An error answer: a status and `{"error": {"code", "message"}}`.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error(transparent)]
+    Busy(#[from] AcquireError),
+    #[error("{0}")]
+    Sandbox(String),
+    #[error("no such endpoint: the runner serves POST /run, GET /health and GET /metrics")]
+    NotFound,
+    #[error("method not allowed on this endpoint")]
+    MethodNotAllowed,
+}
+
+impl ApiError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::Busy(AcquireError::QueueFull { .. }) => {
+                (StatusCode::TOO_MANY_REQUESTS, "pool_exhausted")
+            }
+            ApiError::Busy(AcquireError::Timeout(_)) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "queue_timeout")
+            }
+            ApiError::Busy(AcquireError::Closed) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
+            }
+            ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed"),
+            ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let mut response = (status, Json(ErrorBody::new(code, self.to_string()))).into_response();
+        let headers = response.headers_mut();
+        match self {
+            ApiError::Unauthorized(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::Busy(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// The runner's routes, with auth on `/run` when a token is configured.
+pub fn router(state: Arc<AppState>) -> Router {
+    let body_limit = state.config.code_cap_bytes.saturating_mul(JSON_OVERHEAD) + 64 * 1024;
+    let mut run = post(run);
+    if let Some(token) = &state.config.token {
+        let token = Token(Arc::from(token.as_str()));
+        run = run.layer(middleware::from_fn_with_state(token, require_bearer));
+    }
+    Router::new()
+        .route("/run", run)
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+async fn run(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<RunResponse>, ApiError> {
+    let started = Instant::now();
+    let request = decode(&state, body)?;
+    let lang = request.lang;
+    let job = to_job(&state.config, request)?;
+    let id = state.next_request.fetch_add(1, Ordering::Relaxed);
+    let span = tracing::info_span!("run", id, %lang);
+    let _entered = span.enter();
+    let lease = match state.pool.acquire().await {
+        Ok(lease) => lease,
+        Err(e) => {
+            state.metrics.record(lang, Outcome::Rejected, None);
+            tracing::info!(error = %e, "rejected");
+            return Err(e.into());
+        }
+    };
+    // The run goes on in its own task: a client that goes away must not leave a
+    // half-destroyed sandbox behind.
+    let result = tokio::spawn(lease.run(job)).await;
+    let seconds = Some(started.elapsed().as_secs_f64());
+    let outcome = match result {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(e)) => {
+            state.metrics.record(lang, Outcome::Error, seconds);
+            tracing::error!(error = %e, "run failed");
+            return Err(ApiError::Sandbox(e.to_string()));
+        }
+        Err(e) => {
+            state.metrics.record(lang, Outcome::Error, seconds);
+            return Err(ApiError::Sandbox(format!("run task: {e}")));
+        }
+    };
+    let counted = classify(&outcome);
+    state.metrics.record(lang, counted, seconds);
+    tracing::info!(outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
+    Ok(Json(to_response(outcome)))
+}
+
+fn decode(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<RunRequest, ApiError> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(format!(
+                "the request body is over the limit (code may be at most {} bytes)",
+                state.config.code_cap_bytes
+            ))
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })?;
+    serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "the body must be JSON {{\"lang\": \"bash\"|\"python\"|\"node\", \"code\": string, \"timeoutMs\"?: integer}}: {e}"
+        ))
+    })
+}
+
+/// Validates a request against the limits and makes the job for the agent.
+fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
+    if request.code.len() > config.code_cap_bytes {
+        return Err(ApiError::TooLarge(format!(
+            "code is {} bytes; at most {} are accepted",
+            request.code.len(),
+            config.code_cap_bytes
+        )));
+    }
+    let sandbox = &config.sandbox;
+    let max = sandbox.max_timeout.as_millis() as u64;
+    let timeout_ms = match request.timeout_ms {
+        None => sandbox.default_timeout.as_millis() as u64,
+        Some(t) if (1..=max).contains(&t) => t,
+        Some(t) => {
+            return Err(ApiError::BadRequest(format!(
+                "timeoutMs must be between 1 and {max}, not {t}"
+            )))
+        }
+    };
+    Ok(Job {
+        lang: request.lang,
+        code: request.code,
+        timeout_ms,
+        stdout_cap: sandbox.output_cap_bytes,
+        stderr_cap: sandbox.output_cap_bytes,
+    })
+}
+
+fn classify(outcome: &RunOutcome) -> Outcome {
+    if outcome.oom_killed {
+        Outcome::Oom
+    } else if outcome.job.timed_out {
+        Outcome::Timeout
+    } else if outcome.job.exit_code == 0 {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    }
+}
+
+/// The API's answer for an outcome.
+pub fn to_response(outcome: RunOutcome) -> RunResponse {
+    let job = outcome.job;
+    RunResponse {
+        stdout: job.stdout,
+        stderr: job.stderr,
+        exit_code: job.exit_code,
+        duration_ms: job.duration_ms,
+        timed_out: job.timed_out,
+        oom_killed: outcome.oom_killed,
+        stdout_truncated: job.stdout_truncated,
+        stderr_truncated: job.stderr_truncated,
+    }
+}
+
+async fn health(State(state): State<Arc<AppState>>) -> Json<Health> {
+    let pool = state.pool.state();
+    Json(Health {
+        status: if pool.failing.is_some() && pool.available == 0 {
+            "degraded"
+        } else {
+            "ok"
+        }
+        .to_owned(),
+        pool_size: pool.size,
+        available: pool.available,
+        backend: state.backend.to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    })
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let body = state.metrics.render(&state.pool.state());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+}

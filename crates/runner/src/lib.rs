@@ -1,0 +1,23 @@
+//! sandbox-runner: the isolation service.
+//!
+//! `POST /run {lang, code, timeoutMs}` runs a bash, Python or Node program in a fresh
+//! sandbox that is never reused: no network, 256 MiB, half a CPU, a process cap, a
+//! read-only system and a small writable /tmp and home. Sandboxes are made ahead of
+//! time in a warm pool ([`pool`]) by a backend ([`backend`]); the process backend uses
+//! Linux namespaces, cgroups (v1 and v2) and seccomp.
+//!
+//! Binaries that embed the runner must call [`multicall::dispatch`] first thing in
+//! `main`: sandboxes are started by executing the binary itself again.
+//!
+//! This crate is not the MCP server (see `sandbox-mcp`), nor the agent that runs
+//! inside a sandbox (see `sandbox-agent`).
+
+pub mod auth;
+pub mod backend;
+pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod multicall;
+pub mod oneshot;
+pub mod pool;
+pub mod server;

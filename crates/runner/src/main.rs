@@ -1,0 +1,78 @@
+//! `sandbox-runner`: serve the runner API, or run one program.
+
+use clap::{Parser, Subcommand};
+use sandbox_runner::config::ServeArgs;
+use sandbox_runner::oneshot::RunArgs;
+use sandbox_runner::server;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Runs bash, Python and Node programs in fresh sandboxes"
+)]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve POST /run, GET /health and GET /metrics (the default).
+    Serve(ServeArgs),
+    /// Run one program in a fresh sandbox and exit with its exit code.
+    Run(RunArgs),
+}
+
+fn main() -> ExitCode {
+    if let Some(code) = sandbox_runner::multicall::dispatch() {
+        return exit_code(code);
+    }
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sandbox-runner: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
+        Command::Serve(args) => runtime.block_on(serve(args)).map(|()| 0),
+        Command::Run(args) => runtime.block_on(sandbox_runner::oneshot::run(args)),
+    };
+    match result {
+        Ok(code) => exit_code(code),
+        Err(e) => {
+            eprintln!("sandbox-runner: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.validate()?;
+    tracing::info!(%config, "starting");
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("listening on {}: {e}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let serving = server::serve(config, listener, server::termination());
+    tokio::pin!(serving);
+    // Announce only once the pool could make its first sandbox.
+    println!("sandbox-runner listening on http://{addr}");
+    serving.await
+}
+
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}

@@ -1,0 +1,141 @@
+//! Prometheus metrics: runs by language and outcome, run durations, pool and queue.
+
+use crate::pool::PoolState;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use sandbox_protocol::Lang;
+
+/// How a run ended, as counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit code 0.
+    Ok,
+    /// A non-zero exit code.
+    Failed,
+    /// Killed at its timeout.
+    Timeout,
+    /// Killed by the out-of-memory killer.
+    Oom,
+    /// The sandbox could not run it.
+    Error,
+    /// No sandbox was free (429/503).
+    Rejected,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "nonzero_exit",
+            Outcome::Timeout => "timeout",
+            Outcome::Oom => "oom",
+            Outcome::Error => "error",
+            Outcome::Rejected => "rejected",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    lang: String,
+    outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LangLabels {
+    lang: String,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+/// The runner's metrics.
+pub struct Metrics {
+    registry: Registry,
+    runs: Family<RunLabels, Counter>,
+    durations: Family<LangLabels, Histogram, fn() -> Histogram>,
+    pool_size: Gauge,
+    pool_available: Gauge,
+    queue_length: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("sandbox_runner");
+        let runs = Family::<RunLabels, Counter>::default();
+        registry.register("runs", "Runs by language and outcome", runs.clone());
+        let durations = Family::<LangLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram,
+        );
+        registry.register(
+            "run_duration_seconds",
+            "Wall-clock time of POST /run, from request to answer",
+            durations.clone(),
+        );
+        let pool_size = Gauge::default();
+        registry.register(
+            "pool_size",
+            "Sandboxes kept, warm plus running",
+            pool_size.clone(),
+        );
+        let pool_available = Gauge::default();
+        registry.register(
+            "pool_available",
+            "Warm sandboxes ready now",
+            pool_available.clone(),
+        );
+        let queue_length = Gauge::default();
+        registry.register(
+            "queue_length",
+            "Requests waiting for a sandbox",
+            queue_length.clone(),
+        );
+        Metrics {
+            registry,
+            runs,
+            durations,
+            pool_size,
+            pool_available,
+            queue_length,
+        }
+    }
+
+    /// Counts one run.
+    pub fn record(&self, lang: Lang, outcome: Outcome, seconds: Option<f64>) {
+        let labels = RunLabels {
+            lang: lang.as_str().to_owned(),
+            outcome: outcome.as_str().to_owned(),
+        };
+        self.runs.get_or_create(&labels).inc();
+        if let Some(seconds) = seconds {
+            let lang = LangLabels {
+                lang: lang.as_str().to_owned(),
+            };
+            self.durations.get_or_create(&lang).observe(seconds);
+        }
+    }
+
+    /// The text exposition, with the pool gauges set from `pool`.
+    pub fn render(&self, pool: &PoolState) -> String {
+        self.pool_size.set(pool.size as i64);
+        self.pool_available.set(pool.available as i64);
+        self.queue_length.set(pool.waiting as i64);
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,59 @@
+//! Starting and stopping a runner: backend, pool, HTTP server, graceful shutdown.
+
+use crate::backend::process::ProcessBackend;
+use crate::backend::Backend;
+use crate::config::{BackendKind, RunnerConfig, SandboxConfig};
+use crate::http::{router, AppState};
+use crate::pool::Pool;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// Makes the backend a configuration names.
+pub fn make_backend(config: &SandboxConfig) -> anyhow::Result<Backend> {
+    match config.backend {
+        BackendKind::Process => Ok(Backend::Process(ProcessBackend::new(
+            config.process.clone(),
+        )?)),
+    }
+}
+
+/// Serves the runner API on `listener` until `shutdown` completes, then stops taking
+/// requests, lets runs in flight finish, and destroys every sandbox.
+pub async fn serve(
+    config: RunnerConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let backend = Arc::new(make_backend(&config.sandbox)?);
+    let name = backend.name();
+    let pool = Pool::start(backend, config.pool)
+        .await
+        .map_err(|e| anyhow::anyhow!("the runner cannot make sandboxes on this host: {e}"))?;
+    let state = Arc::new(AppState::new(config, pool, name));
+    let app = router(state.clone());
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    state.pool.shutdown().await;
+    served?;
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn termination() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending::<()>().await,
+    }
+    tracing::info!("shutting down");
+}
