@@ -8,7 +8,7 @@ use sandbox_protocol::api::{ErrorBody, Health, RunRequest, RunResponse};
 use crate::config::RunnerTarget;
 
 /// Time allowed beyond a run's own timeout for the sandbox set-up, the queue and the network.
-pub const RUN_MARGIN: Duration = Duration::from_secs(5);
+pub const RUN_MARGIN: Duration = Duration::from_secs(10);
 /// How long `GET /health` may take before the runner counts as unreachable.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
