@@ -1,0 +1,156 @@
+//! Starts the real binaries for the integration tests and connects rmcp's client to them.
+// Each test crate uses its own part of these helpers.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+
+/// A server started for one test; killed when dropped.
+pub struct Server {
+    child: Child,
+    /// The URL the server printed.
+    pub url: String,
+    /// The token it was started with.
+    pub token: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// The base URL without `/mcp`.
+    pub fn base(&self) -> &str {
+        self.url.trim_end_matches("/mcp")
+    }
+}
+
+fn token() -> String {
+    format!("test-token-{:x}{:x}", std::process::id(), rand_part())
+}
+
+fn rand_part() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+/// Starts a command and waits for its first stdout line, which must start with `prefix`.
+fn start(mut command: Command, prefix: &str, token: String) -> Server {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .stdin(Stdio::null());
+    let mut child = command.spawn().expect("start the server binary");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the listening line");
+    assert!(line.starts_with(prefix), "unexpected first line {line:?}");
+    let url = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    Server { child, url, token }
+}
+
+/// Starts `sandbox-mcp serve` on a free loopback port with the given extra environment.
+pub fn start_mcp(env: &[(&str, &str)]) -> Server {
+    let token = token();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sandbox-mcp"));
+    command.arg("serve");
+    for var in [
+        "SANDBOX_RUNNER_URL",
+        "SANDBOX_RUNNER_TOKEN",
+        "FEATURE_SANDBOX_EXEC",
+        "MCP_ALLOWED_ORIGINS",
+    ] {
+        command.env_remove(var);
+    }
+    command
+        .env("MCP_AUTH_TOKEN", &token)
+        .env("PORT", "0")
+        .env("BIND", "127.0.0.1")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied());
+    start(command, "sandbox-mcp listening on ", token)
+}
+
+/// The sandbox-runner binary: `SANDBOX_RUNNER_BIN`, or the one built beside this test.
+pub fn runner_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("SANDBOX_RUNNER_BIN") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let beside = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("sandbox-runner"))
+        .expect("target directory");
+    assert!(
+        beside.exists(),
+        "{} is missing: build it first (cargo build -p sandbox-runner) or set SANDBOX_RUNNER_BIN",
+        beside.display()
+    );
+    beside
+}
+
+/// Starts `sandbox-runner serve` on a free loopback port.
+pub fn start_runner() -> Server {
+    let token = token();
+    let mut command = Command::new(runner_bin());
+    command.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--token",
+        &token,
+        "--pool-size",
+        "2",
+    ]);
+    start(command, "sandbox-runner listening on ", token)
+}
+
+/// Connects rmcp's Streamable HTTP client with the given token.
+pub async fn connect(
+    server: &Server,
+    token: &str,
+) -> Result<RunningService<RoleClient, ()>, rmcp::service::ClientInitializeError> {
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(server.url.as_str()).auth_header(token);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+}
+
+/// `tools/call` with `{code, timeoutMs?}`.
+pub fn call(name: &'static str, code: &str, timeout_ms: Option<u64>) -> CallToolRequestParams {
+    let mut arguments = JsonObject::new();
+    arguments.insert("code".into(), code.into());
+    if let Some(t) = timeout_ms {
+        arguments.insert("timeoutMs".into(), t.into());
+    }
+    CallToolRequestParams::new(name).with_arguments(arguments)
+}
+
+/// The text content of a result.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}

@@ -1,0 +1,112 @@
+//! rmcp's client against the real `sandbox-mcp serve`, without a runner.
+
+mod common;
+
+use common::{call, connect, start_mcp, text};
+
+#[tokio::test]
+async fn lists_the_three_tools_and_explains_the_missing_runner() {
+    let server = start_mcp(&[]);
+    let client = connect(&server, &server.token).await.expect("initialize");
+    let info = client.peer_info().expect("server info");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("sandbox-mcp")
+    );
+    let mut names: Vec<_> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["run_bash", "run_node", "run_python"]);
+    let result = client
+        .call_tool(call("run_python", "print(1)", None))
+        .await
+        .expect("tools/call");
+    assert_eq!(result.is_error, Some(true));
+    let message = text(&result);
+    assert!(
+        message.contains("503") && message.contains("SANDBOX_RUNNER_URL"),
+        "{message}"
+    );
+    let structured = result.structured_content.expect("structuredContent");
+    assert_eq!(structured["error"]["code"], "not_configured");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn the_flag_off_hides_the_tools() {
+    let server = start_mcp(&[("FEATURE_SANDBOX_EXEC", "false")]);
+    let client = connect(&server, &server.token).await.expect("initialize");
+    assert!(client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .is_empty());
+    let refused = client.call_tool(call("run_bash", "echo hi", None)).await;
+    assert!(refused.is_err(), "{refused:?}");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn a_wrong_token_cannot_initialize() {
+    let server = start_mcp(&[]);
+    assert!(connect(&server, "not-the-token-at-all").await.is_err());
+    let response = reqwest::Client::new()
+        .post(&server.url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .expect("POST /mcp");
+    assert_eq!(response.status(), 401);
+    assert!(response.headers()["www-authenticate"]
+        .to_str()
+        .unwrap_or_default()
+        .starts_with("Bearer"));
+}
+
+#[tokio::test]
+async fn a_foreign_origin_gets_403_even_with_the_token() {
+    let server = start_mcp(&[]);
+    let response = reqwest::Client::new()
+        .post(&server.url)
+        .bearer_auth(&server.token)
+        .header("Origin", "http://evil.example")
+        .header("Accept", "application/json, text/event-stream")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .expect("POST /mcp");
+    assert_eq!(response.status(), 403);
+}
+
+#[tokio::test]
+async fn health_answers_without_auth() {
+    let server = start_mcp(&[]);
+    let health: serde_json::Value = reqwest::get(format!("{}/health", server.base()))
+        .await
+        .expect("GET /health")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["runnerConfigured"], false);
+    assert_eq!(health["runnerReachable"], false);
+}
+
+#[test]
+fn refuses_to_start_without_a_token() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sandbox-mcp"))
+        .arg("serve")
+        .env_remove("MCP_AUTH_TOKEN")
+        .env("PORT", "0")
+        .output()
+        .expect("run sandbox-mcp");
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("MCP_AUTH_TOKEN"));
+}
