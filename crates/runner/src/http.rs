@@ -19,6 +19,7 @@ use sandbox_protocol::api::{ErrorBody, Health, RunRequest, RunResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// JSON escaping can make a program's text up to six times longer on the wire.
 const JSON_OVERHEAD: usize = 6;
@@ -130,13 +131,20 @@ async fn run(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let started = Instant::now();
     let request = decode(&state, body)?;
     let lang = request.lang;
     let job = to_job(&state.config, request)?;
     let id = state.next_request.fetch_add(1, Ordering::Relaxed);
-    let span = tracing::info_span!("run", id, %lang);
-    let _entered = span.enter();
+    execute(&state, job)
+        .instrument(tracing::info_span!("run", id, %lang))
+        .await
+        .map(Json)
+}
+
+/// Takes a sandbox, runs the job in it, counts and logs the outcome.
+async fn execute(state: &AppState, job: Job) -> Result<RunResponse, ApiError> {
+    let started = Instant::now();
+    let lang = job.lang;
     let lease = match state.pool.acquire().await {
         Ok(lease) => lease,
         Err(e) => {
@@ -147,7 +155,7 @@ async fn run(
     };
     // The run goes on in its own task: a client that goes away must not leave a
     // half-destroyed sandbox behind.
-    let result = tokio::spawn(lease.run(job)).await;
+    let result = tokio::spawn(lease.run(job).in_current_span()).await;
     let seconds = Some(started.elapsed().as_secs_f64());
     let outcome = match result {
         Ok(Ok(outcome)) => outcome,
@@ -164,7 +172,7 @@ async fn run(
     let counted = classify(&outcome);
     state.metrics.record(lang, counted, seconds);
     tracing::info!(outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
-    Ok(Json(to_response(outcome)))
+    Ok(to_response(outcome))
 }
 
 fn decode(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<RunRequest, ApiError> {
@@ -178,11 +186,17 @@ fn decode(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<RunRe
             ApiError::BadRequest(rejection.body_text())
         }
     })?;
-    serde_json::from_slice(&body).map_err(|e| {
+    let shape = |e: &dyn std::fmt::Display| {
         ApiError::BadRequest(format!(
-            "the body must be JSON {{\"lang\": \"bash\"|\"python\"|\"node\", \"code\": string, \"timeoutMs\"?: integer}}: {e}"
+            "the body must be a JSON object {{\"lang\": \"bash\"|\"python\"|\"node\", \"code\": string, \"timeoutMs\"?: integer}}: {e}"
         ))
-    })
+    };
+    // Decoding through Value first refuses the array form serde would accept for a struct.
+    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| shape(&e))?;
+    if !value.is_object() {
+        return Err(shape(&"got something other than an object"));
+    }
+    serde_json::from_value(value).map_err(|e| shape(&e))
 }
 
 /// Validates a request against the limits and makes the job for the agent.

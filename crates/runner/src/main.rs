@@ -66,11 +66,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
-    let serving = server::serve(config, listener, server::termination());
-    tokio::pin!(serving);
-    // Announce only once the pool could make its first sandbox.
-    println!("sandbox-runner listening on http://{addr}");
-    serving.await
+    let announce = move || println!("sandbox-runner listening on http://{addr}");
+    server::serve(config, listener, server::termination(), announce).await
 }
 
 fn exit_code(code: i32) -> ExitCode {

@@ -19,11 +19,13 @@ pub fn make_backend(config: &SandboxConfig) -> anyhow::Result<Backend> {
 }
 
 /// Serves the runner API on `listener` until `shutdown` completes, then stops taking
-/// requests, lets runs in flight finish, and destroys every sandbox.
+/// requests, lets runs in flight finish, and destroys every sandbox. `on_ready` is
+/// called once the pool has made its first sandbox, just before requests are served.
 pub async fn serve(
     config: RunnerConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    on_ready: impl FnOnce(),
 ) -> anyhow::Result<()> {
     let backend = Arc::new(make_backend(&config.sandbox)?);
     let name = backend.name();
@@ -32,6 +34,7 @@ pub async fn serve(
         .map_err(|e| anyhow::anyhow!("the runner cannot make sandboxes on this host: {e}"))?;
     let state = Arc::new(AppState::new(config, pool, name));
     let app = router(state.clone());
+    on_ready();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;

@@ -138,7 +138,8 @@ impl ProcessBackend {
             tmp_bytes: self.config.tmpfs_bytes,
             home_bytes: self.config.tmpfs_bytes,
             nofile: self.config.nofile,
-            fsize_bytes: self.config.tmpfs_bytes,
+            // Above the tmpfs size, so that filling /tmp ends in ENOSPC, not SIGXFSZ.
+            fsize_bytes: self.config.tmpfs_bytes.saturating_mul(2),
         };
         match start(&spec).await {
             Ok((child, channel, stderr)) => {

@@ -107,7 +107,7 @@ pub fn install(programs: &[BpfProgram; 3]) -> Result<(), SeccompError> {
 
 fn deny_list() -> Result<BpfProgram, SeccompError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|&nr| (nr as i64, Vec::new())).collect();
+        DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
     let clone_rules = NAMESPACE_FLAGS
         .iter()
         .map(|&flag| {
@@ -121,7 +121,7 @@ fn deny_list() -> Result<BpfProgram, SeccompError> {
             SeccompRule::new(vec![cond])
         })
         .collect::<Result<Vec<_>, _>>()?;
-    rules.insert(libc::SYS_clone as i64, clone_rules);
+    rules.insert(libc::SYS_clone, clone_rules);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -132,7 +132,7 @@ fn deny_list() -> Result<BpfProgram, SeccompError> {
 }
 
 fn clone3_enosys() -> Result<BpfProgram, SeccompError> {
-    let rules = BTreeMap::from([(libc::SYS_clone3 as i64, Vec::new())]);
+    let rules = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

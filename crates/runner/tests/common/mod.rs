@@ -1,0 +1,195 @@
+//! Test harness: starts the real `sandbox-runner serve` binary on a free loopback port
+//! and talks to it over HTTP. Every test gets its own runner, stopped on drop.
+
+#![allow(dead_code)] // each test file uses a different part of the harness
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const TOKEN: &str = "test-token-4f9c2e1d";
+
+/// A running runner.
+pub struct Runner {
+    child: Child,
+    pub url: String,
+    pub client: reqwest::Client,
+}
+
+/// Options for a test runner.
+pub struct Options {
+    pub pool_size: usize,
+    pub extra: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            pool_size: 2,
+            extra: Vec::new(),
+        }
+    }
+}
+
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests drive real sandboxes and must run as root (the README's test command does)"
+    );
+}
+
+impl Runner {
+    pub fn start() -> Runner {
+        Runner::with(Options::default())
+    }
+
+    pub fn with(options: Options) -> Runner {
+        require_root();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-runner"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--pool-size"])
+            .arg(options.pool_size.to_string())
+            .args(&options.extra)
+            .env("SANDBOX_RUNNER_TOKEN", TOKEN)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start sandbox-runner");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            for _ in lines {}
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("runner announced its address");
+        let url = line
+            .strip_prefix("sandbox-runner listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .expect("http client");
+        Runner { child, url, client }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// POST /run with the token; returns status and JSON body.
+    pub async fn post(&self, body: &Value) -> (u16, Value) {
+        self.post_raw(body.to_string(), Some(TOKEN)).await
+    }
+
+    pub async fn post_raw(&self, body: String, token: Option<&str>) -> (u16, Value) {
+        let mut req = self.client.post(format!("{}/run", self.url)).body(body);
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().await.expect("POST /run answered");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        let value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("JSON body, got {text:?}"));
+        (status, value)
+    }
+
+    /// Runs a program and returns the 200 answer.
+    pub async fn run(&self, lang: &str, code: &str) -> Value {
+        self.run_with_timeout(lang, code, None).await
+    }
+
+    pub async fn run_with_timeout(&self, lang: &str, code: &str, timeout_ms: Option<u64>) -> Value {
+        let mut body = json!({"lang": lang, "code": code});
+        if let Some(t) = timeout_ms {
+            body["timeoutMs"] = json!(t);
+        }
+        let (status, value) = self.post(&body).await;
+        assert_eq!(status, 200, "run answered {value}");
+        value
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let resp = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .expect("GET answered");
+        let status = resp.status().as_u16();
+        (status, resp.text().await.expect("body"))
+    }
+
+    pub async fn health(&self) -> Value {
+        let (status, body) = self.get("/health").await;
+        assert_eq!(status, 200);
+        serde_json::from_str(&body).expect("health JSON")
+    }
+
+    /// SIGTERM, and wait for a clean exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        for _ in 0..300 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        self.child.wait().expect("runner reaped")
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.terminate();
+        }
+    }
+}
+
+pub fn stdout(v: &Value) -> &str {
+    v["stdout"].as_str().expect("stdout is a string")
+}
+
+pub fn stderr(v: &Value) -> &str {
+    v["stderr"].as_str().expect("stderr is a string")
+}
+
+pub fn exit_code(v: &Value) -> i64 {
+    v["exitCode"].as_i64().expect("exitCode is an integer")
+}
+
+/// Host processes whose command line contains `marker`.
+pub fn host_processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(marker) {
+                found.push(format!("{}: {cmdline}", name.to_string_lossy()));
+            }
+        }
+    }
+    found
+}

@@ -1,0 +1,198 @@
+//! What a program inside a sandbox can see and do: escape checks against real sandboxes.
+
+mod common;
+
+use common::{exit_code, host_processes_with, stdout, Runner, TOKEN};
+use std::net::TcpListener;
+
+#[tokio::test]
+async fn no_network_reaches_the_host() {
+    let runner = Runner::start();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("host listener");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let code = format!(
+        "import socket\n\
+         for host in ['127.0.0.1', '10.0.2.2', '8.8.8.8']:\n\
+         \x20   s = socket.socket(); s.settimeout(2)\n\
+         \x20   try:\n\
+         \x20       s.connect((host, {port})); print('CONNECTED', host)\n\
+         \x20   except OSError as e:\n\
+         \x20       print('refused', host, e.errno)\n"
+    );
+    let out = runner.run("python", &code).await;
+    assert!(!stdout(&out).contains("CONNECTED"), "{out}");
+    assert_eq!(stdout(&out).matches("refused").count(), 3, "{out}");
+    assert!(
+        listener.accept().is_err(),
+        "a connection from the sandbox reached the host"
+    );
+    let ifaces = runner
+        .run(
+            "bash",
+            "ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+        )
+        .await;
+    assert_eq!(
+        stdout(&ifaces).split_whitespace().collect::<Vec<_>>(),
+        ["lo"],
+        "{ifaces}"
+    );
+}
+
+#[tokio::test]
+async fn host_secrets_and_the_token_are_invisible() {
+    let dir = std::env::temp_dir().join(format!("sandbox-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("secret dir");
+    let secret = dir.join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-7d1e").expect("secret file");
+    let runner = Runner::start();
+    let code = format!(
+        "cat {path} 2>&1; cat /root/.bashrc 2>&1 | head -1; ls /work /root /run 2>&1\n\
+         for f in /proc/*/environ /proc/*/cmdline; do cat $f 2>/dev/null | tr '\\0' '\\n'; done\n\
+         env\n",
+        path = secret.display()
+    );
+    let out = runner.run("bash", &code).await;
+    let text = stdout(&out);
+    assert!(!text.contains("TOP-SECRET"), "{out}");
+    assert!(!text.contains(TOKEN), "the runner token leaked: {out}");
+    assert!(text.contains("No such file or directory"), "{out}");
+    let env = runner
+        .run("python", "import os; print(sorted(os.environ))")
+        .await;
+    assert_eq!(
+        stdout(&env).trim(),
+        "['HOME', 'LANG', 'PATH', 'TMPDIR', 'USER']",
+        "the program's environment is fixed"
+    );
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}
+
+#[tokio::test]
+async fn writes_outside_tmp_and_home_fail() {
+    let runner = Runner::start();
+    let code = "for p in /usr/x /etc/x /x /bin/x /dev/x /proc/x /home/x; do \
+                  if touch $p 2>/dev/null; then echo WROTE $p; else echo denied $p; fi; done; \
+                touch /tmp/ok && echo tmp-ok; touch ~/ok && echo home-ok; pwd";
+    let out = runner.run("bash", code).await;
+    let text = stdout(&out);
+    assert!(!text.contains("WROTE"), "{out}");
+    assert_eq!(text.matches("denied").count(), 7, "{out}");
+    assert!(text.contains("tmp-ok") && text.contains("home-ok"), "{out}");
+    assert!(text.contains("/home/sandbox"), "{out}");
+}
+
+#[tokio::test]
+async fn only_the_sandbox_processes_are_visible() {
+    let runner = Runner::start();
+    let out = runner
+        .run(
+            "bash",
+            "ls -d /proc/[0-9]* | wc -l; cat /proc/1/cmdline | tr '\\0' ' '",
+        )
+        .await;
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let count: usize = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("count");
+    // the agent, bash, ls (and the subshell of the pipeline)
+    assert!(count <= 5, "saw {count} processes: {out}");
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("sandbox-agent")),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn unprivileged_user_without_capabilities() {
+    let runner = Runner::start();
+    let out = runner
+        .run("bash", "id -u; id -g; id -G; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status")
+        .await;
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(&lines[..3], ["1000", "1000", "1000"], "{out}");
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            text.contains(&format!("{cap}:\t0000000000000000")),
+            "{cap}: {out}"
+        );
+    }
+    assert!(text.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(text.contains("Seccomp:\t2"), "{out}");
+}
+
+#[tokio::test]
+async fn seccomp_refuses_dangerous_calls() {
+    let runner = Runner::start();
+    // x86_64 numbers: mount 165, ptrace 101, unshare 272, bpf 321, keyctl 250, setns 308
+    let code = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+calls = {"mount": (165, 0, 0, 0, 0, 0), "ptrace": (101, 16, 1, 0, 0),
+         "unshare": (272, 0x10000000), "bpf": (321, 0, 0, 0), "keyctl": (250, 0, 0),
+         "setns": (308, 0, 0)}
+for name, args in calls.items():
+    rc = libc.syscall(*[ctypes.c_long(a) for a in args])
+    print(name, rc, os.strerror(ctypes.get_errno()))
+"#;
+    let out = runner.run("python", code).await;
+    let text = stdout(&out);
+    for name in ["mount", "ptrace", "unshare", "bpf", "keyctl", "setns"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no line for {name}: {out}"));
+        assert_eq!(line, format!("{name} -1 Operation not permitted"), "{out}");
+    }
+}
+
+#[tokio::test]
+async fn nothing_passes_from_one_run_to_the_next() {
+    let runner = Runner::with(common::Options {
+        pool_size: 1,
+        ..Default::default()
+    });
+    let first = runner
+        .run("bash", "echo mark > /tmp/mark; echo mark > ~/mark; echo mark > /dev/shm/mark; ls /tmp ~ /dev/shm")
+        .await;
+    assert_eq!(stdout(&first).matches("mark").count(), 3, "{first}");
+    for _ in 0..3 {
+        let next = runner
+            .run("bash", "ls -A /tmp ~ /dev/shm | grep -c mark; true")
+            .await;
+        assert_eq!(stdout(&next).trim(), "0", "{next}");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_runs_never_mix() {
+    let runner = Runner::with(common::Options {
+        pool_size: 4,
+        ..Default::default()
+    });
+    let runs = (0..12).map(|i| {
+        let runner = &runner;
+        async move {
+            let code = format!(
+                "import os, time\n\
+                 open('/tmp/id', 'w').write('{i}')\n\
+                 time.sleep(0.3)\n\
+                 print('run', {i}, open('/tmp/id').read(), sorted(os.listdir('/tmp')), len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
+            );
+            (i, runner.run("python", &code).await)
+        }
+    });
+    for (i, out) in futures::future::join_all(runs).await {
+        assert_eq!(exit_code(&out), 0, "{out}");
+        assert_eq!(
+            stdout(&out).trim(),
+            format!("run {i} {i} ['id'] 2"),
+            "{out}"
+        );
+    }
+    assert!(host_processes_with("open('/tmp/id'").is_empty());
+}
