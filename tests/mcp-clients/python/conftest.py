@@ -38,6 +38,7 @@ class Proc:
     process: subprocess.Popen[str]
     url: str
     stderr: list[str] = field(default_factory=list)
+    stderr_reader: threading.Thread | None = None
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -47,6 +48,8 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.stderr_reader is not None:
+            self.stderr_reader.join(5)
 
 
 def start(argv: list[str], env: dict[str, str], prefix: str) -> Proc:
@@ -61,7 +64,8 @@ def start(argv: list[str], env: dict[str, str], prefix: str) -> Proc:
     )
     stderr: list[str] = []
     assert process.stderr is not None
-    threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True).start()
+    stderr_reader = threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True)
+    stderr_reader.start()
     line: list[str] = []
     assert process.stdout is not None
     reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)
@@ -70,7 +74,7 @@ def start(argv: list[str], env: dict[str, str], prefix: str) -> Proc:
     if not line or not line[0].startswith(prefix):
         process.kill()
         raise RuntimeError(f"{argv[0]} did not start: stdout={line!r} stderr={''.join(stderr)[-2000:]}")
-    return Proc(process, line[0].split()[-1], stderr)
+    return Proc(process, line[0].split()[-1], stderr, stderr_reader)
 
 
 @dataclass

@@ -331,3 +331,16 @@ async def test_runner_stopped_mid_test() -> None:
     assert "unreachable" in text(after) and "retry" in text(after)
     assert after.structured_content["error"]["retryable"] is True
     json.dumps(after.structured_content)
+
+
+@pytest.mark.runner
+async def test_code_output_and_tokens_stay_out_of_the_logs(runner) -> None:
+    with running(start_mcp(runner, RUST_LOG="info")) as server:
+        async with server.client() as client:
+            result = await client.call_tool("run_python", {"code": "print('CODE_MARKER'[::-1])"})
+            assert result.is_error is False, text(result)
+        server.proc.stop()
+        logs = "".join(server.proc.stderr)
+    assert "run finished" in logs
+    for secret in ("CODE_MARKER", "REKRAM_EDOC", server.token, runner.token):
+        assert secret not in logs
