@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{HostPolicy, McpConfig};
 use crate::server::SandboxServer;
-use crate::{auth, health, origin};
+use crate::{accept, auth, health, origin};
 
 /// Why the HTTP server stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,7 @@ fn router(config: &McpConfig, server: SandboxServer, shutdown: CancellationToken
     let mcp = Router::new()
         .route_service("/mcp", mcp)
         .layer(axum::middleware::map_response(session_ended))
+        .layer(axum::middleware::from_fn(accept::answer_as_accepted))
         .layer(axum::middleware::from_fn_with_state(
             config.auth_token.clone(),
             auth::require_bearer,

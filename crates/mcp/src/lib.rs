@@ -18,6 +18,7 @@ pub mod runner_client;
 pub mod server;
 pub mod tools;
 
+mod accept;
 mod auth;
 mod http;
 mod origin;

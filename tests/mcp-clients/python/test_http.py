@@ -176,6 +176,28 @@ async def test_get_stream_opens_and_delete_ends_the_session(mcp_unconfigured: Mc
         assert after.status_code == 404
 
 
+async def test_a_client_that_accepts_only_json_gets_json(mcp_unconfigured: Mcp) -> None:
+    server = mcp_unconfigured
+    headers = {"Content-Type": "application/json", "Accept": "application/json", **server.headers()}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        init = await http.post(server.url, headers=headers, json=INITIALIZE)
+        assert init.status_code == 200
+        assert init.headers["content-type"].startswith("application/json")
+        assert init.json()["result"]["serverInfo"]["name"] == "sandbox-mcp"
+        session = {**headers, "Mcp-Session-Id": init.headers["mcp-session-id"]}
+        await http.post(server.url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = await http.post(
+            server.url,
+            headers=session,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                  "params": {"name": "run_bash", "arguments": {"code": "echo hi"}}},
+        )
+    assert call.headers["content-type"].startswith("application/json")
+    answer = call.json()
+    assert answer["id"] == 2 and answer["result"]["isError"] is True
+    assert answer["result"]["structuredContent"]["error"]["code"] == "not_configured"
+
+
 async def test_two_sessions_at_once(mcp_unconfigured: Mcp) -> None:
     async with mcp_unconfigured.client() as first, mcp_unconfigured.client() as second:
         a, b = await first.list_tools(), await second.list_tools()
