@@ -366,3 +366,48 @@ async def test_code_output_and_tokens_stay_out_of_the_logs(runner) -> None:
     assert "run finished" in logs
     for secret in ("CODE_MARKER", "REKRAM_EDOC", server.token, runner.token):
         assert secret not in logs
+
+
+@pytest.mark.runner
+async def test_a_wrong_runner_token_says_retrying_will_not_help(runner) -> None:
+    from conftest import Runner
+
+    impostor = Runner(runner.proc, "not-the-runner-token")
+    with running(start_mcp(impostor)) as server:
+        async with server.client() as client:
+            result = await client.call_tool("run_bash", {"code": "echo hi"})
+    assert result.is_error is True
+    assert "401" in text(result) and "SANDBOX_RUNNER_TOKEN" in text(result) and "will not help" in text(result)
+    assert result.structured_content["error"]["retryable"] is False
+
+
+async def test_a_runner_that_never_answers_cannot_hang_a_call() -> None:
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # accepts connections in the kernel, never answers
+        port = silent.getsockname()[1]
+        with running(start_mcp(SANDBOX_RUNNER_URL=f"http://127.0.0.1:{port}")) as server:
+            async with server.client() as client:
+                started = time.monotonic()
+                result = await client.call_tool("run_bash", {"code": "echo hi", "timeoutMs": 1000})
+                elapsed = time.monotonic() - started
+    assert result.is_error is True
+    assert "did not answer" in text(result) and "retry" in text(result)
+    assert 1 <= elapsed < 1 + 10 + 3
+
+
+@pytest.mark.runner
+async def test_cancelling_a_call_stops_the_wait(runner) -> None:
+    with running(start_mcp(runner, RUST_LOG="info")) as server:
+        async with server.client() as client:
+            with anyio.move_on_after(1.0):
+                await client.call_tool("run_bash", {"code": "sleep 20", "timeoutMs": 3000})
+            for _ in range(50):
+                if "run cancelled by the client" in "".join(server.proc.stderr):
+                    break
+                await anyio.sleep(0.1)
+            after = await client.call_tool("run_bash", {"code": "echo still here"})
+    assert "run cancelled by the client" in "".join(server.proc.stderr)
+    assert after.structured_content["stdout"] == "still here\n"

@@ -192,7 +192,11 @@ withRunner("with a runner", () => {
     const { client } = await connect(server);
     const controller = new AbortController();
     const started = Date.now();
-    const call = client.callTool({ name: "run_bash", arguments: { code: "sleep 20" } }, undefined, { signal: controller.signal });
+    const call = client.callTool(
+      { name: "run_bash", arguments: { code: "sleep 20", timeoutMs: 3000 } },
+      undefined,
+      { signal: controller.signal },
+    );
     setTimeout(() => controller.abort("test cancels"), 500);
     await assert.rejects(call);
     assert.ok(Date.now() - started < 5000);

@@ -51,7 +51,11 @@ function start(argv, env, prefix) {
           new Promise((done) => {
             if (child.exitCode !== null || child.signalCode !== null) return done();
             child.removeAllListeners("exit");
-            child.once("exit", () => done());
+            const force = setTimeout(() => child.kill("SIGKILL"), 10_000);
+            child.once("exit", () => {
+              clearTimeout(force);
+              done();
+            });
             child.kill("SIGTERM");
           }),
       });
