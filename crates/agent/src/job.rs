@@ -80,12 +80,14 @@ fn file_name(lang: Lang) -> &'static str {
     }
 }
 
-/// The interpreter for a language, looked up on [`PATH`].
-fn interpreter(lang: Lang) -> &'static str {
+/// The interpreter for a language, looked up on [`PATH`], and its options.
+/// Node detects ES-module syntax (`import`, top-level `await`) and runs the file as a
+/// module then, as Node 22 does by default.
+fn interpreter(lang: Lang) -> (&'static str, &'static [&'static str]) {
     match lang {
-        Lang::Bash => "bash",
-        Lang::Python => "python3",
-        Lang::Node => "node",
+        Lang::Bash => ("bash", &[]),
+        Lang::Python => ("python3", &[]),
+        Lang::Node => ("node", &["--experimental-detect-module"]),
     }
 }
 
@@ -99,9 +101,10 @@ fn write_code(job: &Job) -> Result<PathBuf, JobError> {
 }
 
 fn spawn(lang: Lang, file: &PathBuf) -> Result<Child, JobError> {
-    let program = interpreter(lang);
+    let (program, options) = interpreter(lang);
     let mut cmd = Command::new(program);
-    cmd.arg(file)
+    cmd.args(options)
+        .arg(file)
         .env_clear()
         .env("PATH", PATH)
         .env("HOME", HOME)

@@ -156,6 +156,13 @@ async fn exit_codes_and_signals_are_reported() {
     let thrown = runner.run("node", "throw new Error('boom')").await;
     assert_eq!(exit_code(&thrown), 1);
     assert!(stderr(&thrown).contains("Error: boom"), "{thrown}");
+    let esm = runner
+        .run(
+            "node",
+            "import os from 'node:os';\nawait Promise.resolve();\nconsole.log(os.hostname())",
+        )
+        .await;
+    assert_eq!(stdout(&esm), "sandbox\n", "ES modules run too: {esm}");
     let traceback = runner.run("python", "1/0").await;
     assert!(
         stderr(&traceback).contains("File \"/home/sandbox/main.py\", line 1"),
