@@ -31,7 +31,6 @@ apt_install() {
 ensure_system_tools() {
     local missing=()
     command -v python3 >/dev/null || missing+=(python3)
-    python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
     command -v npm >/dev/null || missing+=(nodejs npm)
     if ((${#missing[@]})); then apt_install "${missing[@]}"; fi
 }
@@ -39,8 +38,16 @@ ensure_system_tools() {
 setup_python() {
     log "Python SDK: venv"
     local venv="$here/.venv"
-    [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/python/requirements.txt"
+    if [[ ! -x "$venv/bin/pip" ]]; then
+        # Debian's python3 makes venvs only with python3-venv installed.
+        python3 -m venv "$venv" 2>/dev/null || {
+            rm -rf "$venv"
+            apt_install python3-venv
+            python3 -m venv "$venv"
+        }
+    fi
+    "$venv/bin/pip" install -q --disable-pip-version-check \
+        -r "$here/python/requirements.txt" -c "$here/python/constraints.txt"
 }
 
 setup_node() {
