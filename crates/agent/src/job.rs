@@ -127,8 +127,10 @@ fn spawn(lang: Lang, file: &PathBuf) -> Result<Child, JobError> {
 
 /// When the sandbox runs out of memory, the kernel must kill the program, never the
 /// agent: raising a score needs no privilege, and everything the program starts
-/// inherits it.
+/// inherits it. The child is made dumpable first, as the agent is not, so that it owns
+/// its /proc files.
 fn make_oom_killable() -> io::Result<()> {
+    nix::sys::prctl::set_dumpable(true)?;
     std::fs::write("/proc/self/oom_score_adj", b"1000")
 }
 

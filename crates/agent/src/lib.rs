@@ -24,7 +24,9 @@ pub use job::{run_job, JobError};
 
 use sandbox_protocol::agent::{AgentMessage, Job};
 use sandbox_protocol::frame::{self, FrameError};
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 
 /// The search path given to programs.
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -37,6 +39,26 @@ pub enum AgentError {
     /// The channel to the runner failed.
     #[error(transparent)]
     Channel(#[from] FrameError),
+    /// The agent could not shield itself from the program.
+    #[error("making the agent non-dumpable: {0}")]
+    Dumpable(nix::Error),
+}
+
+/// Takes the channel inherited as `fd` and marks it close-on-exec, so that the program
+/// never inherits it (it could otherwise forge the agent's answer).
+///
+/// # Safety
+///
+/// `fd` must be an open socket that nothing else in the process owns or will close.
+pub unsafe fn channel_from_fd(fd: RawFd) -> io::Result<UnixStream> {
+    // SAFETY: the caller hands over sole ownership of `fd`.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    nix::fcntl::fcntl(
+        &owned,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(io::Error::from)?;
+    Ok(UnixStream::from(owned))
 }
 
 /// Serves one job over `channel`: Ready, then one Job, then its answer.
@@ -44,6 +66,9 @@ pub enum AgentError {
 /// Returns `Ok(())` also when the runner closes the channel without sending a job
 /// (a pooled sandbox being destroyed).
 pub fn serve<C: Read + Write>(channel: &mut C) -> Result<(), AgentError> {
+    // The program runs as the same user: without this it could open /proc/1/mem and
+    // rewrite the agent. Its own processes become dumpable again at exec.
+    nix::sys::prctl::set_dumpable(false).map_err(AgentError::Dumpable)?;
     frame::write(channel, &AgentMessage::Ready)?;
     let Some(job) = frame::read::<_, Job>(channel)? else {
         return Ok(());

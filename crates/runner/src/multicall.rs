@@ -6,8 +6,6 @@
 //! starts threads).
 
 use crate::backend::process::jail::{self, AGENT_ARG, CHANNEL_FD, JAIL_ARG};
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 
 /// Runs the jail or the agent when the first argument selects one, and returns the
 /// exit code; returns `None` for an ordinary start.
@@ -30,8 +28,13 @@ pub fn dispatch() -> Option<i32> {
 fn agent() -> i32 {
     // SAFETY: the jail hands the channel over as this descriptor, and nothing else in
     // this freshly executed process owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };
-    let mut channel = UnixStream::from(fd);
+    let mut channel = match unsafe { sandbox_agent::channel_from_fd(CHANNEL_FD) } {
+        Ok(channel) => channel,
+        Err(e) => {
+            eprintln!("sandbox-agent: channel on descriptor {CHANNEL_FD}: {e}");
+            return 1;
+        }
+    };
     match sandbox_agent::serve(&mut channel) {
         Ok(()) => 0,
         Err(e) => {

@@ -84,6 +84,40 @@ async fn writes_outside_tmp_and_home_fail() {
 }
 
 #[tokio::test]
+async fn the_program_inherits_no_descriptor_but_its_stdio() {
+    let runner = Runner::start();
+    let out = runner
+        .run(
+            "python",
+            "import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))",
+        )
+        .await;
+    // 0-2, plus the descriptor listdir itself holds open
+    assert_eq!(stdout(&out).trim(), "[0, 1, 2, 3]", "{out}");
+    let link = runner
+        .run(
+            "bash",
+            "readlink /proc/self/fd/3; ls -l /proc/1/fd 2>&1 | grep -c socket",
+        )
+        .await;
+    assert!(!stdout(&link).contains("socket:"), "{link}");
+}
+
+#[tokio::test]
+async fn the_program_cannot_reach_into_the_agent() {
+    let runner = Runner::start();
+    let code = "for f in /proc/1/mem /proc/1/environ /proc/1/fd/3; do \
+                  if cat $f >/dev/null 2>&1; then echo OPENED $f; else echo denied $f; fi; done; \
+                cat /proc/self/oom_score_adj";
+    let out = runner.run("bash", code).await;
+    assert!(!stdout(&out).contains("OPENED"), "{out}");
+    assert!(
+        stdout(&out).ends_with("1000\n"),
+        "the program is the OOM killer's choice: {out}"
+    );
+}
+
+#[tokio::test]
 async fn only_the_sandbox_processes_are_visible() {
     let runner = Runner::start();
     let out = runner

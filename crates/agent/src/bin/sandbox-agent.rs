@@ -2,8 +2,6 @@
 //! that start it by path. It serves one job on the channel inherited as file
 //! descriptor 3.
 
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 
 /// The descriptor on which the channel is inherited.
@@ -12,8 +10,13 @@ const CHANNEL_FD: i32 = 3;
 fn main() -> ExitCode {
     // SAFETY: descriptor 3 is the channel by this program's contract with its launcher,
     // and nothing else in this process owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };
-    let mut channel = UnixStream::from(fd);
+    let mut channel = match unsafe { sandbox_agent::channel_from_fd(CHANNEL_FD) } {
+        Ok(channel) => channel,
+        Err(e) => {
+            eprintln!("sandbox-agent: channel on descriptor {CHANNEL_FD}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     match sandbox_agent::serve(&mut channel) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
