@@ -12,8 +12,9 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use sandbox_protocol::api::RunRequest;
+use sandbox_protocol::api::{RunRequest, RunResponse};
 use sandbox_protocol::Lang;
+use tracing::Instrument;
 
 use crate::config::ToolConfig;
 use crate::report;
@@ -66,70 +67,68 @@ impl SandboxServer {
         self.shared.runner.as_ref()
     }
 
-    fn offered(&self, name: &str) -> Option<Lang> {
-        let lang = tools::lang_of(name)?;
-        self.shared
-            .tools
-            .iter()
-            .any(|t| t.name == name)
-            .then_some(lang)
-    }
-
     async fn call(
         &self,
         lang: Lang,
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let call_id = CALL_IDS.fetch_add(1, Ordering::Relaxed);
         let args = match tools::parse_args(params.arguments.as_ref(), self.shared.default_timeout) {
             Ok(args) => args,
             Err(e) => return report::from_args_error(&e),
         };
         let Some(runner) = &self.shared.runner else {
-            tracing::info!(call_id, %lang, "call refused: no runner configured");
+            tracing::info!(%lang, "call refused: no runner configured");
             return report::from_runner_error(&RunnerError::NotConfigured);
         };
-        tracing::info!(call_id, %lang, code_bytes = args.code.len(), timeout_ms = args.timeout_ms, "run started");
-        tracing::debug!(call_id, code = %args.code, "program");
+        tracing::info!(%lang, code_bytes = args.code.len(), timeout_ms = args.timeout_ms, "run started");
+        tracing::debug!(code = %args.code, "program");
         let request = RunRequest {
             lang,
             code: args.code,
             timeout_ms: Some(args.timeout_ms),
         };
-        let progress = ctx.meta.get_progress_token().map(|token| Progress {
-            peer: ctx.peer.clone(),
-            token,
-            timeout: Duration::from_millis(args.timeout_ms),
-        });
         let started = Instant::now();
-        let outcome = tokio::select! {
-            outcome = runner.run(&request) => outcome,
-            () = report_progress(progress) => unreachable!("progress reporting never ends"),
-            () = ctx.ct.cancelled() => {
-                tracing::info!(call_id, "run cancelled by the client");
-                return report::from_runner_error(&RunnerError::Cancelled);
-            }
-        };
-        let elapsed_ms = started.elapsed().as_millis();
+        let outcome = run_while_reporting(runner, &request, &ctx).await;
+        log_outcome(&outcome, started.elapsed());
         match outcome {
-            Ok(response) => {
-                tracing::info!(
-                    call_id,
-                    exit_code = response.exit_code,
-                    timed_out = response.timed_out,
-                    oom_killed = response.oom_killed,
-                    duration_ms = response.duration_ms,
-                    elapsed_ms,
-                    "run finished"
-                );
-                report::from_run(response)
-            }
-            Err(error) => {
-                tracing::warn!(call_id, code = error.code(), %error, elapsed_ms, "run failed");
-                report::from_runner_error(&error)
-            }
+            Ok(response) => report::from_run(response),
+            Err(error) => report::from_runner_error(&error),
         }
+    }
+}
+
+/// Runs the request, sending progress meanwhile; gives up when the client cancels.
+async fn run_while_reporting(
+    runner: &RunnerClient,
+    request: &RunRequest,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<RunResponse, RunnerError> {
+    let progress = ctx.meta.get_progress_token().map(|token| Progress {
+        peer: ctx.peer.clone(),
+        token,
+        timeout: Duration::from_millis(request.timeout_ms.unwrap_or_default()),
+    });
+    tokio::select! {
+        outcome = runner.run(request) => outcome,
+        () = report_progress(progress) => unreachable!("progress reporting never ends"),
+        () = ctx.ct.cancelled() => Err(RunnerError::Cancelled),
+    }
+}
+
+fn log_outcome(outcome: &Result<RunResponse, RunnerError>, elapsed: Duration) {
+    let elapsed_ms = elapsed.as_millis() as u64;
+    match outcome {
+        Ok(response) => tracing::info!(
+            exit_code = response.exit_code,
+            timed_out = response.timed_out,
+            oom_killed = response.oom_killed,
+            duration_ms = response.duration_ms,
+            elapsed_ms,
+            "run finished"
+        ),
+        Err(RunnerError::Cancelled) => tracing::info!(elapsed_ms, "run cancelled by the client"),
+        Err(error) => tracing::warn!(code = error.code(), %error, elapsed_ms, "run failed"),
     }
 }
 
@@ -185,17 +184,26 @@ impl ServerHandler for SandboxServer {
         Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
     }
 
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared.tools.iter().find(|t| t.name == name).cloned()
+    }
+
     async fn call_tool(
         &self,
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(lang) = self.offered(&params.name) else {
+        let Some(lang) = self
+            .get_tool(&params.name)
+            .and_then(|t| tools::lang_of(&t.name))
+        else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", params.name),
                 None,
             ));
         };
-        Ok(self.call(lang, params, ctx).await.into())
+        let call_id = CALL_IDS.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!("tool_call", call_id, tool = %params.name);
+        Ok(self.call(lang, params, ctx).instrument(span).await.into())
     }
 }
