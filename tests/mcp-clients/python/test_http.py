@@ -411,3 +411,28 @@ async def test_cancelling_a_call_stops_the_wait(runner) -> None:
             after = await client.call_tool("run_bash", {"code": "echo still here"})
     assert "run cancelled by the client" in "".join(server.proc.stderr)
     assert after.structured_content["stdout"] == "still here\n"
+
+
+@pytest.mark.runner
+async def test_running_out_of_memory_is_reported(mcp: Mcp) -> None:
+    async with mcp.client() as client:
+        result = await client.call_tool("run_python", {"code": "x = bytearray(400 * 1024 * 1024)\nprint(len(x))"})
+    assert result.is_error is True
+    assert result.structured_content["oomKilled"] is True
+    assert "out of memory" in text(result)
+
+
+@pytest.mark.runner
+async def test_calls_work_on_the_2026_protocol_too(mcp: Mcp) -> None:
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with mcp.client(mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool(
+            "run_python", {"code": "import time; time.sleep(1.5); print(2)"}, progress_callback=on_progress
+        )
+    assert result.is_error is False and result.structured_content["stdout"] == "2\n"
+    assert len(seen) >= 2
