@@ -21,9 +21,6 @@ pub enum ConfigError {
     /// No token for `/mcp` was given.
     #[error("MCP_AUTH_TOKEN is required: set it (or --auth-token) to the bearer token clients must send")]
     MissingAuthToken,
-    /// The token is too short to resist guessing.
-    #[error("MCP_AUTH_TOKEN is too short: use at least {min} characters", min = AuthToken::MIN_LEN)]
-    ShortAuthToken,
     /// `SANDBOX_RUNNER_URL` is not an `http://` URL.
     #[error("SANDBOX_RUNNER_URL {url:?} is not usable: {reason}")]
     BadRunnerUrl {
@@ -45,19 +42,21 @@ pub enum ConfigError {
 pub struct AuthToken(String);
 
 impl AuthToken {
-    /// The shortest token accepted.
-    pub const MIN_LEN: usize = 16;
+    /// Tokens shorter than this are accepted with a warning.
+    pub const RECOMMENDED_LEN: usize = 16;
 
-    /// Checks the token's length.
+    /// Refuses an empty token.
     pub fn new(token: impl Into<String>) -> Result<Self, ConfigError> {
         let token = token.into();
-        if token.is_empty() {
+        if token.trim().is_empty() {
             return Err(ConfigError::MissingAuthToken);
         }
-        if token.len() < Self::MIN_LEN {
-            return Err(ConfigError::ShortAuthToken);
-        }
         Ok(AuthToken(token))
+    }
+
+    /// Whether the token is short enough to be guessed.
+    pub fn is_weak(&self) -> bool {
+        self.0.len() < Self::RECOMMENDED_LEN
     }
 
     /// The secret itself, for comparing or sending.
@@ -307,9 +306,11 @@ mod tests {
     fn refuses_to_start_without_a_token() {
         assert!(matches!(parse(&[]), Err(ConfigError::MissingAuthToken)));
         assert!(matches!(
-            parse(&["--auth-token", "short"]),
-            Err(ConfigError::ShortAuthToken)
+            parse(&["--auth-token", " "]),
+            Err(ConfigError::MissingAuthToken)
         ));
+        let short = parse(&["--auth-token", "short"]).unwrap();
+        assert!(short.auth_token.is_weak());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{HostPolicy, McpConfig};
+use crate::config::{AuthToken, HostPolicy, McpConfig};
 use crate::server::SandboxServer;
 use crate::{accept, auth, health, origin};
 
@@ -80,6 +80,12 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    if config.auth_token.is_weak() {
+        tracing::warn!(
+            "MCP_AUTH_TOKEN is shorter than {} characters: use a long random token",
+            AuthToken::RECOMMENDED_LEN
+        );
+    }
     let server = SandboxServer::new(&config.tools)?;
     let sessions = CancellationToken::new();
     let app = router(&config, server, sessions.clone());

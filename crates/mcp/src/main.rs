@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 
 /// MCP server for sandboxed bash, Python and Node.js.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
