@@ -81,8 +81,8 @@ fn head_and_tail(s: &str, budget: usize) -> Shown {
     }
 }
 
-/// A result from the program's run: `isError` unless it exited 0 normally.
-pub fn from_run(response: RunResponse) -> CallToolResult {
+/// A result from the program's run (which had `timeout_ms`): `isError` unless it exited 0.
+pub fn from_run(response: RunResponse, timeout_ms: u64) -> CallToolResult {
     let stdout = head_and_tail(&response.stdout, STDOUT_BUDGET);
     let stderr = head_and_tail(&response.stderr, STDERR_BUDGET);
     let failed = response.exit_code != 0 || response.timed_out || response.oom_killed;
@@ -99,7 +99,7 @@ pub fn from_run(response: RunResponse) -> CallToolResult {
         stderr_truncated: response.stderr_truncated,
         error: None,
     };
-    finish(run_text(&report), &report, failed)
+    finish(run_text(&report, timeout_ms), &report, failed)
 }
 
 /// A result for a call whose program did not run.
@@ -139,13 +139,15 @@ fn finish(text: String, report: &RunReport, is_error: bool) -> CallToolResult {
     result
 }
 
-fn run_text(report: &RunReport) -> String {
+fn run_text(report: &RunReport, timeout_ms: u64) -> String {
     let mut lines = Vec::new();
     let exit = report.exit_code.unwrap_or_default();
     let duration = report.duration_ms.unwrap_or_default();
     lines.push(format!("exit code: {exit} (ran {duration} ms)"));
     if report.timed_out {
-        lines.push("The program ran into its timeout and was killed.".to_owned());
+        lines.push(format!(
+            "The program ran into its {timeout_ms} ms timeout and was killed."
+        ));
     }
     if report.oom_killed {
         lines.push("The program ran out of memory (256 MB) and was killed.".to_owned());
@@ -234,11 +236,11 @@ mod tests {
 
     #[test]
     fn success_and_failure_set_is_error() {
-        let ok = from_run(response("1\n", 0));
+        let ok = from_run(response("1\n", 0), 100);
         assert_eq!(ok.is_error, Some(false));
         assert!(text_of(&ok).contains("exit code: 0"));
         assert!(text_of(&ok).contains("--- stdout ---\n1\n--- end of stdout ---"));
-        let failed = from_run(response("", 3));
+        let failed = from_run(response("", 3), 100);
         assert_eq!(failed.is_error, Some(true));
         let structured = failed.structured_content.unwrap();
         assert_eq!(structured["exitCode"], 3);
@@ -246,8 +248,20 @@ mod tests {
     }
 
     #[test]
+    fn timeouts_and_out_of_memory_are_stated() {
+        let mut timed_out = response("", 137);
+        timed_out.timed_out = true;
+        let result = from_run(timed_out, 1000);
+        assert_eq!(result.is_error, Some(true));
+        assert!(text_of(&result).contains("1000 ms timeout"));
+        let mut oom = response("", 137);
+        oom.oom_killed = true;
+        assert!(text_of(&from_run(oom, 1000)).contains("out of memory"));
+    }
+
+    #[test]
     fn a_flood_is_cut_for_the_model() {
-        let result = from_run(response(&"x".repeat(1024 * 1024), 0));
+        let result = from_run(response(&"x".repeat(1024 * 1024), 0), 100);
         let text = text_of(&result);
         assert!(text.len() < STDOUT_BUDGET + 1024);
         assert!(text.contains("bytes omitted"));

@@ -92,7 +92,7 @@ impl SandboxServer {
         let outcome = run_while_reporting(runner, &request, &ctx).await;
         log_outcome(&outcome, started.elapsed());
         match outcome {
-            Ok(response) => report::from_run(response),
+            Ok(response) => report::from_run(response, args.timeout_ms),
             Err(error) => report::from_runner_error(&error),
         }
     }
