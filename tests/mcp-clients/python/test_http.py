@@ -137,6 +137,19 @@ async def test_allowed_origins_are_configurable() -> None:
     assert (ok.status_code, bad.status_code) == (200, 403)
 
 
+async def test_host_headers_are_checked(mcp_unconfigured: Mcp) -> None:
+    async with httpx2.AsyncClient() as http:
+        headers = {**JSON_POST, **mcp_unconfigured.headers()}
+        evil = await http.post(mcp_unconfigured.url, headers={**headers, "Host": "evil.example"}, json=INITIALIZE)
+        assert evil.status_code == 403
+    with running(start_mcp(MCP_ALLOWED_HOSTS="sandbox.example")) as server:
+        async with httpx2.AsyncClient() as http:
+            headers = {**JSON_POST, **server.headers()}
+            named = await http.post(server.url, headers={**headers, "Host": "sandbox.example:8443"}, json=INITIALIZE)
+            local = await http.post(server.url, headers={**headers, "Host": "localhost"}, json=INITIALIZE)
+    assert (named.status_code, local.status_code) == (200, 403)
+
+
 async def test_health_needs_no_token(mcp_unconfigured: Mcp) -> None:
     async with httpx2.AsyncClient() as http:
         health = (await http.get(mcp_unconfigured.base + "/health")).json()
