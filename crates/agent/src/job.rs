@@ -1,8 +1,9 @@
 //! Running one job: write the code, start the interpreter, watch it, collect the outcome.
 
 use crate::capture::Capture;
+use crate::launch::{self, Prepared};
 use crate::tree::{end_tree, exit_code, kill_all, reap_exited};
-use crate::{HOME, PATH};
+use crate::HOME;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
@@ -10,9 +11,8 @@ use sandbox_protocol::agent::{Job, JobOutcome};
 use sandbox_protocol::Lang;
 use std::io;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout};
 use std::time::{Duration, Instant};
 
 /// How often orphans are reaped while the program runs (they count against the pids cap).
@@ -37,10 +37,20 @@ pub enum JobError {
     Watch(io::Error),
 }
 
-/// Runs `job` to its end and reports what happened.
-pub fn run_job(job: &Job) -> Result<JobOutcome, JobError> {
+/// Runs `job` to its end and reports what happened, in the interpreter `prepared` ahead
+/// of time when it is of the job's language.
+pub fn run_job(job: &Job, prepared: Option<Prepared>) -> Result<JobOutcome, JobError> {
     let file = write_code(job)?;
-    let mut child = spawn(job.lang, &file)?;
+    let program = interpreter_name(job.lang);
+    let spawned = match prepared {
+        Some(p) if p.lang() == job.lang => p.start(&file),
+        Some(p) => {
+            p.discard();
+            launch::cold(job.lang, &file)
+        }
+        None => launch::cold(job.lang, &file),
+    };
+    let mut child = spawned.map_err(|source| JobError::Spawn { program, source })?;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
         unreachable!("both streams are piped in spawn()");
@@ -68,6 +78,7 @@ pub fn run_job(job: &Job) -> Result<JobOutcome, JobError> {
         signal,
         duration_ms,
         timed_out,
+        oom_killed: None,
     })
 }
 
@@ -80,14 +91,11 @@ fn file_name(lang: Lang) -> &'static str {
     }
 }
 
-/// The interpreter for a language, looked up on [`PATH`], and its options.
-/// Node detects ES-module syntax (`import`, top-level `await`) and runs the file as a
-/// module then, as Node 22 does by default.
-fn interpreter(lang: Lang) -> (&'static str, &'static [&'static str]) {
+fn interpreter_name(lang: Lang) -> &'static str {
     match lang {
-        Lang::Bash => ("bash", &[]),
-        Lang::Python => ("python3", &[]),
-        Lang::Node => ("node", &["--experimental-detect-module"]),
+        Lang::Bash => "bash",
+        Lang::Python => "python3",
+        Lang::Node => "node",
     }
 }
 
@@ -98,40 +106,6 @@ fn write_code(job: &Job) -> Result<PathBuf, JobError> {
         source,
     })?;
     Ok(path)
-}
-
-fn spawn(lang: Lang, file: &PathBuf) -> Result<Child, JobError> {
-    let (program, options) = interpreter(lang);
-    let mut cmd = Command::new(program);
-    cmd.args(options)
-        .arg(file)
-        .env_clear()
-        .env("PATH", PATH)
-        .env("HOME", HOME)
-        .env("USER", "sandbox")
-        .env("LANG", "C.UTF-8")
-        .env("TMPDIR", "/tmp")
-        .current_dir(HOME)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: the agent is single-threaded, so the forked child may allocate and use
-    // std freely before exec; the closure only writes a /proc file of its own.
-    unsafe {
-        cmd.pre_exec(make_oom_killable);
-    }
-    cmd.spawn()
-        .map_err(|source| JobError::Spawn { program, source })
-}
-
-/// When the sandbox runs out of memory, the kernel must kill the program, never the
-/// agent: raising a score needs no privilege, and everything the program starts
-/// inherits it. The child is made dumpable first, as the agent is not, so that it owns
-/// its /proc files.
-fn make_oom_killable() -> io::Result<()> {
-    nix::sys::prctl::set_dumpable(true)?;
-    std::fs::write("/proc/self/oom_score_adj", b"1000")
 }
 
 fn pidfd_open(child: &Child) -> io::Result<OwnedFd> {

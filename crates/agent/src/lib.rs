@@ -17,12 +17,15 @@
 //! back to killing the program's process group.
 
 mod capture;
+pub mod init;
 mod job;
+mod launch;
 mod tree;
 
 pub use job::{run_job, JobError};
+pub use launch::{prepare, Prepared};
 
-use sandbox_protocol::agent::{AgentMessage, Job};
+use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, RunnerMessage};
 use sandbox_protocol::frame::{self, FrameError};
 use std::io::{self, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -61,24 +64,59 @@ pub unsafe fn channel_from_fd(fd: RawFd) -> io::Result<UnixStream> {
     Ok(UnixStream::from(owned))
 }
 
-/// Serves one job over `channel`: Ready, then one Job, then its answer.
+/// Serves one job over `channel`: Ready; optionally a Prepare, answered by starting the
+/// interpreter and Ready again; then one Job, answered by Done or Failed.
 ///
 /// Returns `Ok(())` also when the runner closes the channel without sending a job
 /// (a pooled sandbox being destroyed).
 pub fn serve<C: Read + Write>(channel: &mut C) -> Result<(), AgentError> {
+    serve_with(channel, run_job)
+}
+
+/// [`serve`], with `run` in place of [`run_job`] (a VM's init adds what only it can
+/// tell to the outcome).
+pub fn serve_with<C, F>(channel: &mut C, run: F) -> Result<(), AgentError>
+where
+    C: Read + Write,
+    F: FnOnce(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
+{
     // The program runs as the same user: without this it could open /proc/1/mem and
     // rewrite the agent. Its own processes become dumpable again at exec.
     nix::sys::prctl::set_dumpable(false).map_err(AgentError::Dumpable)?;
     frame::write(channel, &AgentMessage::Ready)?;
-    let Some(job) = frame::read::<_, Job>(channel)? else {
-        return Ok(());
+    let mut prepared = None;
+    let job = loop {
+        match frame::read::<_, RunnerMessage>(channel)? {
+            None => return Ok(()),
+            Some(RunnerMessage::Job(job)) => break job,
+            Some(RunnerMessage::Prepare(_)) if prepared.is_some() => {
+                return fail(channel, "a second Prepare".into());
+            }
+            Some(RunnerMessage::Prepare(p)) => match prepare(p.prepare) {
+                Ok(started) => {
+                    prepared = started;
+                    frame::write(channel, &AgentMessage::Ready)?;
+                }
+                Err(e) => {
+                    return fail(
+                        channel,
+                        format!("starting the {} interpreter: {e}", p.prepare),
+                    )
+                }
+            },
+        }
     };
-    let answer = match run_job(&job) {
+    let answer = match run(&job, prepared) {
         Ok(outcome) => AgentMessage::Done(outcome),
         Err(e) => AgentMessage::Failed {
             message: e.to_string(),
         },
     };
     frame::write(channel, &answer)?;
+    Ok(())
+}
+
+fn fail<C: Write>(channel: &mut C, message: String) -> Result<(), AgentError> {
+    frame::write(channel, &AgentMessage::Failed { message })?;
     Ok(())
 }

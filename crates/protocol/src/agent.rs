@@ -4,8 +4,12 @@
 //! console or vsock in a VM), each message one [`frame`](crate::frame):
 //!
 //! 1. agent -> runner: [`AgentMessage::Ready`] once the sandbox is set up;
-//! 2. runner -> agent: one [`Job`];
-//! 3. agent -> runner: [`AgentMessage::Done`] or [`AgentMessage::Failed`].
+//! 2. optionally, runner -> agent: [`Prepare`], and agent -> runner: [`AgentMessage::Ready`]
+//!    again once the interpreter waits for its program;
+//! 3. runner -> agent: one [`Job`];
+//! 4. agent -> runner: [`AgentMessage::Done`] or [`AgentMessage::Failed`].
+//!
+//! Steps 2 and 3 travel as a [`RunnerMessage`].
 //!
 //! The agent then exits; a sandbox never takes a second job.
 
@@ -25,6 +29,26 @@ pub struct Job {
     pub stdout_cap: usize,
     /// Bytes of standard error kept; more stops the program.
     pub stderr_cap: usize,
+}
+
+/// Asks the agent to start the interpreter of `prepare` ahead of the job, so that a job in
+/// that language pays no interpreter start-up. A job in another language still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prepare {
+    /// The language whose interpreter to start.
+    pub prepare: Lang,
+}
+
+/// What the runner sends: a [`Prepare`] or a [`Job`] (told apart by their fields, so a
+/// plain Job frame is a valid RunnerMessage).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RunnerMessage {
+    /// Start an interpreter ahead of the job.
+    Prepare(Prepare),
+    /// Run this.
+    Job(Job),
 }
 
 /// What the agent sends.
@@ -61,4 +85,8 @@ pub struct JobOutcome {
     pub stdout_truncated: bool,
     /// Standard error went over its cap and the process tree was killed.
     pub stderr_truncated: bool,
+    /// The out-of-memory killer ended a process of the job. Only an agent alone in its
+    /// kernel (the init of a VM) can tell; elsewhere it is absent and the host decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_killed: Option<bool>,
 }

@@ -145,7 +145,7 @@ async fn run(
 async fn execute(state: &AppState, job: Job) -> Result<RunResponse, ApiError> {
     let started = Instant::now();
     let lang = job.lang;
-    let lease = match state.pool.acquire().await {
+    let lease = match state.pool.acquire(lang).await {
         Ok(lease) => lease,
         Err(e) => {
             state.metrics.record(lang, Outcome::Rejected, None);

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use sandbox_runner::config::ServeArgs;
+use sandbox_runner::image::ImageCommand;
 use sandbox_runner::oneshot::RunArgs;
 use sandbox_runner::server;
 use std::process::ExitCode;
@@ -25,6 +26,9 @@ enum Command {
     Serve(ServeArgs),
     /// Run one program in a fresh sandbox and exit with its exit code.
     Run(RunArgs),
+    /// Build the kernel and images VM sandboxes boot.
+    #[command(subcommand)]
+    Image(ImageCommand),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +53,9 @@ fn main() -> ExitCode {
     let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
         Command::Serve(args) => runtime.block_on(serve(args)).map(|()| 0),
         Command::Run(args) => runtime.block_on(sandbox_runner::oneshot::run(args)),
+        Command::Image(command) => sandbox_runner::image::main(command)
+            .map(|()| 0)
+            .map_err(anyhow::Error::from),
     };
     match result {
         Ok(code) => exit_code(code),

@@ -45,7 +45,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         );
     }
     let backend = make_backend(&config)?;
-    let sandbox = backend.create().await?;
+    let mut sandbox = backend.create(None).await?;
     let job = Job {
         lang: args.lang,
         code,
@@ -54,6 +54,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         stderr_cap: config.output_cap_bytes,
     };
     let outcome = sandbox.run(job).await;
+    sandbox.destroy().await;
     backend.shutdown();
     let response = to_response(outcome?);
     std::io::stdout().write_all(response.stdout.as_bytes())?;

@@ -4,17 +4,27 @@
 //! taken when a sandbox starts being made and given back once it is destroyed, and
 //! background fillers keep every free slot busy making the next one. A request takes
 //! a warm sandbox, or waits in a bounded queue for a bounded time.
+//!
+//! A warm sandbox may have its interpreter started already (python and node; bash
+//! starts in a millisecond). A request takes a sandbox prepared for its language when
+//! there is one, else any (the agent then starts the interpreter cold), and the
+//! sandbox made to replace it is prepared for the language of that request: the mix
+//! of the pool follows the traffic.
 
-use crate::backend::{Backend, RunOutcome, Sandbox};
+use crate::backend::{Backend, BackendError, RunOutcome, Sandbox};
 use sandbox_protocol::agent::Job;
+use sandbox_protocol::Lang;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, watch, Mutex, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 /// How long a filler waits after a failed creation before it tries again.
 const RETRY_DELAY: Duration = Duration::from_millis(500);
+/// What a pool prepares for before traffic says otherwise, in turn.
+const FIRST_MIX: [Option<Lang>; 3] = [Some(Lang::Python), Some(Lang::Node), None];
 
 /// How the pool is sized.
 #[derive(Debug, Clone, Copy)]
@@ -41,9 +51,18 @@ pub enum AcquireError {
     Closed,
 }
 
+/// The interpreter a sandbox is prepared with for a language (none for bash).
+fn preparation(lang: Lang) -> Option<Lang> {
+    match lang {
+        Lang::Bash => None,
+        other => Some(other),
+    }
+}
+
 /// A warm sandbox and the slot it holds.
 struct Warm {
     sandbox: Sandbox,
+    prepared: Option<Lang>,
     slot: OwnedSemaphorePermit,
 }
 
@@ -53,11 +72,17 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Runs the job; the sandbox is destroyed after, and its slot refilled.
-    pub async fn run(self, job: Job) -> Result<RunOutcome, crate::backend::BackendError> {
-        let Warm { sandbox, slot } = self.warm;
+    /// Runs the job. The sandbox is destroyed right after, in the background, so the
+    /// answer does not wait for it; its slot is refilled once it is gone.
+    pub async fn run(self, job: Job) -> Result<RunOutcome, BackendError> {
+        let Warm {
+            mut sandbox, slot, ..
+        } = self.warm;
         let result = sandbox.run(job).await;
-        drop(slot);
+        tokio::spawn(async move {
+            sandbox.destroy().await;
+            drop(slot);
+        });
         result
     }
 }
@@ -65,18 +90,53 @@ impl Lease {
 struct Shared {
     backend: Arc<Backend>,
     config: PoolConfig,
-    ready_rx: Mutex<mpsc::Receiver<Warm>>,
-    available: AtomicUsize,
+    ready: Mutex<VecDeque<Warm>>,
+    readied: Notify,
+    /// What the next sandboxes are to be prepared for, oldest demand first.
+    wanted: Mutex<VecDeque<Option<Lang>>>,
     waiting: AtomicUsize,
-    failing: AtomicBool,
-    last_error: std::sync::Mutex<Option<String>>,
+    closed: AtomicBool,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn available(&self) -> usize {
+        self.ready.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// Takes the best warm sandbox for `lang`: prepared for it, else unprepared, else any.
+    fn take(&self, lang: Lang) -> Option<Warm> {
+        let mut ready = self.ready.lock().ok()?;
+        let want = preparation(lang);
+        let index = ready
+            .iter()
+            .position(|w| w.prepared == want)
+            .or_else(|| ready.iter().position(|w| w.prepared.is_none()))
+            .or(if ready.is_empty() { None } else { Some(0) })?;
+        let warm = ready.remove(index)?;
+        drop(ready);
+        if let Ok(mut wanted) = self.wanted.lock() {
+            wanted.push_back(want);
+        }
+        Some(warm)
+    }
+
+    fn hand_over(&self, warm: Warm) {
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = None;
+        }
+        if let Ok(mut ready) = self.ready.lock() {
+            ready.push_back(warm);
+        }
+        self.readied.notify_one();
+    }
 }
 
 /// The pool of one runner.
 pub struct Pool {
     shared: Arc<Shared>,
     slots: Arc<Semaphore>,
-    fillers: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    fillers: Mutex<Vec<JoinHandle<()>>>,
     closing: watch::Sender<bool>,
 }
 
@@ -96,44 +156,41 @@ pub struct PoolState {
 impl Pool {
     /// Makes the first sandbox now, so that a runner that cannot make sandboxes
     /// fails at start with the reason; then starts the fillers.
-    pub async fn start(
-        backend: Arc<Backend>,
-        config: PoolConfig,
-    ) -> Result<Pool, crate::backend::BackendError> {
+    pub async fn start(backend: Arc<Backend>, config: PoolConfig) -> Result<Pool, BackendError> {
         let slots = Arc::new(Semaphore::new(config.size));
-        let (ready_tx, ready_rx) = mpsc::channel(config.size.max(1));
+        let wanted = FIRST_MIX
+            .iter()
+            .cycle()
+            .skip(1)
+            .take(config.size - 1)
+            .copied();
         let shared = Arc::new(Shared {
             backend: backend.clone(),
             config,
-            ready_rx: Mutex::new(ready_rx),
-            available: AtomicUsize::new(0),
+            ready: Mutex::new(VecDeque::new()),
+            readied: Notify::new(),
+            wanted: Mutex::new(wanted.collect()),
             waiting: AtomicUsize::new(0),
-            failing: AtomicBool::new(false),
-            last_error: std::sync::Mutex::new(None),
+            closed: AtomicBool::new(false),
+            last_error: Mutex::new(None),
         });
-        let first_slot = slots
+        let slot = slots
             .clone()
             .try_acquire_owned()
             .expect("a new semaphore of size >= 1 has a free permit");
-        let first = backend.create().await?;
-        shared.available.fetch_add(1, Ordering::SeqCst);
-        if ready_tx
-            .send(Warm {
-                sandbox: first,
-                slot: first_slot,
-            })
-            .await
-            .is_err()
-        {
-            unreachable!("the receiver lives in shared");
-        }
+        let prepared = FIRST_MIX[0];
+        let sandbox = backend.create(prepared).await?;
+        shared.hand_over(Warm {
+            sandbox,
+            prepared,
+            slot,
+        });
         let (closing, closing_rx) = watch::channel(false);
         let fillers = (0..config.size.clamp(1, 2))
             .map(|_| {
                 let filler = Filler {
                     shared: shared.clone(),
                     slots: slots.clone(),
-                    ready_tx: ready_tx.clone(),
                     closing: closing_rx.clone(),
                 };
                 tokio::spawn(filler.run())
@@ -142,51 +199,49 @@ impl Pool {
         Ok(Pool {
             shared,
             slots,
-            fillers: std::sync::Mutex::new(fillers),
+            fillers: Mutex::new(fillers),
             closing,
         })
     }
 
-    /// Takes a warm sandbox, waiting in the queue if none is free.
-    pub async fn acquire(&self) -> Result<Lease, AcquireError> {
+    /// Takes a warm sandbox for a job in `lang`, waiting in the queue if none is free.
+    pub async fn acquire(&self, lang: Lang) -> Result<Lease, AcquireError> {
         let shared = &self.shared;
         let queue = shared.config.queue_size;
         let waiting = shared.waiting.fetch_add(1, Ordering::SeqCst);
         let _leave = Leave(&shared.waiting);
-        if waiting >= queue + shared.available.load(Ordering::SeqCst) {
+        if waiting >= queue + shared.available() {
             return Err(AcquireError::QueueFull {
                 size: shared.config.size,
                 queue,
             });
         }
         let timeout = shared.config.queue_timeout;
-        let take = async {
-            let mut rx = shared.ready_rx.lock().await;
-            rx.recv().await
-        };
-        match tokio::time::timeout(timeout, take).await {
-            Ok(Some(warm)) => {
-                shared.available.fetch_sub(1, Ordering::SeqCst);
-                Ok(Lease { warm })
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let readied = shared.readied.notified();
+            tokio::pin!(readied);
+            readied.as_mut().enable();
+            if shared.closed.load(Ordering::SeqCst) {
+                return Err(AcquireError::Closed);
             }
-            Ok(None) => Err(AcquireError::Closed),
-            Err(_) => Err(AcquireError::Timeout(timeout)),
+            if let Some(warm) = shared.take(lang) {
+                return Ok(Lease { warm });
+            }
+            if tokio::time::timeout_at(deadline, readied).await.is_err() {
+                return Err(AcquireError::Timeout(timeout));
+            }
         }
     }
 
     /// The pool's state now.
     pub fn state(&self) -> PoolState {
         let s = &self.shared;
-        let failing = if s.failing.load(Ordering::SeqCst) {
-            s.last_error.lock().map(|e| e.clone()).unwrap_or(None)
-        } else {
-            None
-        };
         PoolState {
             size: s.config.size,
-            available: s.available.load(Ordering::SeqCst),
+            available: s.available(),
             waiting: s.waiting.load(Ordering::SeqCst),
-            failing,
+            failing: s.last_error.lock().ok().and_then(|e| e.clone()),
         }
     }
 
@@ -194,6 +249,8 @@ impl Pool {
     /// their own (each destroys its sandbox).
     pub async fn shutdown(&self) {
         let _ = self.closing.send(true);
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.readied.notify_waiters();
         let fillers = match self.fillers.lock() {
             Ok(mut fillers) => std::mem::take(&mut *fillers),
             Err(_) => Vec::new(),
@@ -201,11 +258,12 @@ impl Pool {
         for filler in fillers {
             let _ = filler.await;
         }
-        let mut rx = self.shared.ready_rx.lock().await;
-        rx.close();
-        while let Some(warm) = rx.recv().await {
-            self.shared.available.fetch_sub(1, Ordering::SeqCst);
-            warm.sandbox.destroy().await;
+        let warm: Vec<Warm> = match self.shared.ready.lock() {
+            Ok(mut ready) => ready.drain(..).collect(),
+            Err(_) => Vec::new(),
+        };
+        for w in warm {
+            w.sandbox.destroy().await;
         }
         // Wait for in-flight runs to give their slots back.
         let all = self.shared.config.size as u32;
@@ -228,7 +286,6 @@ impl Drop for Leave<'_> {
 struct Filler {
     shared: Arc<Shared>,
     slots: Arc<Semaphore>,
-    ready_tx: mpsc::Sender<Warm>,
     closing: watch::Receiver<bool>,
 }
 
@@ -240,36 +297,42 @@ impl Filler {
                 _ = self.closing.wait_for(|closing| *closing) => return,
             };
             let Ok(slot) = slot else { return };
-            match self.shared.backend.create().await {
+            let prepared = self.next_preparation();
+            match self.shared.backend.create(prepared).await {
                 Ok(sandbox) if *self.closing.borrow() => {
                     sandbox.destroy().await;
                     return;
                 }
-                Ok(sandbox) => self.hand_over(Warm { sandbox, slot }).await,
+                Ok(sandbox) => self.shared.hand_over(Warm {
+                    sandbox,
+                    prepared,
+                    slot,
+                }),
                 Err(e) => {
                     drop(slot);
-                    self.record_failure(&e);
+                    self.record_failure(&e, prepared);
                     tokio::time::sleep(RETRY_DELAY).await;
                 }
             }
         }
     }
 
-    async fn hand_over(&self, warm: Warm) {
-        let shared = &self.shared;
-        shared.failing.store(false, Ordering::SeqCst);
-        shared.available.fetch_add(1, Ordering::SeqCst);
-        if let Err(mpsc::error::SendError(warm)) = self.ready_tx.send(warm).await {
-            shared.available.fetch_sub(1, Ordering::SeqCst);
-            warm.sandbox.destroy().await;
-        }
+    fn next_preparation(&self) -> Option<Lang> {
+        let mut wanted = match self.shared.wanted.lock() {
+            Ok(wanted) => wanted,
+            Err(_) => return None,
+        };
+        wanted.pop_front().unwrap_or(None)
     }
 
-    fn record_failure(&self, e: &crate::backend::BackendError) {
+    fn record_failure(&self, e: &BackendError, prepared: Option<Lang>) {
         tracing::error!(error = %e, "making a sandbox failed");
         if let Ok(mut last) = self.shared.last_error.lock() {
             *last = Some(e.to_string());
         }
-        self.shared.failing.store(true, Ordering::SeqCst);
+        // Try the same preparation again next time.
+        if let Ok(mut wanted) = self.shared.wanted.lock() {
+            wanted.push_front(prepared);
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! `sandbox-agent`: the agent as its own (statically linkable) binary, for sandboxes
 //! that start it by path. It serves one job on the channel inherited as file
-//! descriptor 3.
+//! descriptor 3; with `--init` it is the init of a microVM instead (see
+//! [`sandbox_agent::init`]).
 
 use std::process::ExitCode;
 
@@ -8,6 +9,9 @@ use std::process::ExitCode;
 const CHANNEL_FD: i32 = 3;
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(sandbox_agent::init::INIT_ARG) {
+        sandbox_agent::init::main();
+    }
     // SAFETY: descriptor 3 is the channel by this program's contract with its launcher,
     // and nothing else in this process owns it.
     let mut channel = match unsafe { sandbox_agent::channel_from_fd(CHANNEL_FD) } {

@@ -7,6 +7,7 @@
 pub mod process;
 
 use sandbox_protocol::agent::{Job, JobOutcome};
+use sandbox_protocol::Lang;
 
 /// How one job ended: what the agent reported, and what the host saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,10 +46,11 @@ impl Backend {
         }
     }
 
-    /// Makes a sandbox and waits until its agent is ready.
-    pub async fn create(&self) -> Result<Sandbox, BackendError> {
+    /// Makes a sandbox and waits until its agent is ready, with the interpreter of
+    /// `prepare` started ahead when one is given.
+    pub async fn create(&self, prepare: Option<Lang>) -> Result<Sandbox, BackendError> {
         match self {
-            Backend::Process(b) => Ok(Sandbox::Process(b.create().await?)),
+            Backend::Process(b) => Ok(Sandbox::Process(b.create(prepare).await?)),
         }
     }
 
@@ -62,14 +64,15 @@ impl Backend {
 }
 
 impl Sandbox {
-    /// Runs the job and destroys the sandbox, whatever happened.
-    pub async fn run(self, job: Job) -> Result<RunOutcome, BackendError> {
+    /// Runs the job. The sandbox is spent whatever happened: [`destroy`](Self::destroy)
+    /// must follow (it may, after the answer is out).
+    pub async fn run(&mut self, job: Job) -> Result<RunOutcome, BackendError> {
         match self {
             Sandbox::Process(s) => Ok(s.run(job).await?),
         }
     }
 
-    /// Destroys the sandbox without running anything.
+    /// Kills every process of the sandbox and releases what it holds on the host.
     pub async fn destroy(self) {
         match self {
             Sandbox::Process(s) => s.destroy().await,

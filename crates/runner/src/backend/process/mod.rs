@@ -9,8 +9,9 @@ pub mod seccomp;
 use super::RunOutcome;
 use cgroup::{Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use jail::{JailSpec, CHANNEL_FD};
-use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome};
+use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, Prepare, RunnerMessage};
 use sandbox_protocol::frame::{self, FrameError};
+use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -122,8 +123,9 @@ impl ProcessBackend {
         self.hierarchy.instance_dirs()
     }
 
-    /// Makes one sandbox and waits for its agent's Ready.
-    pub async fn create(&self) -> Result<ProcessSandbox, ProcessError> {
+    /// Makes one sandbox and waits for its agent's Ready (and, with `prepare`, for its
+    /// interpreter to wait for the program).
+    pub async fn create(&self, prepare: Option<Lang>) -> Result<ProcessSandbox, ProcessError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let name = format!("sb{id}");
         let hierarchy = self.hierarchy.clone();
@@ -150,7 +152,8 @@ impl ProcessBackend {
                     channel,
                     stderr: Some(stderr),
                 };
-                match tokio::time::timeout(self.config.create_timeout, sandbox.await_ready()).await
+                match tokio::time::timeout(self.config.create_timeout, sandbox.await_ready(prepare))
+                    .await
                 {
                     Ok(Ok(())) => {
                         sandbox.log_stderr();
@@ -229,9 +232,29 @@ pub struct ProcessSandbox {
 }
 
 impl ProcessSandbox {
-    async fn await_ready(&mut self) -> Result<(), ProcessError> {
+    async fn await_ready(&mut self, prepare: Option<Lang>) -> Result<(), ProcessError> {
+        self.expect_ready().await?;
+        if let Some(lang) = prepare {
+            let message = RunnerMessage::Prepare(Prepare { prepare: lang });
+            self.send(&message).await?;
+            self.expect_ready().await?;
+        }
+        Ok(())
+    }
+
+    async fn send(&mut self, message: &RunnerMessage) -> Result<(), ProcessError> {
+        let bytes = frame::encode(message)?;
+        self.channel
+            .write_all(&bytes)
+            .await
+            .map_err(FrameError::Io)?;
+        Ok(())
+    }
+
+    async fn expect_ready(&mut self) -> Result<(), ProcessError> {
         match read_frame(&mut self.channel).await? {
             Some(AgentMessage::Ready) => Ok(()),
+            Some(AgentMessage::Failed { message }) => Err(ProcessError::Setup(message)),
             Some(other) => Err(ProcessError::Unexpected(message_kind(&other))),
             None => Err(ProcessError::Setup(
                 "the jail exited before the agent was ready".into(),
@@ -277,8 +300,8 @@ impl ProcessSandbox {
         });
     }
 
-    /// Sends the job, waits for the result, and destroys the sandbox.
-    pub async fn run(mut self, job: Job) -> Result<RunOutcome, ProcessError> {
+    /// Sends the job and waits for the result; [`destroy`](Self::destroy) must follow.
+    pub async fn run(&mut self, job: Job) -> Result<RunOutcome, ProcessError> {
         let limit = Duration::from_millis(job.timeout_ms) + REPORT_GRACE;
         let result = tokio::time::timeout(limit, self.exchange(&job)).await;
         let oom_killed = self
@@ -286,7 +309,6 @@ impl ProcessSandbox {
             .as_ref()
             .and_then(|c| c.oom_kills().ok())
             .is_some_and(|n| n > 0);
-        self.destroy().await;
         let job_outcome = match result {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(e)) => return Err(e),
@@ -299,11 +321,7 @@ impl ProcessSandbox {
     }
 
     async fn exchange(&mut self, job: &Job) -> Result<JobOutcome, ProcessError> {
-        let bytes = frame::encode(job)?;
-        self.channel
-            .write_all(&bytes)
-            .await
-            .map_err(FrameError::Io)?;
+        self.send(&RunnerMessage::Job(job.clone())).await?;
         match read_frame(&mut self.channel).await? {
             Some(AgentMessage::Done(outcome)) => Ok(outcome),
             Some(AgentMessage::Failed { message }) => Err(ProcessError::AgentFailed(message)),
@@ -340,6 +358,7 @@ fn unresponsive(limit: Duration) -> JobOutcome {
         timed_out: true,
         stdout_truncated: false,
         stderr_truncated: false,
+        oom_killed: None,
     }
 }
 

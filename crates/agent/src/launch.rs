@@ -1,0 +1,126 @@
+//! Starting the interpreter: cold (`python3 main.py`) or ahead of time (a small loader
+//! that waits for the program's path on descriptor 3, then runs it as the cold start
+//! would).
+
+use crate::{HOME, PATH};
+use sandbox_protocol::Lang;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// The descriptor a loader reads the program's path from.
+const GO_FD: i32 = 3;
+const PYTHON_LOADER: &str = include_str!("loader/python.py");
+const NODE_LOADER: &str = include_str!("loader/node.js");
+
+/// An interpreter started ahead of its job, waiting for the program's path.
+pub struct Prepared {
+    lang: Lang,
+    child: Child,
+    go: File,
+}
+
+impl Prepared {
+    /// The language it runs.
+    pub fn lang(&self) -> Lang {
+        self.lang
+    }
+
+    /// Lets the waiting interpreter run the program at `path`.
+    pub(crate) fn start(mut self, path: &Path) -> io::Result<Child> {
+        self.go.write_all(path.as_os_str().as_encoded_bytes())?;
+        drop(self.go); // end of file: the loader stops reading
+        Ok(self.child)
+    }
+
+    /// Ends the waiting interpreter (the job is in another language).
+    pub(crate) fn discard(mut self) {
+        drop(self.go); // the loader reads an empty path and exits
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The interpreter for a language, looked up on [`PATH`], and its options.
+/// Node detects ES-module syntax (`import`, top-level `await`) and runs the file as a
+/// module then, as Node 22 does by default.
+fn interpreter(lang: Lang) -> (&'static str, &'static [&'static str]) {
+    match lang {
+        Lang::Bash => ("bash", &[]),
+        Lang::Python => ("python3", &[]),
+        Lang::Node => ("node", &["--experimental-detect-module"]),
+    }
+}
+
+/// Starts the interpreter of `lang` on `file`.
+pub(crate) fn cold(lang: Lang, file: &Path) -> io::Result<Child> {
+    let (program, options) = interpreter(lang);
+    let mut cmd = command(program);
+    cmd.args(options).arg(file);
+    // SAFETY: see `harden`.
+    unsafe {
+        cmd.pre_exec(harden);
+    }
+    cmd.spawn()
+}
+
+/// Starts a loader for `lang`, if the language has one (bash starts in a millisecond
+/// and has none).
+pub fn prepare(lang: Lang) -> io::Result<Option<Prepared>> {
+    let loader = match lang {
+        Lang::Bash => return Ok(None),
+        Lang::Python => ["-c", PYTHON_LOADER],
+        Lang::Node => ["-e", NODE_LOADER],
+    };
+    let (program, options) = interpreter(lang);
+    let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let mut cmd = command(program);
+    cmd.args(options).args(loader);
+    let go_raw = go_read.as_raw_fd();
+    // SAFETY: the agent is single-threaded, so the forked child may use std freely
+    // before exec; dup2 gives the loader the read end as descriptor 3 (without
+    // close-on-exec), and `harden` only writes /proc files of its own.
+    unsafe {
+        cmd.pre_exec(move || {
+            if nix::libc::dup2(go_raw, GO_FD) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            harden()
+        });
+    }
+    let child = cmd.spawn()?;
+    drop::<OwnedFd>(go_read);
+    Ok(Some(Prepared {
+        lang,
+        child,
+        go: File::from(go_write),
+    }))
+}
+
+fn command(program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .env("PATH", PATH)
+        .env("HOME", HOME)
+        .env("USER", "sandbox")
+        .env("LANG", "C.UTF-8")
+        .env("TMPDIR", "/tmp")
+        .current_dir(HOME)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    cmd
+}
+
+/// When the sandbox runs out of memory, the kernel must kill the program, never the
+/// agent: raising a score needs no privilege, and everything the program starts
+/// inherits it. The child is made dumpable first, as the agent is not, so that it owns
+/// its /proc files.
+fn harden() -> io::Result<()> {
+    nix::sys::prctl::set_dumpable(true)?;
+    std::fs::write("/proc/self/oom_score_adj", b"1000")
+}

@@ -1,0 +1,391 @@
+//! `sandbox-runner image build`: everything a VM sandbox boots, made from Debian's
+//! packages and this machine only.
+//!
+//! An image is a folder with three files:
+//! - `vmlinuz`: Debian's cloud kernel (`apt-get download`, unpacked with `dpkg-deb`);
+//! - `initrd.img`: a small initramfs with the statically linked agent as `/init` and
+//!   the virtio modules the kernel needs to reach its disk and its channel;
+//! - `rootfs.ext4`: the read-only root, with bash, python3 and node and their libraries.
+//!
+//! Builds are cached under `<out>/<key>`, where the key hashes every input (the kernel
+//! package's file name, the agent binary, the name, size and time of every host file in
+//! the root), and `<out>/current` points at the last one built. A second build with the
+//! same inputs only checks them.
+
+mod cpio;
+mod kernel;
+mod rootfs;
+
+use serde::{Deserialize, Serialize};
+use std::collections::hash_map::DefaultHasher;
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// Changes when the builder makes different images from the same inputs.
+const BUILDER_VERSION: u32 = 1;
+/// The file that marks a finished image and describes it.
+const INFO_FILE: &str = "image.json";
+/// The image's files.
+pub const KERNEL_FILE: &str = "vmlinuz";
+/// See [`KERNEL_FILE`].
+pub const INITRD_FILE: &str = "initrd.img";
+/// See [`KERNEL_FILE`].
+pub const ROOTFS_FILE: &str = "rootfs.ext4";
+/// The number of steps the progress lines count.
+const STEPS: u32 = 5;
+
+/// `sandbox-runner image build` settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BuildArgs {
+    /// Folder that holds the cached images, the downloads and `current`.
+    #[arg(
+        long,
+        env = "RUNNER_IMAGE_CACHE",
+        default_value = "/var/lib/sandbox-runner/images"
+    )]
+    pub out: PathBuf,
+    /// A statically linked sandbox-agent to use as init; by default it is built from
+    /// this source tree with `cargo rustc ... -C target-feature=+crt-static`.
+    #[arg(long)]
+    pub agent: Option<PathBuf>,
+    /// The Debian kernel package (a meta package is followed to its kernel).
+    #[arg(long, default_value = "linux-image-cloud-amd64")]
+    pub kernel_package: String,
+}
+
+/// `sandbox-runner image` subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ImageCommand {
+    /// Build (or find in the cache) the kernel, initramfs and root image of VM sandboxes.
+    Build(BuildArgs),
+}
+
+/// A build step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// A file operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// A tool could not be started.
+    #[error("starting {tool}: {source}")]
+    Spawn { tool: String, source: io::Error },
+    /// A tool failed.
+    #[error("{tool} failed ({status}): {stderr}")]
+    Tool {
+        tool: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    /// Another check failed.
+    #[error("{0}")]
+    Step(String),
+}
+
+impl ImageError {
+    fn io(action: &'static str, path: &Path, source: io::Error) -> Self {
+        ImageError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// What `image.json` records about a finished image.
+#[derive(Debug, Serialize, Deserialize)]
+struct ImageInfo {
+    key: String,
+    kernel_package: String,
+    root_files: usize,
+    build_ms: u64,
+}
+
+/// Runs the subcommand.
+pub fn main(command: ImageCommand) -> Result<(), ImageError> {
+    match command {
+        ImageCommand::Build(args) => build(&args).map(|_| ()),
+    }
+}
+
+/// Builds the image the inputs call for, or finds it in the cache; returns its folder.
+pub fn build(args: &BuildArgs) -> Result<PathBuf, ImageError> {
+    let started = Instant::now();
+    fs::create_dir_all(&args.out).map_err(|e| ImageError::io("creating", &args.out, e))?;
+    let _lock = Lock::take(&args.out.join(".lock"))?;
+    progress(1, &format!("kernel package {}", args.kernel_package));
+    let kernel = kernel::fetch(&args.kernel_package, &args.out.join("downloads"))?;
+    progress(2, "static agent");
+    let agent = agent_binary(args)?;
+    progress(3, "root file system: listing files");
+    let manifest = rootfs::Manifest::collect()?;
+    let key = cache_key(&kernel.package_file, &agent, &manifest);
+    let dir = args.out.join(&key);
+    if dir.join(INFO_FILE).exists() {
+        eprintln!("image: cached, inputs unchanged");
+    } else {
+        make(&dir, &kernel, &agent, &manifest)?;
+        let info = ImageInfo {
+            key: key.clone(),
+            kernel_package: kernel.package_file.clone(),
+            root_files: manifest.files.len(),
+            build_ms: started.elapsed().as_millis() as u64,
+        };
+        let json = serde_json::to_vec_pretty(&info)
+            .map_err(|e| ImageError::Step(format!("encoding {INFO_FILE}: {e}")))?;
+        let info_path = dir.join(INFO_FILE);
+        fs::write(&info_path, json).map_err(|e| ImageError::io("writing", &info_path, e))?;
+    }
+    point_current(&args.out, &key)?;
+    summary(&dir, started)?;
+    Ok(dir)
+}
+
+/// Makes the image's files in `<dir>.partial`, then renames it into place.
+fn make(
+    dir: &Path,
+    kernel: &kernel::Kernel,
+    agent: &[u8],
+    manifest: &rootfs::Manifest,
+) -> Result<(), ImageError> {
+    let work = dir.with_extension("partial");
+    if work.exists() {
+        fs::remove_dir_all(&work).map_err(|e| ImageError::io("removing", &work, e))?;
+    }
+    fs::create_dir_all(&work).map_err(|e| ImageError::io("creating", &work, e))?;
+    progress(4, "kernel and initramfs");
+    let unpacked_dir = work.join("kernel-package");
+    let unpacked = kernel::unpack(kernel, &unpacked_dir)?;
+    let vmlinuz = work.join(KERNEL_FILE);
+    fs::copy(&unpacked.vmlinuz, &vmlinuz)
+        .map_err(|e| ImageError::io("copying", &unpacked.vmlinuz, e))?;
+    write_initramfs(&work.join(INITRD_FILE), agent, &unpacked.modules)?;
+    remove(&unpacked_dir)?;
+    progress(
+        5,
+        &format!(
+            "root file system: {} files, {} MiB",
+            manifest.files.len(),
+            manifest.bytes() >> 20
+        ),
+    );
+    let root = work.join("root");
+    rootfs::stage(manifest, &root)?;
+    rootfs::make_image(
+        &root,
+        manifest.bytes(),
+        manifest.files.len(),
+        &work.join(ROOTFS_FILE),
+    )?;
+    remove(&root)?;
+    fs::rename(&work, dir).map_err(|e| ImageError::io("renaming into place", &work, e))
+}
+
+/// The initramfs: the agent as `/init`, the modules numbered in load order, and the
+/// folders and console node the kernel and init expect.
+fn write_initramfs(
+    path: &Path,
+    agent: &[u8],
+    modules: &[(String, PathBuf)],
+) -> Result<(), ImageError> {
+    let file = fs::File::create(path).map_err(|e| ImageError::io("creating", path, e))?;
+    let io_err = |e| ImageError::io("writing", path, e);
+    let mut archive = cpio::Archive::new(io::BufWriter::new(file));
+    for dir in ["dev", "proc", "sys", "newroot", "modules"] {
+        archive.dir(dir, 0o755).map_err(io_err)?;
+    }
+    archive
+        .char_device("dev/console", 0o600, 5, 1)
+        .map_err(io_err)?;
+    archive.file("init", 0o755, agent).map_err(io_err)?;
+    for (i, (name, module)) in modules.iter().enumerate() {
+        let data = fs::read(module).map_err(|e| ImageError::io("reading", module, e))?;
+        archive
+            .file(&format!("modules/{i:02}-{name}.ko"), 0o644, &data)
+            .map_err(io_err)?;
+    }
+    archive.finish().map_err(io_err)?;
+    Ok(())
+}
+
+/// The agent binary: the one given, or one built from this source tree; it must be
+/// statically linked, since the initramfs holds no loader or libraries.
+fn agent_binary(args: &BuildArgs) -> Result<Vec<u8>, ImageError> {
+    let path = match &args.agent {
+        Some(path) => path.clone(),
+        None => build_agent(&args.out.join("agent-target"))?,
+    };
+    let bytes = fs::read(&path).map_err(|e| ImageError::io("reading", &path, e))?;
+    if !is_static_elf(&bytes) {
+        return Err(ImageError::Step(format!(
+            "{} is not a statically linked ELF executable (it asks for a program \
+             interpreter); build it with -C target-feature=+crt-static",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+fn build_agent(target_dir: &Path) -> Result<PathBuf, ImageError> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !workspace.join("Cargo.toml").exists() {
+        return Err(ImageError::Step(format!(
+            "no source tree at {} to build the agent from: give --agent PATH",
+            workspace.display()
+        )));
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&workspace)
+        .args([
+            "rustc",
+            "--release",
+            "--locked",
+            "-q",
+            "-p",
+            "sandbox-agent",
+        ])
+        .args(["--bin", "sandbox-agent", "--target-dir"])
+        .arg(target_dir)
+        .args([
+            "--",
+            "-C",
+            "target-feature=+crt-static",
+            "-C",
+            "strip=debuginfo",
+        ]);
+    run(&mut cmd, "cargo rustc (building the static agent)")?;
+    Ok(target_dir.join("release/sandbox-agent"))
+}
+
+/// Whether an ELF64 file has no `PT_INTERP` program header (needs no loader).
+fn is_static_elf(bytes: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let u16_at = |at: usize| {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let u32_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+    };
+    if !bytes.starts_with(b"\x7fELF\x02\x01") {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32), u16_at(54), u16_at(56)) else {
+        return false;
+    };
+    (0..phnum as usize).all(|i| {
+        let at = phoff as usize + i * phentsize as usize;
+        u32_at(at).is_some_and(|kind| kind != PT_INTERP)
+    })
+}
+
+fn cache_key(kernel_package: &str, agent: &[u8], manifest: &rootfs::Manifest) -> String {
+    let mut hasher = DefaultHasher::new();
+    BUILDER_VERSION.hash(&mut hasher);
+    kernel_package.hash(&mut hasher);
+    kernel::MODULES.hash(&mut hasher);
+    rootfs::PACKAGES.hash(&mut hasher);
+    agent.hash(&mut hasher);
+    manifest.files.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+/// Points `<out>/current` at the image `key` (replaced atomically).
+fn point_current(out: &Path, key: &str) -> Result<(), ImageError> {
+    let current = out.join("current");
+    let next = out.join(".current.new");
+    let _ = fs::remove_file(&next);
+    std::os::unix::fs::symlink(key, &next).map_err(|e| ImageError::io("linking", &next, e))?;
+    fs::rename(&next, &current).map_err(|e| ImageError::io("renaming", &current, e))
+}
+
+fn summary(dir: &Path, started: Instant) -> Result<(), ImageError> {
+    println!("image {}", dir.display());
+    let mut total = 0;
+    for name in [KERNEL_FILE, INITRD_FILE, ROOTFS_FILE] {
+        let path = dir.join(name);
+        let size = fs::metadata(&path)
+            .map_err(|e| ImageError::io("reading", &path, e))?
+            .len();
+        total += size;
+        println!("  {name:<12} {:>8.1} MiB", size as f64 / (1 << 20) as f64);
+    }
+    println!(
+        "  {:<12} {:>8.1} MiB",
+        "total",
+        total as f64 / (1 << 20) as f64
+    );
+    println!("  done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn progress(step: u32, what: &str) {
+    eprintln!("image: [{step}/{STEPS}] {what}");
+}
+
+fn remove(dir: &Path) -> Result<(), ImageError> {
+    fs::remove_dir_all(dir).map_err(|e| ImageError::io("removing", dir, e))
+}
+
+/// Runs a tool to completion; its standard output on success.
+fn run(cmd: &mut Command, tool: &str) -> Result<String, ImageError> {
+    let out = cmd.output().map_err(|source| ImageError::Spawn {
+        tool: tool.to_owned(),
+        source,
+    })?;
+    if !out.status.success() {
+        return Err(ImageError::Tool {
+            tool: tool.to_owned(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// An exclusive lock on the cache, so that concurrent builds (parallel tests) take
+/// turns; released when dropped (the descriptor closes).
+struct Lock {
+    _file: fs::File,
+}
+
+impl Lock {
+    fn take(path: &Path) -> Result<Lock, ImageError> {
+        let file = fs::File::create(path).map_err(|e| ImageError::io("creating", path, e))?;
+        // SAFETY: flock takes a descriptor we own and a constant; no memory is shared.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(ImageError::io("locking", path, io::Error::last_os_error()));
+        }
+        Ok(Lock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_and_dynamic_executables_are_told_apart() {
+        let dynamic = fs::read("/bin/sh").expect("a dynamic /bin/sh");
+        assert!(!is_static_elf(&dynamic));
+        assert!(!is_static_elf(b"#!/bin/sh\n"));
+    }
+}
