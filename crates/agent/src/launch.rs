@@ -60,7 +60,7 @@ pub(crate) fn cold(lang: Lang, file: &Path) -> io::Result<Child> {
     let (program, options) = interpreter(lang);
     let mut cmd = command(program);
     cmd.args(options).arg(file);
-    // SAFETY: see `harden`.
+    // SAFETY: as in `prepare`: the child only runs `harden` before exec.
     unsafe {
         cmd.pre_exec(harden);
     }
@@ -80,9 +80,10 @@ pub fn prepare(lang: Lang) -> io::Result<Option<Prepared>> {
     let mut cmd = command(program);
     cmd.args(options).args(loader);
     let go_raw = go_read.as_raw_fd();
-    // SAFETY: the agent is single-threaded, so the forked child may use std freely
-    // before exec; dup2 gives the loader the read end as descriptor 3 (without
-    // close-on-exec), and `harden` only writes /proc files of its own.
+    // SAFETY: the agent's only other thread (the hangup watcher) holds no lock while it
+    // waits in read(2), and glibc's fork keeps malloc usable in the child, so the child
+    // may use std before exec; dup2 gives the loader the read end as descriptor 3
+    // (without close-on-exec), and `harden` only writes /proc files of its own.
     unsafe {
         cmd.pre_exec(move || {
             if nix::libc::dup2(go_raw, GO_FD) < 0 {

@@ -28,7 +28,8 @@ pub use launch::{prepare, Prepared};
 use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, RunnerMessage};
 use sandbox_protocol::frame::{self, FrameError};
 use std::io::{self, Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 
 /// The search path given to programs.
@@ -45,6 +46,9 @@ pub enum AgentError {
     /// The agent could not shield itself from the program.
     #[error("making the agent non-dumpable: {0}")]
     Dumpable(nix::Error),
+    /// The agent could not watch its channel for the runner going away.
+    #[error("watching the channel: {0}")]
+    Watch(io::Error),
 }
 
 /// Takes the channel inherited as `fd` and marks it close-on-exec, so that the program
@@ -69,7 +73,7 @@ pub unsafe fn channel_from_fd(fd: RawFd) -> io::Result<UnixStream> {
 ///
 /// Returns `Ok(())` also when the runner closes the channel without sending a job
 /// (a pooled sandbox being destroyed).
-pub fn serve<C: Read + Write>(channel: &mut C) -> Result<(), AgentError> {
+pub fn serve<C: Read + Write + AsFd>(channel: &mut C) -> Result<(), AgentError> {
     serve_with(channel, run_job)
 }
 
@@ -77,7 +81,7 @@ pub fn serve<C: Read + Write>(channel: &mut C) -> Result<(), AgentError> {
 /// tell to the outcome).
 pub fn serve_with<C, F>(channel: &mut C, run: F) -> Result<(), AgentError>
 where
-    C: Read + Write,
+    C: Read + Write + AsFd,
     F: FnOnce(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
 {
     // The program runs as the same user: without this it could open /proc/1/mem and
@@ -106,6 +110,7 @@ where
             },
         }
     };
+    watch_for_hangup(channel.as_fd())?;
     let answer = match run(&job, prepared) {
         Ok(outcome) => AgentMessage::Done(outcome),
         Err(e) => AgentMessage::Failed {
@@ -113,6 +118,32 @@ where
         },
     };
     frame::write(channel, &answer)?;
+    Ok(())
+}
+
+/// While the job runs the runner sends nothing more; end of file means it is gone, and
+/// nobody would read the answer: end the sandbox now rather than at the timeout. As PID 1,
+/// exiting ends every process of the namespace (in a VM, the VM).
+fn watch_for_hangup(channel: BorrowedFd<'_>) -> Result<(), AgentError> {
+    let mut watcher = File::from(channel.try_clone_to_owned().map_err(AgentError::Watch)?);
+    std::thread::Builder::new()
+        .name("hangup".into())
+        .spawn(move || {
+            let mut buf = [0u8; 64];
+            loop {
+                match watcher.read(&mut buf) {
+                    Ok(0) => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                    Ok(_) => continue, // nothing is expected; ignore it
+                }
+            }
+            if nix::unistd::getpid() == nix::unistd::Pid::from_raw(1) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
+            }
+            std::process::exit(1);
+        })
+        .map_err(AgentError::Watch)?;
     Ok(())
 }
 

@@ -292,18 +292,7 @@ async fn shutdown_destroys_every_sandbox_and_cgroup() {
         ..Default::default()
     });
     runner.run("bash", "echo warm").await;
-    let instance = format!("r{}", runner.pid());
-    let dirs: Vec<_> = ["memory", "cpu", "pids", ""]
-        .iter()
-        .map(|c| {
-            std::path::Path::new("/sys/fs/cgroup")
-                .join(c)
-                .join("sandbox-runner")
-                .join(&instance)
-        })
-        .chain([std::path::Path::new("/sys/fs/cgroup/sandbox-runner").join(&instance)])
-        .filter(|d| d.exists())
-        .collect();
+    let dirs = common::instance_cgroups(runner.pid());
     assert!(!dirs.is_empty(), "the runner's cgroups exist while it runs");
     let status = runner.stop();
     assert!(

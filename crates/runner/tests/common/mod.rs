@@ -134,6 +134,12 @@ impl Runner {
         serde_json::from_str(&body).expect("health JSON")
     }
 
+    /// SIGKILL: the runner gets no chance to clean up.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// SIGTERM, and wait for a clean exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
         self.terminate()
@@ -159,6 +165,16 @@ impl Drop for Runner {
             self.terminate();
         }
     }
+}
+
+/// This runner's cgroup folders that exist now (v1 controllers, or v2).
+pub fn instance_cgroups(pid: u32) -> Vec<std::path::PathBuf> {
+    let instance = format!("r{pid}");
+    ["memory", "cpu", "pids", ""]
+        .iter()
+        .map(|c| std::path::Path::new("/sys/fs/cgroup").join(c).join("sandbox-runner").join(&instance))
+        .filter(|d| d.exists())
+        .collect()
 }
 
 pub fn stdout(v: &Value) -> &str {

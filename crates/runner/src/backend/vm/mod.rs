@@ -1,0 +1,636 @@
+//! The VM backend: each sandbox is a microVM of its own, booted from the image that
+//! `sandbox-runner image build` makes, with the agent as the guest's init.
+//!
+//! One VM per run: QEMU's `microvm` machine with one vCPU, the configured guest memory,
+//! no network device, the root image read-only (shared by every VM, never copied) and
+//! tmpfs for /tmp and home inside the guest. The VMM process runs in a cgroup of its
+//! own with the CPU quota and a memory cap. The agent channel is a virtio serial port
+//! that QEMU connects to a unix socket the runner listens on.
+//!
+//! Nothing outlives a sandbox: destroying it kills QEMU, removes its cgroup and its
+//! folder (socket and console log). QEMU gets SIGKILL when the runner dies
+//! (`PR_SET_PDEATHSIG`), and a runner that starts again removes what a dead one left
+//! (cgroups with their processes, folders).
+
+mod qemu;
+
+use super::process::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
+use super::RunOutcome;
+use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome};
+use sandbox_protocol::frame::{self, FrameError};
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::process::Child;
+use tokio::sync::OnceCell;
+
+/// How long the agent may take, past the job's own timeout, to report.
+const REPORT_GRACE: Duration = Duration::from_secs(10);
+/// How long a KVM guest may take to reach its agent before `--accel auto` falls back
+/// to TCG (a working KVM boots this kernel in well under a second).
+const KVM_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most bytes of the console log and QEMU's messages put in an error.
+const LOG_TAIL: usize = 2048;
+
+/// Which virtual machine monitor runs the VMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Vmm {
+    /// QEMU's `microvm` machine (KVM or TCG).
+    Qemu,
+    /// Firecracker (needs KVM).
+    Firecracker,
+}
+
+/// How the VMM runs guest code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccelChoice {
+    /// KVM when a guest boots with it, TCG otherwise (probed once, at the first VM).
+    Auto,
+    /// Hardware virtualisation.
+    Kvm,
+    /// QEMU's emulator: slow, works everywhere.
+    Tcg,
+}
+
+/// The accelerator in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accel {
+    /// Hardware virtualisation.
+    Kvm,
+    /// QEMU's emulator.
+    Tcg,
+}
+
+/// How VM sandboxes are made.
+#[derive(Debug, Clone)]
+pub struct VmConfig {
+    /// The VMM.
+    pub vmm: Vmm,
+    /// The accelerator, or how to choose it.
+    pub accel: AccelChoice,
+    /// The image folder (`vmlinuz`, `initrd.img`, `rootfs.ext4`).
+    pub image_dir: PathBuf,
+    /// Where the cgroup hierarchies are mounted.
+    pub cgroup_mount: PathBuf,
+    /// The runner's state folder; `vm/` below it holds each VM's socket and console.
+    pub state_dir: PathBuf,
+    /// Guest memory in MiB.
+    pub memory_mb: u64,
+    /// The VMM process's cgroup: guest memory plus the VMM's own, CPU quota, threads.
+    pub vmm_limits: CgroupLimits,
+    /// Size of the guest's /tmp, and of its home folder, in MiB.
+    pub tmpfs_mb: u64,
+    /// Most processes of the job inside the guest.
+    pub pids_max: u64,
+    /// How long booting a VM to its agent may take.
+    pub boot_timeout: Duration,
+}
+
+/// Why a VM sandbox could not be made or run.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// The runner is not root, which the VMM cgroups need.
+    #[error("the vm backend needs root (euid 0) to put each VMM in a cgroup")]
+    NotRoot,
+    /// Firecracker was asked for, which this build cannot drive yet.
+    #[error(
+        "--vmm firecracker is not available in this build; use --vmm qemu \
+         (see docs/operations.md)"
+    )]
+    FirecrackerUnavailable,
+    /// The VMM binary is not installed.
+    #[error("{0} is not on PATH (Debian: apt-get install qemu-system-x86)")]
+    NoVmm(&'static str),
+    /// KVM was asked for and /dev/kvm cannot be used.
+    #[error("--accel kvm: opening /dev/kvm: {0}")]
+    NoKvm(io::Error),
+    /// An image file is missing.
+    #[error("VM image file {path}: {source} (build it with `sandbox-runner image build`)")]
+    Image { path: PathBuf, source: io::Error },
+    /// A cgroup step failed.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    /// A folder or socket of the VM could not be made or removed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The VMM could not be started.
+    #[error("starting {0}: {1}")]
+    Spawn(&'static str, io::Error),
+    /// The VM did not reach its agent; the message holds what the VM and VMM said.
+    #[error("the VM did not boot to its agent: {0}")]
+    Boot(String),
+    /// The agent channel failed or carried something unexpected.
+    #[error("agent channel: {0}")]
+    Channel(#[from] FrameError),
+    /// The agent said it could not run the job.
+    #[error("the agent could not run the job: {0}")]
+    AgentFailed(String),
+    /// The agent answered with a message that does not fit the exchange.
+    #[error("the agent sent {0} where a result was expected")]
+    Unexpected(&'static str),
+}
+
+fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> VmError + '_ {
+    move |source| VmError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The three files a VM boots from.
+#[derive(Debug, Clone)]
+pub struct VmImage {
+    /// The kernel.
+    pub kernel: PathBuf,
+    /// The initramfs (the agent as init, and modules).
+    pub initrd: PathBuf,
+    /// The read-only root image.
+    pub rootfs: PathBuf,
+}
+
+impl VmImage {
+    /// Finds the image's files in `dir`, following a `current` link once, so that a
+    /// later build does not change the image under a running runner.
+    pub fn open(dir: &Path) -> Result<VmImage, VmError> {
+        let dir = fs::canonicalize(dir).map_err(|source| VmError::Image {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let file = |name: &str| {
+            let path = dir.join(name);
+            fs::metadata(&path)
+                .map(|_| path.clone())
+                .map_err(|source| VmError::Image { path, source })
+        };
+        Ok(VmImage {
+            kernel: file(crate::image::KERNEL_FILE)?,
+            initrd: file(crate::image::INITRD_FILE)?,
+            rootfs: file(crate::image::ROOTFS_FILE)?,
+        })
+    }
+}
+
+/// Makes VM sandboxes.
+pub struct VmBackend {
+    config: VmConfig,
+    image: VmImage,
+    hierarchy: Arc<Hierarchy>,
+    /// This runner's folder of VM folders.
+    instance_dir: PathBuf,
+    accel: OnceCell<Accel>,
+    /// Extra kernel command line for TCG guests (their clock calibration).
+    tcg_cmdline: String,
+    next_id: AtomicU64,
+}
+
+impl VmBackend {
+    /// Checks what the backend needs (root, QEMU, the image, cgroups), cleans up after
+    /// dead runners, and makes this runner's state folder.
+    pub fn new(config: VmConfig) -> Result<Self, VmError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(VmError::NotRoot);
+        }
+        if config.vmm == Vmm::Firecracker {
+            return Err(VmError::FirecrackerUnavailable);
+        }
+        if !on_path(qemu::QEMU) {
+            return Err(VmError::NoVmm(qemu::QEMU));
+        }
+        if config.accel == AccelChoice::Kvm {
+            open_kvm().map_err(VmError::NoKvm)?;
+        }
+        let image = VmImage::open(&config.image_dir)?;
+        let instance = cgroup::instance_name();
+        let hierarchy = Hierarchy::open(&config.cgroup_mount, &instance)?;
+        let removed = hierarchy.remove_stale()?;
+        if removed > 0 {
+            tracing::warn!(removed, "removed VMs left behind by a runner that died");
+        }
+        let vm_root = config.state_dir.join("vm");
+        remove_stale_dirs(&vm_root, &instance)?;
+        let instance_dir = vm_root.join(&instance);
+        fs::create_dir_all(&instance_dir).map_err(io_error("creating", &instance_dir))?;
+        let accel = OnceCell::new();
+        if config.accel == AccelChoice::Tcg {
+            let _ = accel.set(Accel::Tcg);
+        } else if config.accel == AccelChoice::Kvm {
+            let _ = accel.set(Accel::Kvm);
+        }
+        tracing::info!(image = %image.rootfs.display(), accel = ?config.accel, "vm backend ready");
+        Ok(VmBackend {
+            tcg_cmdline: tsc_cmdline(),
+            config,
+            image,
+            hierarchy: Arc::new(hierarchy),
+            instance_dir,
+            accel,
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// The accelerator in use, once the first VM has been made.
+    pub fn accel(&self) -> Option<Accel> {
+        self.accel.get().copied()
+    }
+
+    /// This runner's folder of VM folders.
+    pub fn instance_dir(&self) -> &Path {
+        &self.instance_dir
+    }
+
+    /// Boots one VM and waits for its agent's Ready.
+    pub async fn create(&self) -> Result<VmSandbox, VmError> {
+        let accel = *self.accel.get_or_init(|| self.detect_accel()).await;
+        self.boot(accel, self.config.boot_timeout).await
+    }
+
+    /// For `--accel auto`: KVM if /dev/kvm opens and a guest boots with it in time.
+    /// A nested host can offer /dev/kvm on which a standard guest never boots, so
+    /// only a real boot tells.
+    async fn detect_accel(&self) -> Accel {
+        if let Err(e) = open_kvm() {
+            tracing::info!(reason = %e, "accel: tcg (no usable /dev/kvm)");
+            return Accel::Tcg;
+        }
+        match self.boot(Accel::Kvm, KVM_PROBE_TIMEOUT).await {
+            Ok(probe) => {
+                probe.destroy().await;
+                tracing::info!("accel: kvm (a probe VM booted)");
+                Accel::Kvm
+            }
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "accel: tcg (/dev/kvm opens, but a probe VM did not boot with KVM \
+                     within {KVM_PROBE_TIMEOUT:?}); set --accel to skip the probe"
+                );
+                Accel::Tcg
+            }
+        }
+    }
+
+    async fn boot(&self, accel: Accel, timeout: Duration) -> Result<VmSandbox, VmError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let name = format!("vm{id}");
+        let dir = self.instance_dir.join(&name);
+        fs::create_dir_all(&dir).map_err(io_error("creating", &dir))?;
+        let mut leftovers = Leftovers {
+            cgroup: None,
+            dir: Some(dir.clone()),
+        };
+        let hierarchy = self.hierarchy.clone();
+        let limits = self.config.vmm_limits;
+        let cgroup = tokio::task::spawn_blocking(move || hierarchy.create(&name, &limits))
+            .await
+            .map_err(|e| VmError::Boot(format!("cgroup task: {e}")))??;
+        let procs = cgroup.procs_files();
+        leftovers.cgroup = Some(cgroup);
+        let socket = dir.join("agent.sock");
+        let listener = UnixListener::bind(&socket).map_err(io_error("listening on", &socket))?;
+        let console = dir.join("console.log");
+        let cmdline = self.cmdline(accel);
+        let spec = qemu::QemuSpec {
+            image: &self.image,
+            accel,
+            memory_mb: self.config.memory_mb,
+            socket: &socket,
+            console: &console,
+            cmdline: &cmdline,
+        };
+        let child = spawn_in_cgroup(qemu::command(&spec), &procs, &dir.join("qemu.log"))?;
+        let mut sandbox = VmSandbox {
+            id,
+            child,
+            channel: None,
+            leftovers,
+        };
+        let started = Instant::now();
+        match tokio::time::timeout(timeout, sandbox.await_ready(&listener)).await {
+            Ok(Ok(())) => {
+                tracing::debug!(vm = id, ?accel, boot_ms = started.elapsed().as_millis() as u64, "VM ready");
+                Ok(sandbox)
+            }
+            Ok(Err(e)) => Err(sandbox.fail(e).await),
+            Err(_) => {
+                let e = VmError::Boot(format!("no Ready from the agent within {timeout:?}"));
+                Err(sandbox.fail(e).await)
+            }
+        }
+    }
+
+    fn cmdline(&self, accel: Accel) -> String {
+        let mut cmdline = format!(
+            "console=ttyS0 quiet panic=-1 rdinit=/init sandbox.tmpfs_mb={} sandbox.pids_max={}",
+            self.config.tmpfs_mb, self.config.pids_max
+        );
+        if accel == Accel::Tcg {
+            cmdline.push(' ');
+            cmdline.push_str(&self.tcg_cmdline);
+        }
+        cmdline.push_str(" -- ");
+        cmdline.push_str(sandbox_agent::init::INIT_ARG);
+        cmdline
+    }
+
+    /// Removes this runner's cgroup folders and state folder (every sandbox must be
+    /// destroyed first).
+    pub fn shutdown(&self) {
+        if let Err(e) = self.hierarchy.remove_instance() {
+            tracing::warn!(error = %e, "cgroup folders left behind");
+        }
+        if let Err(e) = fs::remove_dir_all(&self.instance_dir) {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!(error = %e, dir = %self.instance_dir.display(), "VM state left behind");
+            }
+        }
+    }
+}
+
+/// A TCG guest's kernel can hang calibrating its clock against the emulated PIT; told
+/// the TSC rate (the host's, which TCG passes through), it skips the calibration.
+fn tsc_cmdline() -> String {
+    let khz = fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("cpu MHz"))
+            .and_then(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().parse::<f64>().ok())
+            .map(|mhz| (mhz * 1000.0).round() as u64)
+    });
+    match khz {
+        Some(khz) => format!("tsc_early_khz={khz}"),
+        None => String::new(),
+    }
+}
+
+fn open_kvm() -> io::Result<fs::File> {
+    fs::OpenOptions::new().read(true).write(true).open("/dev/kvm")
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
+    })
+}
+
+/// Removes the VM folders of runner instances that are no longer alive.
+fn remove_stale_dirs(vm_root: &Path, instance: &str) -> Result<(), VmError> {
+    let entries = match fs::read_dir(vm_root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error("reading", vm_root)(e)),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let alive = name
+            .strip_prefix('r')
+            .and_then(|p| p.parse::<u32>().ok())
+            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if name != instance && !alive {
+            let path = entry.path();
+            fs::remove_dir_all(&path).map_err(io_error("removing stale", &path))?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts the VMM in its cgroup (it joins before exec, so that every thread it makes
+/// is counted), killed with the runner, its messages in `log`.
+fn spawn_in_cgroup(
+    mut cmd: tokio::process::Command,
+    procs: &[PathBuf],
+    log: &Path,
+) -> Result<Child, VmError> {
+    let log_file = fs::File::create(log).map_err(io_error("creating", log))?;
+    let procs: Vec<OwnedFd> = procs
+        .iter()
+        .map(|p| {
+            fs::OpenOptions::new()
+                .write(true)
+                .open(p)
+                .map(OwnedFd::from)
+                .map_err(io_error("opening", p))
+        })
+        .collect::<Result<_, _>>()?;
+    let raw: Vec<i32> = procs.iter().map(|fd| fd.as_raw_fd()).collect();
+    cmd.env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log_file))
+        .kill_on_drop(true);
+    // SAFETY: the closure runs in the forked child before exec and only calls write
+    // and prctl, which are async-signal-safe, on descriptors opened before the fork;
+    // it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in &raw {
+                // "0" moves the writing process itself into the cgroup.
+                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|e| VmError::Spawn(qemu::QEMU, e))?;
+    drop(procs);
+    Ok(child)
+}
+
+/// What a VM leaves on the host until it is destroyed: its cgroup and its folder.
+/// Removed on destroy, and on drop should a sandbox be dropped without it.
+struct Leftovers {
+    cgroup: Option<Cgroup>,
+    dir: Option<PathBuf>,
+}
+
+impl Leftovers {
+    fn remove(&mut self) {
+        if let Some(cgroup) = self.cgroup.take() {
+            if let Err(e) = cgroup.kill_and_remove() {
+                tracing::error!(error = %e, "VM cgroup left behind");
+            }
+        }
+        if let Some(dir) = self.dir.take() {
+            if let Err(e) = fs::remove_dir_all(&dir) {
+                tracing::error!(error = %e, dir = %dir.display(), "VM folder left behind");
+            }
+        }
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// One warm VM: its QEMU process, the channel to its agent, and what to remove.
+pub struct VmSandbox {
+    id: u64,
+    child: Child,
+    channel: Option<UnixStream>,
+    leftovers: Leftovers,
+}
+
+impl VmSandbox {
+    /// Accepts QEMU's connection and reads the agent's Ready; fails early if QEMU exits.
+    async fn await_ready(&mut self, listener: &UnixListener) -> Result<(), VmError> {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            status = self.child.wait() => {
+                return Err(VmError::Boot(format!("QEMU exited ({})", describe(status))));
+            }
+        };
+        let (mut channel, _) = accepted.map_err(|e| VmError::Boot(format!("accepting QEMU: {e}")))?;
+        let ready = tokio::select! {
+            ready = read_frame(&mut channel) => ready?,
+            status = self.child.wait() => {
+                return Err(VmError::Boot(format!("QEMU exited ({})", describe(status))));
+            }
+        };
+        match ready {
+            Some(AgentMessage::Ready) => {
+                self.channel = Some(channel);
+                Ok(())
+            }
+            Some(other) => Err(VmError::Unexpected(message_kind(&other))),
+            None => Err(VmError::Boot("the VM closed the channel before Ready".into())),
+        }
+    }
+
+    /// Destroys a VM that failed to boot, and puts what QEMU and the guest's console
+    /// said into the error.
+    async fn fail(mut self, e: VmError) -> VmError {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        let said = self.last_words();
+        self.destroy().await;
+        match (e, said.is_empty()) {
+            (e, true) => e,
+            (VmError::Boot(m), false) => VmError::Boot(format!("{m}; the VM said: {said}")),
+            (e, false) => VmError::Boot(format!("{e}; the VM said: {said}")),
+        }
+    }
+
+    /// The ends of QEMU's messages and of the guest console.
+    fn last_words(&self) -> String {
+        let Some(dir) = &self.leftovers.dir else {
+            return String::new();
+        };
+        ["qemu.log", "console.log"]
+            .iter()
+            .filter_map(|name| fs::read(dir.join(name)).ok())
+            .map(|bytes| {
+                let tail = &bytes[bytes.len().saturating_sub(LOG_TAIL)..];
+                String::from_utf8_lossy(tail).trim().to_owned()
+            })
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    /// Sends the job, waits for the result, and destroys the VM.
+    pub async fn run(mut self, job: Job) -> Result<RunOutcome, VmError> {
+        let limit = Duration::from_millis(job.timeout_ms) + REPORT_GRACE;
+        let result = tokio::time::timeout(limit, self.exchange(&job)).await;
+        self.destroy().await;
+        let job = match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => unresponsive(limit),
+        };
+        let oom_killed = job.oom_killed.unwrap_or(false);
+        Ok(RunOutcome { job, oom_killed })
+    }
+
+    async fn exchange(&mut self, job: &Job) -> Result<JobOutcome, VmError> {
+        let Some(channel) = self.channel.as_mut() else {
+            return Err(VmError::Unexpected("nothing (no channel)"));
+        };
+        let bytes = frame::encode(job)?;
+        channel.write_all(&bytes).await.map_err(FrameError::Io)?;
+        match read_frame(channel).await? {
+            Some(AgentMessage::Done(outcome)) => Ok(outcome),
+            Some(AgentMessage::Failed { message }) => Err(VmError::AgentFailed(message)),
+            Some(AgentMessage::Ready) => Err(VmError::Unexpected("a second Ready")),
+            None => Err(VmError::Channel(FrameError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the VM ended without a result",
+            )))),
+        }
+    }
+
+    /// Kills QEMU, then removes the VM's cgroup and folder.
+    pub async fn destroy(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        let mut leftovers = Leftovers {
+            cgroup: self.leftovers.cgroup.take(),
+            dir: self.leftovers.dir.take(),
+        };
+        let id = self.id;
+        if let Err(e) = tokio::task::spawn_blocking(move || leftovers.remove()).await {
+            tracing::error!(vm = id, error = %e, "VM removal task failed");
+        }
+    }
+}
+
+fn describe(status: io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(status) => status.to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The report made for a VM whose agent did not answer in time (it never should: the
+/// agent enforces the timeout itself).
+fn unresponsive(limit: Duration) -> JobOutcome {
+    JobOutcome {
+        stdout: String::new(),
+        stderr: format!(
+            "sandbox-runner: the VM did not report within {limit:?} and was destroyed; \
+             its output is lost"
+        ),
+        exit_code: 128 + libc::SIGKILL,
+        signal: Some(libc::SIGKILL),
+        duration_ms: limit.as_millis() as u64,
+        timed_out: true,
+        stdout_truncated: false,
+        stderr_truncated: false,
+        oom_killed: None,
+    }
+}
+
+async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<AgentMessage>, FrameError> {
+    let mut header = [0u8; 4];
+    match r.read_exact(&mut header).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let mut payload = vec![0u8; frame::payload_len(header)?];
+    r.read_exact(&mut payload).await?;
+    frame::decode(&payload).map(Some)
+}
+
+fn message_kind(msg: &AgentMessage) -> &'static str {
+    match msg {
+        AgentMessage::Ready => "Ready",
+        AgentMessage::Done(_) => "a result",
+        AgentMessage::Failed { .. } => "a failure",
+    }
+}

@@ -1,0 +1,55 @@
+//! Faults: a runner killed mid-run, and what the next one does about it.
+
+mod common;
+
+use common::{host_processes_with, instance_cgroups, Runner};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_killed_runner_leaves_no_process_and_the_next_one_cleans_its_cgroups() {
+    let runner = Runner::with(common::Options {
+        pool_size: 3,
+        ..Default::default()
+    });
+    let marker = format!("7{}.113", std::process::id());
+    let url = format!("{}/run", runner.url);
+    let client = runner.client.clone();
+    let body = json!({"lang": "bash", "code": format!("sleep {marker}; echo never"), "timeoutMs": 120_000});
+    let in_flight = tokio::spawn(async move {
+        client.post(url).bearer_auth(common::TOKEN).json(&body).send().await
+    });
+    let started = Instant::now();
+    while host_processes_with(&marker).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the run never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = runner.pid();
+    runner.kill();
+    assert!(in_flight.await.expect("task").is_err(), "the killed runner cannot answer");
+    // The agents notice their runner is gone: running and warm sandboxes end at once.
+    let left = instance_cgroups(pid);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !host_processes_with(&marker).is_empty() || processes_in(&left) > 0 {
+        assert!(Instant::now() < deadline, "{} processes left running", processes_in(&left));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!left.is_empty(), "a killed runner cannot remove its cgroups");
+    let next = Runner::start();
+    for dir in &left {
+        assert!(!dir.exists(), "{} was not cleaned up by the next runner", dir.display());
+    }
+    assert_eq!(common::stdout(&next.run("bash", "echo ok").await), "ok\n");
+}
+
+/// Processes in the sandbox cgroups below these instance folders.
+fn processes_in(instances: &[std::path::PathBuf]) -> usize {
+    instances
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten())
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| std::fs::read_to_string(e.path().join("cgroup.procs")).ok())
+        .map(|procs| procs.lines().count())
+        .sum()
+}
