@@ -16,8 +16,9 @@ mod qemu;
 
 use super::process::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::RunOutcome;
-use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome};
+use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, Prepare, RunnerMessage};
 use sandbox_protocol::frame::{self, FrameError};
+use sandbox_protocol::Lang;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -141,7 +142,7 @@ pub enum VmError {
     Unexpected(&'static str),
 }
 
-fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> VmError + '_ {
+fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> VmError + 'a {
     move |source| VmError::Io {
         action,
         path: path.to_owned(),
@@ -250,10 +251,11 @@ impl VmBackend {
         &self.instance_dir
     }
 
-    /// Boots one VM and waits for its agent's Ready.
-    pub async fn create(&self) -> Result<VmSandbox, VmError> {
+    /// Boots one VM and waits for its agent's Ready (and, with `prepare`, for its
+    /// interpreter to wait for the program).
+    pub async fn create(&self, prepare: Option<Lang>) -> Result<VmSandbox, VmError> {
         let accel = *self.accel.get_or_init(|| self.detect_accel()).await;
-        self.boot(accel, self.config.boot_timeout).await
+        self.boot(accel, self.config.boot_timeout, prepare).await
     }
 
     /// For `--accel auto`: KVM if /dev/kvm opens and a guest boots with it in time.
@@ -264,7 +266,7 @@ impl VmBackend {
             tracing::info!(reason = %e, "accel: tcg (no usable /dev/kvm)");
             return Accel::Tcg;
         }
-        match self.boot(Accel::Kvm, KVM_PROBE_TIMEOUT).await {
+        match self.boot(Accel::Kvm, KVM_PROBE_TIMEOUT, None).await {
             Ok(probe) => {
                 probe.destroy().await;
                 tracing::info!("accel: kvm (a probe VM booted)");
@@ -281,7 +283,12 @@ impl VmBackend {
         }
     }
 
-    async fn boot(&self, accel: Accel, timeout: Duration) -> Result<VmSandbox, VmError> {
+    async fn boot(
+        &self,
+        accel: Accel,
+        timeout: Duration,
+        prepare: Option<Lang>,
+    ) -> Result<VmSandbox, VmError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let name = format!("vm{id}");
         let dir = self.instance_dir.join(&name);
@@ -317,9 +324,14 @@ impl VmBackend {
             leftovers,
         };
         let started = Instant::now();
-        match tokio::time::timeout(timeout, sandbox.await_ready(&listener)).await {
+        match tokio::time::timeout(timeout, sandbox.await_ready(&listener, prepare)).await {
             Ok(Ok(())) => {
-                tracing::debug!(vm = id, ?accel, boot_ms = started.elapsed().as_millis() as u64, "VM ready");
+                tracing::debug!(
+                    vm = id,
+                    ?accel,
+                    boot_ms = started.elapsed().as_millis() as u64,
+                    "VM ready"
+                );
                 Ok(sandbox)
             }
             Ok(Err(e)) => Err(sandbox.fail(e).await),
@@ -344,6 +356,11 @@ impl VmBackend {
         cmdline
     }
 
+    /// Kills every VMM process of this runner (their runs fail at once).
+    pub fn kill_all(&self) {
+        self.hierarchy.kill_all();
+    }
+
     /// Removes this runner's cgroup folders and state folder (every sandbox must be
     /// destroyed first).
     pub fn shutdown(&self) {
@@ -364,7 +381,12 @@ fn tsc_cmdline() -> String {
     let khz = fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| {
         text.lines()
             .find_map(|l| l.strip_prefix("cpu MHz"))
-            .and_then(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().parse::<f64>().ok())
+            .and_then(|rest| {
+                rest.trim_start_matches([' ', '\t', ':'])
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
             .map(|mhz| (mhz * 1000.0).round() as u64)
     });
     match khz {
@@ -374,13 +396,15 @@ fn tsc_cmdline() -> String {
 }
 
 fn open_kvm() -> io::Result<fs::File> {
-    fs::OpenOptions::new().read(true).write(true).open("/dev/kvm")
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
 }
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Removes the VM folders of runner instances that are no longer alive.
@@ -487,28 +511,48 @@ pub struct VmSandbox {
 }
 
 impl VmSandbox {
-    /// Accepts QEMU's connection and reads the agent's Ready; fails early if QEMU exits.
-    async fn await_ready(&mut self, listener: &UnixListener) -> Result<(), VmError> {
+    /// Accepts QEMU's connection and reads the agent's Ready (twice with `prepare`);
+    /// fails early if QEMU exits.
+    async fn await_ready(
+        &mut self,
+        listener: &UnixListener,
+        prepare: Option<Lang>,
+    ) -> Result<(), VmError> {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             status = self.child.wait() => {
                 return Err(VmError::Boot(format!("QEMU exited ({})", describe(status))));
             }
         };
-        let (mut channel, _) = accepted.map_err(|e| VmError::Boot(format!("accepting QEMU: {e}")))?;
+        let (mut channel, _) =
+            accepted.map_err(|e| VmError::Boot(format!("accepting QEMU: {e}")))?;
+        self.expect_ready(&mut channel).await?;
+        if let Some(lang) = prepare {
+            send(
+                &mut channel,
+                &RunnerMessage::Prepare(Prepare { prepare: lang }),
+            )
+            .await?;
+            self.expect_ready(&mut channel).await?;
+        }
+        self.channel = Some(channel);
+        Ok(())
+    }
+
+    async fn expect_ready(&mut self, channel: &mut UnixStream) -> Result<(), VmError> {
         let ready = tokio::select! {
-            ready = read_frame(&mut channel) => ready?,
+            ready = read_frame(channel) => ready?,
             status = self.child.wait() => {
                 return Err(VmError::Boot(format!("QEMU exited ({})", describe(status))));
             }
         };
         match ready {
-            Some(AgentMessage::Ready) => {
-                self.channel = Some(channel);
-                Ok(())
-            }
+            Some(AgentMessage::Ready) => Ok(()),
+            Some(AgentMessage::Failed { message }) => Err(VmError::AgentFailed(message)),
             Some(other) => Err(VmError::Unexpected(message_kind(&other))),
-            None => Err(VmError::Boot("the VM closed the channel before Ready".into())),
+            None => Err(VmError::Boot(
+                "the VM closed the channel before Ready".into(),
+            )),
         }
     }
 
@@ -543,11 +587,10 @@ impl VmSandbox {
             .join(" | ")
     }
 
-    /// Sends the job, waits for the result, and destroys the VM.
-    pub async fn run(mut self, job: Job) -> Result<RunOutcome, VmError> {
+    /// Sends the job and waits for the result. The VM is spent: destroy must follow.
+    pub async fn run(&mut self, job: Job) -> Result<RunOutcome, VmError> {
         let limit = Duration::from_millis(job.timeout_ms) + REPORT_GRACE;
         let result = tokio::time::timeout(limit, self.exchange(&job)).await;
-        self.destroy().await;
         let job = match result {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(e)) => return Err(e),
@@ -561,8 +604,7 @@ impl VmSandbox {
         let Some(channel) = self.channel.as_mut() else {
             return Err(VmError::Unexpected("nothing (no channel)"));
         };
-        let bytes = frame::encode(job)?;
-        channel.write_all(&bytes).await.map_err(FrameError::Io)?;
+        send(channel, &RunnerMessage::Job(job.clone())).await?;
         match read_frame(channel).await? {
             Some(AgentMessage::Done(outcome)) => Ok(outcome),
             Some(AgentMessage::Failed { message }) => Err(VmError::AgentFailed(message)),
@@ -613,6 +655,11 @@ fn unresponsive(limit: Duration) -> JobOutcome {
         stderr_truncated: false,
         oom_killed: None,
     }
+}
+
+async fn send(channel: &mut UnixStream, message: &RunnerMessage) -> Result<(), FrameError> {
+    let bytes = frame::encode(message)?;
+    channel.write_all(&bytes).await.map_err(FrameError::Io)
 }
 
 async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<AgentMessage>, FrameError> {

@@ -39,7 +39,14 @@ pub fn command(spec: &QemuSpec) -> Command {
         .args(["-accel", &accel, "-cpu", cpu])
         .arg("-m")
         .arg(format!("{}M", spec.memory_mb))
-        .args(["-smp", "1", "-nodefaults", "-no-user-config", "-display", "none"])
+        .args([
+            "-smp",
+            "1",
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+        ])
         .args(["-no-reboot", "-nic", "none"])
         // Deny what a VMM never needs, should the guest ever take QEMU over.
         .args([
