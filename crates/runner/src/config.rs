@@ -3,6 +3,7 @@
 
 use crate::backend::process::cgroup::CgroupLimits;
 use crate::backend::process::ProcessConfig;
+use crate::backend::vm::{AccelChoice, VmConfig, Vmm};
 use crate::pool::PoolConfig;
 use std::fmt;
 use std::net::SocketAddr;
@@ -11,12 +12,16 @@ use std::time::Duration;
 
 /// The CFS period every sandbox's CPU quota is expressed in.
 const CPU_PERIOD_US: u64 = 100_000;
+/// Threads a VMM process may have (QEMU uses a handful).
+const VMM_PIDS_MAX: u64 = 64;
 
 /// Which backend makes sandboxes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendKind {
     /// Linux namespaces, cgroups and seccomp around a process tree.
     Process,
+    /// A microVM per sandbox (QEMU or Firecracker).
+    Vm,
 }
 
 /// Sandbox settings, shared by `serve`, `run` and embedding programs.
@@ -59,6 +64,26 @@ pub struct SandboxArgs {
     /// Where the cgroup hierarchies are mounted.
     #[arg(long, env = "RUNNER_CGROUP_ROOT", default_value = "/sys/fs/cgroup")]
     pub cgroup_root: PathBuf,
+    /// The VMM of the vm backend.
+    #[arg(long, env = "RUNNER_VMM", value_enum, default_value = "qemu")]
+    pub vmm: Vmm,
+    /// How the vm backend runs guests: KVM, TCG, or KVM when a probe VM boots with it.
+    #[arg(long, env = "RUNNER_ACCEL", value_enum, default_value = "auto")]
+    pub accel: AccelChoice,
+    /// The image folder of the vm backend (made by `sandbox-runner image build`).
+    #[arg(
+        long,
+        env = "RUNNER_VM_IMAGE",
+        default_value = "/var/lib/sandbox-runner/images/current"
+    )]
+    pub vm_image: PathBuf,
+    /// How long booting a VM to its agent may take, in milliseconds.
+    #[arg(long, env = "RUNNER_VM_BOOT_TIMEOUT_MS", default_value_t = 60_000)]
+    pub vm_boot_timeout_ms: u64,
+    /// Memory of the VMM process beyond the guest's, in MiB (its cgroup's cap is the
+    /// guest memory plus this).
+    #[arg(long, env = "RUNNER_VMM_OVERHEAD_MB", default_value_t = 192)]
+    pub vmm_overhead_mb: u64,
 }
 
 /// `sandbox-runner serve` settings.
@@ -85,6 +110,9 @@ pub struct ServeArgs {
     /// Largest program accepted, in bytes; more gets 413.
     #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = 1 << 20)]
     pub code_cap_bytes: usize,
+    /// On SIGTERM, how long runs in flight may go on before they are killed, in milliseconds.
+    #[arg(long, env = "RUNNER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
+    pub shutdown_grace_ms: u64,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -114,6 +142,7 @@ pub struct SandboxConfig {
     pub max_timeout: Duration,
     pub output_cap_bytes: usize,
     pub process: ProcessConfig,
+    pub vm: VmConfig,
 }
 
 /// Validated `serve` settings.
@@ -124,6 +153,7 @@ pub struct RunnerConfig {
     pub token: Option<String>,
     pub pool: PoolConfig,
     pub code_cap_bytes: usize,
+    pub shutdown_grace: Duration,
     pub sandbox: SandboxConfig,
 }
 
@@ -195,6 +225,12 @@ impl SandboxArgs {
             "a non-root uid with room for 1000 more",
             self.id_base,
         )?;
+        check(
+            self.vm_boot_timeout_ms >= 1,
+            "RUNNER_VM_BOOT_TIMEOUT_MS",
+            "at least 1",
+            self.vm_boot_timeout_ms,
+        )?;
         let mib = 1024 * 1024;
         Ok(SandboxConfig {
             backend: self.backend,
@@ -215,7 +251,28 @@ impl SandboxArgs {
                 nofile: 1024,
                 create_timeout: Duration::from_secs(10),
             },
+            vm: self.vm_config(),
         })
+    }
+
+    fn vm_config(&self) -> VmConfig {
+        VmConfig {
+            vmm: self.vmm,
+            accel: self.accel,
+            image_dir: self.vm_image.clone(),
+            cgroup_mount: self.cgroup_root.clone(),
+            state_dir: self.state_dir.clone(),
+            memory_mb: self.memory_mb,
+            vmm_limits: CgroupLimits {
+                memory_bytes: (self.memory_mb + self.vmm_overhead_mb) * 1024 * 1024,
+                cpu_quota_us: (self.cpus * CPU_PERIOD_US as f64).round() as u64,
+                cpu_period_us: CPU_PERIOD_US,
+                pids_max: VMM_PIDS_MAX,
+            },
+            tmpfs_mb: self.tmpfs_mb,
+            pids_max: self.pids_max,
+            boot_timeout: Duration::from_millis(self.vm_boot_timeout_ms),
+        }
     }
 }
 
@@ -258,8 +315,32 @@ impl ServeArgs {
                 queue_timeout: Duration::from_millis(self.queue_timeout_ms),
             },
             code_cap_bytes: self.code_cap_bytes,
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
             sandbox: self.sandbox.validate()?,
         })
+    }
+}
+
+/// The vm backend's settings, in the start-up log when it is the backend.
+struct VmSummary<'a>(&'a SandboxConfig);
+
+impl fmt::Display for VmSummary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        if s.backend != BackendKind::Vm {
+            return Ok(());
+        }
+        let vm = &s.vm;
+        write!(
+            f,
+            " vmm={:?} accel={:?} vm_image={} vm_memory_mb={} vmm_memory_cap_bytes={} vm_boot_timeout={:?}",
+            vm.vmm,
+            vm.accel,
+            vm.image_dir.display(),
+            vm.memory_mb,
+            vm.vmm_limits.memory_bytes,
+            vm.boot_timeout,
+        )
     }
 }
 
@@ -272,9 +353,14 @@ impl fmt::Display for RunnerConfig {
             f,
             "listen={} auth={} backend={:?} pool_size={} queue_size={} queue_timeout={:?} \
              default_timeout={:?} max_timeout={:?} memory_bytes={} cpu_quota={}us/{}us pids_max={} \
-             output_cap_bytes={} code_cap_bytes={} tmpfs_bytes={} id_base={} state_dir={} cgroup_root={}",
+             output_cap_bytes={} code_cap_bytes={} shutdown_grace={:?} tmpfs_bytes={} id_base={} \
+             state_dir={} cgroup_root={}{}",
             self.listen,
-            if self.token.is_some() { "bearer" } else { "none" },
+            if self.token.is_some() {
+                "bearer"
+            } else {
+                "none"
+            },
             s.backend,
             self.pool.size,
             self.pool.queue_size,
@@ -287,10 +373,12 @@ impl fmt::Display for RunnerConfig {
             limits.pids_max,
             s.output_cap_bytes,
             self.code_cap_bytes,
+            self.shutdown_grace,
             s.process.tmpfs_bytes,
             s.process.id_base,
             s.process.state_dir.display(),
             s.process.cgroup_mount.display(),
+            VmSummary(s),
         )
     }
 }

@@ -245,6 +245,12 @@ impl Pool {
         }
     }
 
+    /// Kills the processes of every sandbox, running or warm: their runs end at once
+    /// (for a shutdown whose grace period is over).
+    pub fn abort_runs(&self) {
+        self.shared.backend.kill_all();
+    }
+
     /// Stops making sandboxes and destroys the warm ones. Runs in flight finish on
     /// their own (each destroys its sandbox).
     pub async fn shutdown(&self) {

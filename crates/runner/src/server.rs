@@ -1,6 +1,7 @@
 //! Starting and stopping a runner: backend, pool, HTTP server, graceful shutdown.
 
 use crate::backend::process::ProcessBackend;
+use crate::backend::vm::VmBackend;
 use crate::backend::Backend;
 use crate::config::{BackendKind, RunnerConfig, SandboxConfig};
 use crate::http::{router, AppState};
@@ -8,6 +9,7 @@ use crate::pool::Pool;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 /// Makes the backend a configuration names.
 pub fn make_backend(config: &SandboxConfig) -> anyhow::Result<Backend> {
@@ -15,12 +17,14 @@ pub fn make_backend(config: &SandboxConfig) -> anyhow::Result<Backend> {
         BackendKind::Process => Ok(Backend::Process(ProcessBackend::new(
             config.process.clone(),
         )?)),
+        BackendKind::Vm => Ok(Backend::Vm(VmBackend::new(config.vm.clone())?)),
     }
 }
 
 /// Serves the runner API on `listener` until `shutdown` completes, then stops taking
-/// requests, lets runs in flight finish, and destroys every sandbox. `on_ready` is
-/// called once the pool has made its first sandbox, just before requests are served.
+/// requests, lets runs in flight finish for at most the configured grace period (then
+/// kills them), and destroys every sandbox. `on_ready` is called once the pool has made
+/// its first sandbox, just before requests are served.
 pub async fn serve(
     config: RunnerConfig,
     listener: TcpListener,
@@ -32,12 +36,31 @@ pub async fn serve(
     let pool = Pool::start(backend, config.pool)
         .await
         .map_err(|e| anyhow::anyhow!("the runner cannot make sandboxes on this host: {e}"))?;
+    let grace = config.shutdown_grace;
     let state = Arc::new(AppState::new(config, pool, name));
     let app = router(state.clone());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let mut graceful = stop_rx.clone();
+    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = graceful.wait_for(|stop| *stop).await;
+    });
     on_ready();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let mut forced = stop_rx;
+    let served = tokio::select! {
+        served = serving => served,
+        _ = async {
+            let _ = forced.wait_for(|stop| *stop).await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!(?grace, "grace period over: killing the runs still in flight");
+            state.pool.abort_runs();
+            Ok(())
+        }
+    };
     state.pool.shutdown().await;
     served?;
     Ok(())

@@ -5,6 +5,7 @@
 //! own configuration.
 
 pub mod process;
+pub mod vm;
 
 use sandbox_protocol::agent::{Job, JobOutcome};
 use sandbox_protocol::Lang;
@@ -24,18 +25,25 @@ pub enum BackendError {
     /// The process backend failed.
     #[error(transparent)]
     Process(#[from] process::ProcessError),
+    /// The VM backend failed.
+    #[error(transparent)]
+    Vm(#[from] vm::VmError),
 }
 
 /// A backend in use.
 pub enum Backend {
     /// Linux namespaces, cgroups and seccomp around a process tree.
     Process(process::ProcessBackend),
+    /// A microVM per sandbox.
+    Vm(vm::VmBackend),
 }
 
 /// A sandbox, ready for its one job.
 pub enum Sandbox {
     /// A process-backend sandbox.
     Process(process::ProcessSandbox),
+    /// A VM-backend sandbox.
+    Vm(vm::VmSandbox),
 }
 
 impl Backend {
@@ -43,6 +51,7 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Process(_) => "process",
+            Backend::Vm(_) => "vm",
         }
     }
 
@@ -51,6 +60,15 @@ impl Backend {
     pub async fn create(&self, prepare: Option<Lang>) -> Result<Sandbox, BackendError> {
         match self {
             Backend::Process(b) => Ok(Sandbox::Process(b.create(prepare).await?)),
+            Backend::Vm(b) => Ok(Sandbox::Vm(b.create(prepare).await?)),
+        }
+    }
+
+    /// Kills every process of every sandbox of this backend (their runs fail at once).
+    pub fn kill_all(&self) {
+        match self {
+            Backend::Process(b) => b.kill_all(),
+            Backend::Vm(b) => b.kill_all(),
         }
     }
 
@@ -59,6 +77,7 @@ impl Backend {
     pub fn shutdown(&self) {
         match self {
             Backend::Process(b) => b.shutdown(),
+            Backend::Vm(b) => b.shutdown(),
         }
     }
 }
@@ -69,6 +88,7 @@ impl Sandbox {
     pub async fn run(&mut self, job: Job) -> Result<RunOutcome, BackendError> {
         match self {
             Sandbox::Process(s) => Ok(s.run(job).await?),
+            Sandbox::Vm(s) => Ok(s.run(job).await?),
         }
     }
 
@@ -76,6 +96,7 @@ impl Sandbox {
     pub async fn destroy(self) {
         match self {
             Sandbox::Process(s) => s.destroy().await,
+            Sandbox::Vm(s) => s.destroy().await,
         }
     }
 }

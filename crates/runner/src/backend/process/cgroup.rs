@@ -163,6 +163,16 @@ impl Hierarchy {
         Ok(removed)
     }
 
+    /// Kills every process in this instance's sandbox cgroups (they stay, to be removed
+    /// by their sandboxes' destruction).
+    pub fn kill_all(&self) {
+        for top in &self.tops {
+            for sandbox in list_dirs(&top.join(&self.instance)).unwrap_or_default() {
+                kill_procs(&sandbox);
+            }
+        }
+    }
+
     /// Removes this instance's (by now empty) folders, at shutdown.
     pub fn remove_instance(&self) -> Result<(), CgroupError> {
         for top in &self.tops {
@@ -288,11 +298,7 @@ fn remove_when_empty(dir: &Path, deadline: Instant) -> Result<(), CgroupError> {
         if !dir.exists() {
             return Ok(());
         }
-        let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-            // ESRCH: it died between the read and the kill.
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
+        kill_procs(dir);
         match fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -304,6 +310,15 @@ fn remove_when_empty(dir: &Path, deadline: Instant) -> Result<(), CgroupError> {
             }
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
+    }
+}
+
+/// Sends SIGKILL to every process listed in a cgroup.
+fn kill_procs(dir: &Path) {
+    let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        // ESRCH: it died between the read and the kill.
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
 }
 

@@ -173,6 +173,11 @@ impl ProcessBackend {
         }
     }
 
+    /// Kills every process in this runner's sandbox cgroups.
+    pub fn kill_all(&self) {
+        self.hierarchy.kill_all();
+    }
+
     /// Removes this runner's cgroup folders (every sandbox must be destroyed first).
     pub fn shutdown(&self) {
         if let Err(e) = self.hierarchy.remove_instance() {
