@@ -172,7 +172,12 @@ pub fn instance_cgroups(pid: u32) -> Vec<std::path::PathBuf> {
     let instance = format!("r{pid}");
     ["memory", "cpu", "pids", ""]
         .iter()
-        .map(|c| std::path::Path::new("/sys/fs/cgroup").join(c).join("sandbox-runner").join(&instance))
+        .map(|c| {
+            std::path::Path::new("/sys/fs/cgroup")
+                .join(c)
+                .join("sandbox-runner")
+                .join(&instance)
+        })
         .filter(|d| d.exists())
         .collect()
 }
