@@ -105,7 +105,7 @@ pub struct ServeArgs {
     #[arg(long, env = "RUNNER_QUEUE_SIZE", default_value_t = 32)]
     pub queue_size: usize,
     /// How long a request may wait for a sandbox before it gets 503, in milliseconds.
-    #[arg(long, env = "RUNNER_QUEUE_TIMEOUT_MS", default_value_t = 30_000)]
+    #[arg(long, env = "RUNNER_QUEUE_TIMEOUT_MS", default_value_t = 5_000)]
     pub queue_timeout_ms: u64,
     /// Largest program accepted, in bytes; more gets 413.
     #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = 1 << 20)]
