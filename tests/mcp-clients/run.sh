@@ -60,15 +60,17 @@ setup_node() {
 
 failures=0
 started=()
-stop_started() {
+tmp=$(mktemp -d)
+clean_up() {
     local pid
     for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
+    rm -rf "$tmp"
 }
-trap stop_started EXIT
+trap clean_up EXIT
 
 run_python() {
     log "Python SDK tests (pytest)"
-    (cd "$here/python" && "$here/.venv/bin/python" -m pytest -q -p no:cacheprovider) || failures=$((failures + 1))
+    (cd "$here/python" && PYTHONDONTWRITEBYTECODE=1 "$here/.venv/bin/python" -m pytest -q -p no:cacheprovider) || failures=$((failures + 1))
 }
 
 run_ts() {
@@ -92,8 +94,7 @@ first_line() {
 
 run_conformance() {
     log "MCP conformance suite: server scenarios"
-    local tmp passed=0 failed=0 scenario
-    tmp=$(mktemp -d)
+    local passed=0 failed=0 scenario
     local token
     token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
     MCP_AUTH_TOKEN=$token PORT=0 BIND=127.0.0.1 RUST_LOG=warn \
@@ -119,7 +120,6 @@ run_conformance() {
     done
     echo "conformance: $passed passed, $failed failed"
     ((failed == 0)) || failures=$((failures + 1))
-    rm -rf "$tmp"
 }
 
 ensure_system_tools

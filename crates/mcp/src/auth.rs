@@ -44,9 +44,14 @@ fn unauthorized() -> Response {
         "send Authorization: Bearer <MCP_AUTH_TOKEN>",
     );
     let challenge = HeaderValue::from_static(r#"Bearer realm="sandbox-mcp""#);
+    // The request body is left unread, so the connection cannot carry another request.
+    let close = HeaderValue::from_static("close");
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, challenge)],
+        [
+            (header::WWW_AUTHENTICATE, challenge),
+            (header::CONNECTION, close),
+        ],
         Json(body),
     )
         .into_response()

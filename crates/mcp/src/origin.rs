@@ -5,7 +5,7 @@
 //! `Origin` header (every non-browser client) pass.
 
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -131,7 +131,9 @@ fn forbidden() -> Response {
         "forbidden_origin",
         "this Origin may not call the MCP endpoint; add it to MCP_ALLOWED_ORIGINS to allow it",
     );
-    (StatusCode::FORBIDDEN, Json(body)).into_response()
+    // The request body is left unread, so the connection cannot carry another request.
+    let close = [(header::CONNECTION, HeaderValue::from_static("close"))];
+    (StatusCode::FORBIDDEN, close, Json(body)).into_response()
 }
 
 #[cfg(test)]
