@@ -20,14 +20,31 @@ from conftest import running, start_mcp, start_runner
 CODE = "print(1)"
 
 
+def tools_call(i: int) -> dict:
+    params = {"name": "run_python", "arguments": {"code": CODE}}
+    return {"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call", "params": params}
+
+
+async def open_session(http: httpx2.AsyncClient, mcp) -> dict[str, str]:
+    """Initializes a session over plain HTTP (JSON answers); returns the headers to use it."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json", **mcp.headers()}
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "latency", "version": "1"}}
+    answer = await http.post(mcp.url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+    headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]
+    await http.post(mcp.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return headers
+
+
 async def measure(rounds: int) -> None:
     runner = start_runner()
     with running(runner), running(start_mcp(runner, RUST_LOG="warn")) as mcp:
         direct: list[float] = []
         via_sdk: list[float] = []
+        via_http: list[float] = []
         async with httpx2.AsyncClient(timeout=30) as http, mcp.client() as client:
             headers = {"Authorization": f"Bearer {runner.token}"}
             body = {"lang": "python", "code": CODE}
+            session = await open_session(http, mcp)
             for i in range(rounds + 5):
                 started = time.perf_counter()
                 response = await http.post(runner.url + "/run", headers=headers, json=body)
@@ -36,18 +53,24 @@ async def measure(rounds: int) -> None:
 
                 started = time.perf_counter()
                 result = await client.call_tool("run_python", {"code": CODE})
-                call_time = time.perf_counter() - started
+                sdk_time = time.perf_counter() - started
                 assert result.structured_content["stdout"] == "1\n", result
+
+                started = time.perf_counter()
+                answer = await http.post(mcp.url, headers=session, json=tools_call(i))
+                http_time = time.perf_counter() - started
+                assert answer.json()["result"]["structuredContent"]["stdout"] == "1\n", answer.text
 
                 if i >= 5:  # warm-up rounds are not counted
                     direct.append(run_time)
-                    via_sdk.append(call_time)
-    p50_direct = statistics.median(direct) * 1000
-    p50_mcp = statistics.median(via_sdk) * 1000
-    print(f"rounds: {rounds}, interleaved, sequential, pool size 2")
-    print(f"direct POST /run p50:        {p50_direct:.2f} ms")
-    print(f"MCP tools/call (Python SDK) p50: {p50_mcp:.2f} ms")
-    print(f"ratio: {p50_mcp / p50_direct:.2f}x")
+                    via_sdk.append(sdk_time)
+                    via_http.append(http_time)
+    p50 = {name: statistics.median(times) * 1000 for name, times in
+           [("direct", direct), ("sdk", via_sdk), ("http", via_http)]}
+    print(f"rounds: {rounds}, interleaved, sequential, runner pool size 2")
+    print(f"direct POST /run p50:                   {p50['direct']:.2f} ms")
+    print(f"tools/call, Python SDK client p50:      {p50['sdk']:.2f} ms  ratio {p50['sdk'] / p50['direct']:.2f}x")
+    print(f"tools/call, one JSON POST /mcp p50:     {p50['http']:.2f} ms  ratio {p50['http'] / p50['direct']:.2f}x")
 
 
 if __name__ == "__main__":
