@@ -130,6 +130,10 @@ fn boot_and_serve() -> Result<(), InitError> {
     wait_for(Path::new(ROOT_DEVICE), ROOT_DEVICE)?;
     switch_root()?;
     mount_scratch(settings)?;
+    // Without swap, the default heuristic refuses one allocation larger than the
+    // guest's memory outright (a MemoryError); like the host under a cgroup cap, the
+    // guest lets it be made and OOM-kills the program when it is touched.
+    write("/proc/sys/vm/overcommit_memory", "1")?;
     limit_processes(settings)?;
     loopback_up().map_err(InitError::Loopback)?;
     let mut channel = open_channel()?;
