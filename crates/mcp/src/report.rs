@@ -146,11 +146,11 @@ fn run_text(report: &RunReport, timeout_ms: u64) -> String {
     lines.push(format!("exit code: {exit} (ran {duration} ms)"));
     if report.timed_out {
         lines.push(format!(
-            "The program ran into its {timeout_ms} ms timeout and was killed."
+            "The program timed out: it ran into its {timeout_ms} ms timeout and was killed."
         ));
     }
     if report.oom_killed {
-        lines.push("The program ran out of memory (256 MB) and was killed.".to_owned());
+        lines.push("The program ran out of memory (OOM, 256 MB) and was killed.".to_owned());
     }
     for (name, truncated) in [
         ("stdout", report.stdout_truncated),
@@ -158,7 +158,7 @@ fn run_text(report: &RunReport, timeout_ms: u64) -> String {
     ] {
         if truncated {
             lines.push(format!(
-                "The program wrote more than 1 MiB to {name} and was stopped there."
+                "{name} was truncated: the program wrote more than 1 MiB to it and was stopped there."
             ));
         }
     }
@@ -180,7 +180,7 @@ fn section(name: &str, text: &str, omitted: usize) -> String {
         return format!("--- {name}: (empty) ---");
     }
     let note = if omitted > 0 {
-        format!(" (long: {omitted} bytes from the middle left out)")
+        format!(" (truncated for length: {omitted} bytes from the middle left out)")
     } else {
         String::new()
     };
