@@ -9,7 +9,25 @@
 //! which variable to set.
 //!
 //! To embed it (as `sandbox-mcp up` does), build a [`McpConfig`] and call [`serve`] with a
-//! bound listener and a shutdown future.
+//! bound listener and a shutdown future:
+//!
+//! ```no_run
+//! # async fn embed() -> Result<(), Box<dyn std::error::Error>> {
+//! use sandbox_mcp::{AuthToken, McpConfig, RunnerTarget, ToolConfig};
+//!
+//! let tools = ToolConfig {
+//!     runner: Some(RunnerTarget::new("http://127.0.0.1:8081", Some("runner-token".into()))?),
+//!     ..ToolConfig::default()
+//! };
+//! let config = McpConfig::new(AuthToken::new("a-long-random-client-token")?, tools);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! let shutdown = async {
+//!     let _ = tokio::signal::ctrl_c().await;
+//! };
+//! sandbox_mcp::serve(config, listener, shutdown).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod config;
 pub mod health;
