@@ -131,9 +131,18 @@ async fn run(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let request = decode(&state, body)?;
-    let lang = request.lang;
-    let job = to_job(&state.config, request)?;
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(format!(
+                "the request body is over the limit (code may be at most {} bytes)",
+                state.config.code_cap_bytes
+            ))
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })?;
+    let job = parse_run(&body, &state.config)?;
+    let lang = job.lang;
     let id = state.next_request.fetch_add(1, Ordering::Relaxed);
     execute(&state, job)
         .instrument(tracing::info_span!("run", id, %lang))
@@ -175,24 +184,19 @@ async fn execute(state: &AppState, job: Job) -> Result<RunResponse, ApiError> {
     Ok(to_response(outcome))
 }
 
-fn decode(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<RunRequest, ApiError> {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::TooLarge(format!(
-                "the request body is over the limit (code may be at most {} bytes)",
-                state.config.code_cap_bytes
-            ))
-        } else {
-            ApiError::BadRequest(rejection.body_text())
-        }
-    })?;
+/// Decodes and validates a `POST /run` body into the job for the agent.
+pub fn parse_run(body: &[u8], config: &RunnerConfig) -> Result<Job, ApiError> {
+    to_job(config, decode(body)?)
+}
+
+fn decode(body: &[u8]) -> Result<RunRequest, ApiError> {
     let shape = |e: &dyn std::fmt::Display| {
         ApiError::BadRequest(format!(
             "the body must be a JSON object {{\"lang\": \"bash\"|\"python\"|\"node\", \"code\": string, \"timeoutMs\"?: integer}}: {e}"
         ))
     };
     // Decoding through Value first refuses the array form serde would accept for a struct.
-    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| shape(&e))?;
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| shape(&e))?;
     if !value.is_object() {
         return Err(shape(&"got something other than an object"));
     }
