@@ -173,6 +173,31 @@ impl McpConfig {
     }
 }
 
+/// Every environment variable the command line reads.
+pub const ENV_VARS: [&str; 10] = [
+    "MCP_AUTH_TOKEN",
+    "PORT",
+    "BIND",
+    "MCP_ALLOWED_ORIGINS",
+    "MCP_ALLOWED_HOSTS",
+    "SANDBOX_RUNNER_URL",
+    "SANDBOX_RUNNER_TOKEN",
+    "SANDBOX_TIMEOUT_MS",
+    "FEATURE_SANDBOX_EXEC",
+    "RUST_LOG",
+];
+
+/// Treats a variable set to the empty string (`PORT=` in a compose file) as unset, so that
+/// it takes its default instead of failing to parse. Call before parsing, while the process
+/// has one thread.
+pub fn forget_empty_env_vars() {
+    for var in ENV_VARS {
+        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(var);
+        }
+    }
+}
+
 /// What the tools need, shared by `serve` and `stdio`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ToolArgs {

@@ -27,6 +27,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    sandbox_mcp::config::forget_empty_env_vars();
     let cli = Cli::parse();
     init_logging();
     let runtime = match tokio::runtime::Runtime::new() {

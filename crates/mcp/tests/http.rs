@@ -110,3 +110,19 @@ fn refuses_to_start_without_a_token() {
     assert!(output.stdout.is_empty());
     assert!(String::from_utf8_lossy(&output.stderr).contains("MCP_AUTH_TOKEN"));
 }
+
+#[tokio::test]
+async fn empty_variables_take_their_defaults() {
+    let server = start_mcp(&[
+        ("FEATURE_SANDBOX_EXEC", ""),
+        ("SANDBOX_TIMEOUT_MS", ""),
+        ("SANDBOX_RUNNER_URL", ""),
+        ("MCP_ALLOWED_ORIGINS", ""),
+    ]);
+    let client = connect(&server, &server.token).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.len(), 3);
+    let description = tools[0].description.as_deref().unwrap_or_default();
+    assert!(description.contains("default 15000 ms"), "{description}");
+    client.cancel().await.expect("close");
+}
