@@ -27,8 +27,8 @@ pub use launch::{prepare, Prepared};
 
 use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, RunnerMessage};
 use sandbox_protocol::frame::{self, FrameError};
-use std::io::{self, Read, Write};
 use std::fs::File;
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 
@@ -139,7 +139,10 @@ fn watch_for_hangup(channel: BorrowedFd<'_>) -> Result<(), AgentError> {
                 }
             }
             if nix::unistd::getpid() == nix::unistd::Pid::from_raw(1) {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(-1),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
             std::process::exit(1);
         })
