@@ -62,6 +62,15 @@ impl SandboxServer {
         })
     }
 
+    fn instructions(&self) -> &'static str {
+        if self.shared.tools.is_empty() {
+            "Code execution is turned off on this server (FEATURE_SANDBOX_EXEC=false)."
+        } else {
+            "Run bash, Python or Node.js code with run_bash, run_python and run_node. \
+             Each call runs in a fresh sandbox with no network; nothing is kept between calls."
+        }
+    }
+
     /// The runner client, if a runner is configured.
     pub fn runner(&self) -> Option<&RunnerClient> {
         self.shared.runner.as_ref()
@@ -170,10 +179,7 @@ impl ServerHandler for SandboxServer {
             .with_title("Sandboxed code execution");
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(implementation)
-            .with_instructions(
-                "Run bash, Python or Node.js code with run_bash, run_python and run_node. \
-                 Each call runs in a fresh sandbox with no network; nothing is kept between calls.",
-            )
+            .with_instructions(self.instructions())
     }
 
     async fn list_tools(
