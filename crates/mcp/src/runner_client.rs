@@ -115,6 +115,12 @@ pub struct RunnerClient {
 impl RunnerClient {
     /// A client for the given runner.
     pub fn new(target: RunnerTarget) -> Result<Self, reqwest::Error> {
+        if target.token.is_none() {
+            tracing::warn!(
+                runner = target.url.as_str(),
+                "SANDBOX_RUNNER_TOKEN is not set: calls go to the runner without a token"
+            );
+        }
         let http = reqwest::Client::builder()
             // The runner sits on loopback or a private network: never through a proxy.
             .no_proxy()
