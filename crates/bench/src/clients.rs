@@ -1,0 +1,238 @@
+//! The three ways a one-liner is run and checked: (a) spawning the interpreter
+//! directly, (b) `POST /run` on the runner, (c) `tools/call` through sandbox-mcp.
+
+use crate::cases::{Case, EXPECTED_STDOUT};
+use anyhow::{bail, ensure, Context};
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::service::{Peer, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+use sandbox_protocol::api::{Health, RunRequest, RunResponse};
+use serde::Serialize;
+use std::future::Future;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::process::Command;
+
+/// The longest one run may take on any path before the bench gives up.
+const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the pool's state is polled while waiting for it to refill.
+const POLL_EVERY: Duration = Duration::from_millis(2);
+
+/// A path a run takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Via {
+    /// (a) the interpreter spawned directly, clean environment.
+    Direct,
+    /// (b) `POST /run` on sandbox-runner.
+    Run,
+    /// (c) `tools/call` on sandbox-mcp over Streamable HTTP.
+    ToolsCall,
+}
+
+impl Via {
+    /// Every path, in report order.
+    pub const ALL: [Via; 3] = [Via::Direct, Via::Run, Via::ToolsCall];
+
+    /// The column heading in the tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Via::Direct => "direct spawn",
+            Via::Run => "POST /run",
+            Via::ToolsCall => "tools/call",
+        }
+    }
+}
+
+/// Everything needed to run a one-liner on any path; cheap to clone into tasks.
+#[derive(Clone)]
+pub struct Clients {
+    /// The runner's API.
+    pub runner: RunnerApi,
+    /// The initialized MCP session, shared by every call.
+    pub mcp: Peer<RoleClient>,
+}
+
+impl Clients {
+    /// Runs `case` once on `via`, checks its output, and returns how long it took.
+    pub async fn once(&self, via: Via, case: &Case) -> anyhow::Result<Duration> {
+        let run = async {
+            match via {
+                Via::Direct => {
+                    let interpreter = case.interpreter()?;
+                    timed(direct(case, &interpreter)).await
+                }
+                Via::Run => timed(self.runner.run(case)).await,
+                Via::ToolsCall => timed(tools_call(&self.mcp, case)).await,
+            }
+        };
+        tokio::time::timeout(RUN_TIMEOUT, run)
+            .await
+            .with_context(|| format!("{} {:?} took over {RUN_TIMEOUT:?}", via.label(), case.lang))?
+            .with_context(|| format!("{} of {:?}", via.label(), case.code))
+    }
+}
+
+/// How long `run` takes to succeed.
+async fn timed(run: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<Duration> {
+    let begun = Instant::now();
+    run.await?;
+    Ok(begun.elapsed())
+}
+
+/// (a): the interpreter with the one-liner, a clean environment and piped output.
+async fn direct(case: &Case, interpreter: &std::path::Path) -> anyhow::Result<()> {
+    let output = Command::new(interpreter)
+        .arg(case.inline_flag)
+        .arg(case.code)
+        .env_clear()
+        .envs(Case::clean_env())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .with_context(|| format!("spawning {}", interpreter.display()))?;
+    ensure!(output.status.success(), "exited with {}", output.status);
+    ensure!(
+        output.stdout == EXPECTED_STDOUT.as_bytes(),
+        "printed {:?}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    Ok(())
+}
+
+/// (c): one `tools/call` on the shared session.
+async fn tools_call(mcp: &Peer<RoleClient>, case: &Case) -> anyhow::Result<()> {
+    let mut arguments = JsonObject::new();
+    arguments.insert("code".into(), case.code.into());
+    let params = CallToolRequestParams::new(case.tool).with_arguments(arguments);
+    let result = mcp.call_tool(params).await.context("tools/call")?;
+    let structured = result
+        .structured_content
+        .as_ref()
+        .context("the result has no structuredContent")?;
+    ensure!(result.is_error != Some(true), "isError: {structured}");
+    ensure!(
+        structured["stdout"] == EXPECTED_STDOUT && structured["exitCode"] == 0,
+        "unexpected result {structured}"
+    );
+    Ok(())
+}
+
+/// The runner's HTTP API, over one keep-alive connection pool.
+#[derive(Clone)]
+pub struct RunnerApi {
+    http: reqwest::Client,
+    base: Arc<str>,
+    token: Arc<str>,
+}
+
+impl RunnerApi {
+    /// A client of the runner at `base` (`http://ADDR`).
+    pub fn new(base: &str, token: &str) -> anyhow::Result<RunnerApi> {
+        let http = reqwest::Client::builder()
+            .timeout(RUN_TIMEOUT)
+            .build()
+            .context("building the HTTP client")?;
+        Ok(RunnerApi {
+            http,
+            base: base.into(),
+            token: token.into(),
+        })
+    }
+
+    /// (b): `POST /run` with the one-liner; the answer must be a clean `1`.
+    pub async fn run(&self, case: &Case) -> anyhow::Result<()> {
+        let request = RunRequest {
+            lang: case.lang,
+            code: case.code.into(),
+            timeout_ms: None,
+        };
+        let response = self
+            .http
+            .post(format!("{}/run", self.base))
+            .bearer_auth(&*self.token)
+            .json(&request)
+            .send()
+            .await
+            .context("POST /run")?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            bail!("POST /run answered {status}: {body}");
+        }
+        let answer: RunResponse = response.json().await.context("reading the answer")?;
+        ensure!(
+            answer.stdout == EXPECTED_STDOUT && answer.exit_code == 0,
+            "unexpected answer {answer:?}"
+        );
+        Ok(())
+    }
+
+    /// `GET /health`.
+    pub async fn health(&self) -> anyhow::Result<Health> {
+        let response = self
+            .http
+            .get(format!("{}/health", self.base))
+            .send()
+            .await
+            .context("GET /health")?
+            .error_for_status()
+            .context("GET /health")?;
+        response.json().await.context("reading /health")
+    }
+
+    /// Waits until every sandbox of the pool is warm: the state a request meets when
+    /// the previous ones are long done.
+    pub async fn wait_until_full(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let health = self.health().await?;
+            if health.available >= health.pool_size {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "the pool did not refill within {timeout:?} ({} of {} warm)",
+                    health.available,
+                    health.pool_size
+                );
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
+}
+
+/// An initialized MCP session over Streamable HTTP.
+pub struct McpSession {
+    service: RunningService<RoleClient, ()>,
+}
+
+impl McpSession {
+    /// Connects to `url` (`http://ADDR/mcp`) with the bearer `token` and initializes.
+    pub async fn connect(url: &str, token: &str) -> anyhow::Result<McpSession> {
+        let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+        let service =
+            ().serve(StreamableHttpClientTransport::from_config(config))
+                .await
+                .context("initializing the MCP session")?;
+        Ok(McpSession { service })
+    }
+
+    /// A handle for calls; every clone uses this same session.
+    pub fn peer(&self) -> Peer<RoleClient> {
+        self.service.peer().clone()
+    }
+
+    /// Ends the session.
+    pub async fn close(self) -> anyhow::Result<()> {
+        self.service
+            .cancel()
+            .await
+            .context("closing the MCP session")?;
+        Ok(())
+    }
+}

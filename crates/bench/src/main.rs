@@ -1,0 +1,258 @@
+//! `bench`: the benchmark harness of sandbox-mcp (issue 5).
+//!
+//! Starts its own `sandbox-runner serve` and `sandbox-mcp serve` on loopback and
+//! measures, side by side for bash, python and node: (a) spawning the interpreter
+//! directly with the same one-liner, (b) `POST /run`, (c) `tools/call` over
+//! Streamable HTTP on one initialized session. It writes `bench.json` and `bench.md`
+//! to `--out`. It is not a load generator for remote hosts: all traffic stays on
+//! loopback and every phase is bounded in count and time.
+
+mod cases;
+mod clients;
+mod measure;
+mod memory;
+mod report;
+mod services;
+mod stats;
+
+use anyhow::Context;
+use cases::CASES;
+use clap::Parser;
+use clients::{Clients, McpSession, RunnerApi};
+use measure::REFILL_TIMEOUT;
+use report::{Report, Setup};
+use services::{Binaries, Service};
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Concurrency levels of the throughput figures.
+const LEVELS: [usize; 4] = [1, 2, 4, 8];
+/// How long a full pool is left alone before its sandboxes are measured.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Command-line settings.
+#[derive(Debug, Parser)]
+#[command(
+    about = "Latency, throughput, memory and cold start of sandbox-runner and sandbox-mcp next to direct interpreter spawns"
+)]
+struct Args {
+    /// Measured sequential runs per language and path.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    iterations: u32,
+    /// Runs counted per throughput figure (per language, path and concurrency), after
+    /// as many uncounted ones as the pool has sandboxes.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(8..=10_000))]
+    throughput_runs: u32,
+    /// Sandboxes of the runner under test (it must fit the highest concurrency).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(8..=64))]
+    pool_size: u32,
+    /// Where bench.json and bench.md are written.
+    #[arg(long, default_value = "target/bench")]
+    out: PathBuf,
+    /// Folder of sandbox-runner and sandbox-mcp (default: beside this executable).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// A few runs of everything, for CI: fails on any failed run, asserts no timing.
+    #[arg(long)]
+    smoke: bool,
+}
+
+/// The run's sizes once smoke mode is applied.
+struct Plan {
+    iterations: usize,
+    warmup: usize,
+    throughput_runs: usize,
+    pool_size: usize,
+}
+
+impl Plan {
+    fn from(args: &Args) -> Plan {
+        if args.smoke {
+            return Plan {
+                iterations: 3,
+                warmup: 1,
+                throughput_runs: 8,
+                pool_size: args.pool_size as usize,
+            };
+        }
+        Plan {
+            iterations: args.iterations as usize,
+            warmup: (args.iterations as usize / 10).clamp(1, 20),
+            throughput_runs: args.throughput_runs as usize,
+            pool_size: args.pool_size as usize,
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let plan = Plan::from(&args);
+    let bins = Binaries::find(args.bin_dir.as_deref())?;
+    let mut report = Report {
+        setup: setup(&args, &plan),
+        latency: Vec::new(),
+        throughput: Vec::new(),
+        sandboxes: Vec::new(),
+        idle_interpreters: Vec::new(),
+        cold_start: Vec::new(),
+        targets: Vec::new(),
+    };
+    let runner_token = token()?;
+    for case in &CASES {
+        eprintln!("bench: cold start, {}", case.lang.as_str());
+        let cold = measure::cold_start(&bins, &runner_token, case, plan.pool_size).await?;
+        report.cold_start.push(cold);
+    }
+    against_services(&bins, &runner_token, &plan, &mut report).await?;
+    report.check_targets();
+    write(&args.out, &report)
+}
+
+/// Starts the runner and the MCP server, measures, and stops both whatever happened.
+async fn against_services(
+    bins: &Binaries,
+    runner_token: &str,
+    plan: &Plan,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let runner = Service::runner(&bins.runner, runner_token, plan.pool_size).await?;
+    let mcp_token = token()?;
+    let mcp = match Service::mcp(&bins.mcp, &mcp_token, &runner.url, runner_token).await {
+        Ok(mcp) => mcp,
+        Err(e) => {
+            let _ = runner.stop().await;
+            return Err(e);
+        }
+    };
+    let measured = with_session(&runner, &mcp, runner_token, &mcp_token, plan, report).await;
+    let mcp_stopped = mcp.stop().await.context("stopping sandbox-mcp");
+    let runner_stopped = runner.stop().await.context("stopping sandbox-runner");
+    measured?;
+    mcp_stopped?;
+    runner_stopped
+}
+
+async fn with_session(
+    runner: &Service,
+    mcp: &Service,
+    runner_token: &str,
+    mcp_token: &str,
+    plan: &Plan,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let api = RunnerApi::new(&runner.url, runner_token)?;
+    api.wait_until_full(REFILL_TIMEOUT).await?;
+    tokio::time::sleep(SETTLE).await;
+    eprintln!("bench: memory of warm sandboxes");
+    report.sandboxes = memory::warm_sandboxes(runner.pid)?;
+    for (case, kind) in CASES.iter().zip(["bash", "python", "node"]) {
+        report
+            .idle_interpreters
+            .push(memory::idle_interpreter(case, kind).await?);
+    }
+    let session = McpSession::connect(&mcp.url, mcp_token).await?;
+    let clients = Clients {
+        runner: api,
+        mcp: session.peer(),
+    };
+    let measured = measure_all(&clients, plan, report).await;
+    let closed = session.close().await;
+    measured?;
+    closed
+}
+
+async fn measure_all(clients: &Clients, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+    for case in &CASES {
+        eprintln!("bench: sequential latency, {}", case.lang.as_str());
+        let latency = measure::sequential(clients, case, plan.warmup, plan.iterations).await?;
+        report.latency.push(latency);
+    }
+    for case in &CASES {
+        for concurrency in LEVELS {
+            eprintln!(
+                "bench: throughput, {} at concurrency {concurrency}",
+                case.lang.as_str()
+            );
+            let rate = measure::throughput(
+                clients,
+                case,
+                concurrency,
+                plan.pool_size,
+                plan.throughput_runs,
+            )
+            .await?;
+            report.throughput.push(rate);
+        }
+    }
+    Ok(())
+}
+
+fn setup(args: &Args, plan: &Plan) -> Setup {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let os = read("/etc/os-release")
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap_or_else(|| "unknown OS".into());
+    Setup {
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+        os,
+        started_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        smoke: args.smoke,
+        iterations: plan.iterations,
+        warmup: plan.warmup,
+        throughput_runs: plan.throughput_runs,
+        pool_size: plan.pool_size,
+    }
+}
+
+/// A random bearer token (the services are on loopback, but they run code).
+fn token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn write(out: &PathBuf, report: &Report) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let json = serde_json::to_string_pretty(report).context("encoding the report")?;
+    let json_path = out.join("bench.json");
+    std::fs::write(&json_path, json).with_context(|| format!("writing {}", json_path.display()))?;
+    let md = report.markdown();
+    let md_path = out.join("bench.md");
+    std::fs::write(&md_path, &md).with_context(|| format!("writing {}", md_path.display()))?;
+    println!("{md}");
+    eprintln!(
+        "bench: wrote {} and {}",
+        json_path.display(),
+        md_path.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smoke_plan_is_small() {
+        let args = Args::parse_from(["bench", "--smoke"]);
+        let plan = Plan::from(&args);
+        assert!(plan.iterations <= 5 && plan.throughput_runs <= 8);
+        assert!(plan.pool_size >= *LEVELS.iter().max().unwrap_or(&8));
+    }
+
+    #[test]
+    fn every_case_has_a_tool() {
+        for case in CASES {
+            assert!(case.tool.starts_with("run_"), "{case:?}");
+        }
+    }
+}
