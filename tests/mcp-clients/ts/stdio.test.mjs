@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-import { bin, text } from "./servers.mjs";
+import { bin, startRunner, text } from "./servers.mjs";
 
 test("stdio: list the tools and call one without a runner", async () => {
   const transport = new StdioClientTransport({
@@ -22,4 +22,25 @@ test("stdio: list the tools and call one without a runner", async () => {
   assert.equal(result.isError, true);
   assert.match(text(result), /SANDBOX_RUNNER_URL/);
   await client.close();
+});
+
+test("stdio: run code through a runner", { skip: !process.env.SANDBOX_RUNNER_BIN }, async () => {
+  const runner = await startRunner();
+  try {
+    const transport = new StdioClientTransport({
+      command: bin("SANDBOX_MCP_BIN"),
+      args: ["stdio"],
+      env: { RUST_LOG: "warn", SANDBOX_RUNNER_URL: runner.url, SANDBOX_RUNNER_TOKEN: runner.token },
+      stderr: "pipe",
+    });
+    const client = new Client({ name: "sandbox-mcp-ts-tests", version: "1.0.0" });
+    await client.connect(transport);
+    await client.listTools();
+    const result = await client.callTool({ name: "run_node", arguments: { code: "console.log(6 * 7)" } });
+    assert.equal(result.isError, false, text(result));
+    assert.equal(result.structuredContent.stdout, "42\n");
+    await client.close();
+  } finally {
+    await runner.stop();
+  }
 });
