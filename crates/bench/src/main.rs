@@ -9,6 +9,7 @@
 
 mod cases;
 mod clients;
+mod cpu_group;
 mod measure;
 mod memory;
 mod report;
@@ -126,7 +127,15 @@ async fn against_services(
             return Err(e);
         }
     };
-    let measured = with_session(&runner, &mcp, runner_token, &mcp_token, plan, report).await;
+    let measured = match cpu_group::CpuGroup::join() {
+        Ok(group) => {
+            report.setup.direct_cgroup = Some(group.dir().display().to_string());
+            let measured =
+                with_session(&runner, &mcp, runner_token, &mcp_token, plan, report).await;
+            measured.and(group.leave())
+        }
+        Err(e) => Err(e),
+    };
     let mcp_stopped = mcp.stop().await.context("stopping sandbox-mcp");
     let runner_stopped = runner.stop().await.context("stopping sandbox-runner");
     measured?;
@@ -208,6 +217,7 @@ fn setup(args: &Args, plan: &Plan) -> Setup {
         warmup: plan.warmup,
         throughput_runs: plan.throughput_runs,
         pool_size: plan.pool_size,
+        direct_cgroup: None,
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Setup {
     pub throughput_runs: usize,
     /// Pool size of the runner under test.
     pub pool_size: usize,
+    /// The CPU cgroup the bench and its direct spawns ran in (see `cpu_group`).
+    pub direct_cgroup: Option<String>,
 }
 
 /// Everything one run measured.
