@@ -35,6 +35,7 @@ pub mod report;
 pub mod runner_client;
 pub mod server;
 pub mod tools;
+pub mod up;
 
 mod accept;
 mod auth;

@@ -1,10 +1,12 @@
-//! The `sandbox-mcp` binary: `serve` (the default) and `stdio`.
+//! The `sandbox-mcp` binary: `serve` (the default), `stdio`, and `up` (with an embedded
+//! runner).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sandbox_mcp::config::{ServeArgs, ToolArgs};
+use sandbox_mcp::up::UpArgs;
 use tracing_subscriber::EnvFilter;
 
 /// MCP server for sandboxed bash, Python and Node.js.
@@ -24,9 +26,16 @@ enum Command {
     Serve(ServeArgs),
     /// Serve one MCP session over stdin/stdout.
     Stdio(ToolArgs),
+    /// Run everything here: a runner in this process, and the MCP server wired to it
+    /// (needs root: the sandboxes use namespaces and cgroups).
+    Up(UpArgs),
 }
 
 fn main() -> ExitCode {
+    // The embedded runner of `up` starts its sandboxes by executing this binary again.
+    if let Some(code) = sandbox_runner::multicall::dispatch() {
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     sandbox_mcp::config::forget_empty_env_vars();
     let cli = Cli::parse();
     init_logging();
@@ -38,6 +47,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => runtime.block_on(serve(args)),
         None => runtime.block_on(serve(cli.serve)),
         Some(Command::Stdio(args)) => runtime.block_on(stdio(args)),
+        Some(Command::Up(args)) => runtime.block_on(up(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -70,6 +80,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     sandbox_mcp::serve(config, listener, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    sandbox_mcp::up::up(args, shutdown_signal(), |banner| {
+        println!("sandbox-mcp listening on {}", banner.url);
+        println!("{banner}");
+    })
+    .await?;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ use sandbox_protocol::api::{ErrorBody, Health, RunRequest, RunResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 /// JSON escaping can make a program's text up to six times longer on the wire.
@@ -162,13 +163,26 @@ async fn execute(state: &AppState, job: Job) -> Result<RunResponse, ApiError> {
             return Err(e.into());
         }
     };
-    // The run goes on in its own task: a client that goes away must not leave a
-    // half-destroyed sandbox behind.
-    let result = tokio::spawn(lease.run(job).in_current_span()).await;
+    // The run goes on in its own task, so that its sandbox is always destroyed; a client
+    // that goes away drops this handler, and with it `gone`, which ends the run.
+    let (gone, client_gone) = oneshot::channel::<()>();
+    let task = tokio::spawn(
+        lease
+            .run(job, async move {
+                let _ = client_gone.await;
+            })
+            .in_current_span(),
+    );
+    let result = task.await;
+    drop(gone);
     let seconds = Some(started.elapsed().as_secs_f64());
     let outcome = match result {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(e)) => {
+        Ok(Some(Ok(outcome))) => outcome,
+        Ok(None) => {
+            state.metrics.record(lang, Outcome::Error, seconds);
+            return Err(ApiError::Sandbox("the run was cancelled".into()));
+        }
+        Ok(Some(Err(e))) => {
             state.metrics.record(lang, Outcome::Error, seconds);
             tracing::error!(error = %e, "run failed");
             return Err(ApiError::Sandbox(e.to_string()));

@@ -72,13 +72,24 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Runs the job. The sandbox is destroyed right after, in the background, so the
-    /// answer does not wait for it; its slot is refilled once it is gone.
-    pub async fn run(self, job: Job) -> Result<RunOutcome, BackendError> {
+    /// Runs the job, or stops it when `cancelled` completes first (`None`: the caller went
+    /// away). The sandbox is destroyed right after, in the background, so the answer does
+    /// not wait for it; its slot is refilled once it is gone.
+    pub async fn run(
+        self,
+        job: Job,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Option<Result<RunOutcome, BackendError>> {
         let Warm {
             mut sandbox, slot, ..
         } = self.warm;
-        let result = sandbox.run(job).await;
+        let result = tokio::select! {
+            result = sandbox.run(job) => Some(result),
+            () = cancelled => {
+                tracing::info!("the caller went away: the run is stopped");
+                None
+            }
+        };
         tokio::spawn(async move {
             sandbox.destroy().await;
             drop(slot);

@@ -158,3 +158,37 @@ async fn sigterm_kills_runs_that_outlast_the_grace_period() {
         .await
         .expect("the caller is not left hanging");
 }
+
+#[tokio::test]
+async fn a_caller_that_goes_away_stops_its_run() {
+    let runner = Runner::with(common::Options {
+        pool_size: 1,
+        ..Default::default()
+    });
+    let marker = format!("5{}.337", std::process::id());
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(1500))
+        .build()
+        .expect("client");
+    let body = json!({"lang": "bash", "code": format!("sleep {marker}"), "timeoutMs": 120_000});
+    let gave_up = impatient
+        .post(format!("{}/run", runner.url))
+        .bearer_auth(common::TOKEN)
+        .json(&body)
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client timed out");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !host_processes_with(&marker).is_empty() || runner.health().await["available"] != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the abandoned run still holds its sandbox: {:?}",
+            host_processes_with(&marker)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        common::stdout(&runner.run("bash", "echo next").await),
+        "next\n"
+    );
+}

@@ -1,0 +1,110 @@
+//! `sandbox-mcp up`: the all-in-one, driven as a newcomer would: start it, take the URL
+//! and token it prints, connect a real MCP client, run each language.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::ServiceExt;
+
+/// Reads what `up` prints until its last banner line.
+fn banner(stdout: impl std::io::Read) -> Vec<String> {
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("a banner line");
+        let last = line.starts_with("Stop with Ctrl-C");
+        lines.push(line);
+        if last {
+            break;
+        }
+    }
+    lines
+}
+
+fn field<'a>(lines: &'a [String], label: &str) -> &'a str {
+    lines
+        .iter()
+        .find_map(|l| l.trim().strip_prefix(label))
+        .map(|rest| rest.split_whitespace().next().unwrap_or_default())
+        .unwrap_or_else(|| panic!("no {label:?} in the banner: {lines:#?}"))
+}
+
+fn call(tool: &'static str, code: &str) -> CallToolRequestParams {
+    let mut args = serde_json::Map::new();
+    args.insert("code".into(), code.into());
+    CallToolRequestParams::new(tool).with_arguments(args)
+}
+
+#[tokio::test]
+async fn up_prints_working_settings_and_runs_each_language() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "`up` makes sandboxes and must run as root (the README's test command does)"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-mcp"))
+        .arg("up")
+        .env_remove("MCP_AUTH_TOKEN")
+        .env("PORT", "0")
+        .env("RUNNER_POOL_SIZE", "2")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start sandbox-mcp up");
+    let lines = banner(child.stdout.take().expect("stdout"));
+    let url = field(&lines, "MCP endpoint:").to_owned();
+    let token = field(&lines, "Bearer token:").to_owned();
+    assert!(token.len() >= 32, "a generated token is long: {token}");
+    let claude = lines
+        .iter()
+        .find(|l| l.contains("claude mcp add"))
+        .expect("a Claude Code line");
+    assert!(claude.contains(&url) && claude.contains(&token), "{claude}");
+    assert!(
+        lines.iter().any(|l| l.contains("\"mcpServers\"")),
+        "a JSON block"
+    );
+
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(token.clone());
+    let client =
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .expect("initialize with the printed settings");
+    for (tool, code) in [
+        ("run_bash", "echo $((6 * 7))"),
+        ("run_python", "print(6 * 7)"),
+        ("run_node", "console.log(6 * 7)"),
+    ] {
+        let result = client
+            .call_tool(call(tool, code))
+            .await
+            .expect("tools/call");
+        assert_eq!(result.is_error, Some(false), "{tool}");
+        let structured = result.structured_content.expect("structuredContent");
+        assert_eq!(structured["stdout"], "42\n", "{tool}");
+    }
+    client.cancel().await.expect("close");
+
+    let wrong = StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header("wrong");
+    assert!(
+        ().serve(StreamableHttpClientTransport::from_config(wrong))
+            .await
+            .is_err()
+    );
+
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let status = child.wait().expect("up exits");
+    assert!(status.success(), "{status}");
+    let instance = format!("r{}", child.id());
+    for controller in ["memory", "cpu", "pids", ""] {
+        let dir = std::path::Path::new("/sys/fs/cgroup")
+            .join(controller)
+            .join("sandbox-runner")
+            .join(&instance);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
+}
