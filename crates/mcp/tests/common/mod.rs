@@ -22,7 +22,17 @@ pub struct Server {
 }
 
 impl Drop for Server {
+    /// SIGTERM first, so that a runner removes its sandboxes' cgroups; SIGKILL if it has
+    /// not exited within ten seconds.
     fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        for _ in 0..200 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
