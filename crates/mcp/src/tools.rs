@@ -33,7 +33,7 @@ fn what_runs(lang: Lang) -> (&'static str, &'static str) {
         ),
         Lang::Node => (
             "Run Node.js",
-            "a Node.js program (CommonJS, run as a file with node)",
+            "a Node.js program (CommonJS or ES module, run as a file with node)",
         ),
     }
 }
