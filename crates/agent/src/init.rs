@@ -9,7 +9,8 @@
 //! 3. mounts the read-only root image (`/dev/vda`) and makes it the root;
 //! 4. mounts size-capped tmpfs on /tmp, the home directory and /dev/shm;
 //! 5. caps the number of processes with a cgroup v2 `pids` limit;
-//! 6. brings the loopback interface up (the VM has no other network device);
+//! 6. names the host `sandbox` and brings the loopback interface up (the VM has no
+//!    other network device);
 //! 7. opens the virtio serial port named `agent` as the channel and serves one job as
 //!    [`crate::serve`] does, adding whether the guest's OOM killer ended a process of it
 //!    (the agent is alone in this kernel, so the system-wide counter is exact);
@@ -43,6 +44,8 @@ const PORT_NAME: &str = "agent";
 const DEVICE_WAIT: Duration = Duration::from_secs(10);
 /// The cgroup every process of the job lives in.
 const JOB_CGROUP: &str = "/sys/fs/cgroup/job";
+/// The guest's host name, as in the process backend's UTS namespace.
+const HOSTNAME: &str = "sandbox";
 /// Size of /dev/shm, in MiB.
 const SHM_MB: u64 = 16;
 
@@ -74,6 +77,9 @@ pub enum InitError {
     /// Changing into the new root failed.
     #[error("switching to the root image: {0}")]
     SwitchRoot(nix::Error),
+    /// The host name could not be set.
+    #[error("setting the host name: {0}")]
+    Hostname(nix::Error),
     /// The loopback interface could not be brought up.
     #[error("bringing up the loopback interface: {0}")]
     Loopback(io::Error),
@@ -135,6 +141,7 @@ fn boot_and_serve() -> Result<(), InitError> {
     // guest lets it be made and OOM-kills the program when it is touched.
     write("/proc/sys/vm/overcommit_memory", "1")?;
     limit_processes(settings)?;
+    nix::unistd::sethostname(HOSTNAME).map_err(InitError::Hostname)?;
     loopback_up().map_err(InitError::Loopback)?;
     let mut channel = open_channel()?;
     serve_with(&mut channel, run_counting_oom)?;

@@ -12,6 +12,9 @@ use std::time::Duration;
 
 /// The CFS period every sandbox's CPU quota is expressed in.
 const CPU_PERIOD_US: u64 = 100_000;
+/// Where the uids of VMM processes start, above `--id-base` (clear of the process
+/// backend's id maps).
+const VMM_UID_OFFSET: u32 = 500_000;
 /// Threads a VMM process may have (QEMU uses a handful).
 const VMM_PIDS_MAX: u64 = 64;
 
@@ -220,7 +223,8 @@ impl SandboxArgs {
             self.tmpfs_mb,
         )?;
         check(
-            self.id_base >= 1 && self.id_base < u32::MAX - 65_536,
+            self.id_base >= 1
+                && self.id_base < u32::MAX - VMM_UID_OFFSET - crate::backend::vm::VMM_UIDS,
             "RUNNER_ID_BASE",
             "a non-root uid with room for 1000 more",
             self.id_base,
@@ -272,6 +276,7 @@ impl SandboxArgs {
             tmpfs_mb: self.tmpfs_mb,
             pids_max: self.pids_max,
             boot_timeout: Duration::from_millis(self.vm_boot_timeout_ms),
+            vmm_uid_base: self.id_base + VMM_UID_OFFSET,
         }
     }
 }

@@ -58,6 +58,9 @@ fn vm_runner(pool_size: usize, state: &Path) -> Runner {
     extra.push(image().display().to_string());
     extra.push("--state-dir".into());
     extra.push(state.display().to_string());
+    // A request may wait for a VM to boot (seconds under TCG).
+    extra.push("--queue-timeout-ms".into());
+    extra.push("120000".into());
     Runner::with(Options { pool_size, extra })
 }
 
@@ -257,6 +260,54 @@ async fn a_killed_runner_leaves_no_vmm_and_the_next_one_cleans_up() {
     assert_eq!(stdout(&next.run("bash", "echo ok").await), "ok\n");
 }
 
+/// Inside the guest a busy loop sees a whole vCPU (TCG gives the guest no steal time),
+/// so the half-CPU quota is checked where it is enforced: the QEMU process's CPU time.
+#[tokio::test]
+async fn a_busy_guest_gets_about_half_a_host_cpu() {
+    let _serial = SERIAL.lock().await;
+    let state = state_dir("cpu");
+    let runner = vm_runner(1, &state);
+    wait_available(&runner).await;
+    let busy = runner.run_with_timeout("bash", "while true; do :; done", Some(8000));
+    let measure = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let before = (qemu_cpu_ticks(&state), Instant::now());
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let after = (qemu_cpu_ticks(&state), Instant::now());
+        let ticks = after.0.saturating_sub(before.0) as f64;
+        ticks / clock_ticks_per_second() / (after.1 - before.1).as_secs_f64()
+    };
+    let (out, share) = tokio::join!(busy, measure);
+    assert_eq!(out["timedOut"], true, "{out}");
+    assert!(
+        (0.3..=0.6).contains(&share),
+        "QEMU used {share:.2} of a CPU"
+    );
+    println!("vm: a busy guest's QEMU used {share:.2} of a host CPU");
+}
+
+/// User plus system CPU time of this runner's QEMU processes, in clock ticks.
+fn qemu_cpu_ticks(state: &Path) -> u64 {
+    qemu_processes(state)
+        .iter()
+        .filter_map(|p| p.split(':').next())
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| {
+            // Fields after the command name, which is in parentheses.
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some(utime + stime)
+        })
+        .sum()
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf takes a constant and reads no memory of ours.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
 /// Prints what the issue asks to measure: boot to agent-ready, per-run latency, and
 /// what a warm VM costs the host.
 #[tokio::test]
@@ -269,6 +320,8 @@ async fn measure_boot_latency_and_memory() {
     let mut latencies = Vec::new();
     for _ in 0..5 {
         wait_available(&runner).await;
+        // Let the fresh guest settle (a VM warm for a while, as in a pool under light load).
+        tokio::time::sleep(Duration::from_secs(2)).await;
         let rss = qemu_rss_kib(&state);
         let t = Instant::now();
         let out = runner.run("python", "print(1)").await;

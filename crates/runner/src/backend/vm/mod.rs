@@ -37,6 +37,9 @@ const REPORT_GRACE: Duration = Duration::from_secs(10);
 /// How long a KVM guest may take to reach its agent before `--accel auto` falls back
 /// to TCG (a working KVM boots this kernel in well under a second).
 const KVM_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many uids VMMs cycle through, from [`VmConfig::vmm_uid_base`] (which is also
+/// their group under TCG).
+pub const VMM_UIDS: u32 = 100_000;
 /// The most bytes of the console log and QEMU's messages put in an error.
 const LOG_TAIL: usize = 2048;
 
@@ -92,6 +95,9 @@ pub struct VmConfig {
     pub pids_max: u64,
     /// How long booting a VM to its agent may take.
     pub boot_timeout: Duration,
+    /// The first of the host uids QEMU processes run as, one per VM (modulo
+    /// [`VMM_UIDS`]), so that no two VMMs share a uid.
+    pub vmm_uid_base: u32,
 }
 
 /// Why a VM sandbox could not be made or run.
@@ -316,7 +322,19 @@ impl VmBackend {
             console: &console,
             cmdline: &cmdline,
         };
-        let child = spawn_in_cgroup(qemu::command(&spec), &procs, &dir.join("qemu.log"))?;
+        let user = VmmUser {
+            uid: self.config.vmm_uid_base + (id % u64::from(VMM_UIDS)) as u32,
+            gid: match accel {
+                Accel::Kvm => kvm_gid()?,
+                Accel::Tcg => self.config.vmm_uid_base,
+            },
+        };
+        for path in [&dir, &socket] {
+            nix::unistd::chown(path, Some(user.uid.into()), Some(user.gid.into()))
+                .map_err(|e| io_error("handing to the VMM user", path)(e.into()))?;
+        }
+        let cmd = qemu::command(&spec);
+        let child = spawn_in_cgroup(cmd, &procs, user, &dir.join("qemu.log"))?;
         let mut sandbox = VmSandbox {
             id,
             child,
@@ -428,11 +446,28 @@ fn remove_stale_dirs(vm_root: &Path, instance: &str) -> Result<(), VmError> {
     Ok(())
 }
 
-/// Starts the VMM in its cgroup (it joins before exec, so that every thread it makes
-/// is counted), killed with the runner, its messages in `log`.
+/// The unprivileged user and group a VMM runs as: a uid of its own, so that no two
+/// VMMs can signal or trace each other; the group that owns /dev/kvm under KVM.
+#[derive(Debug, Clone, Copy)]
+struct VmmUser {
+    uid: u32,
+    gid: u32,
+}
+
+/// The group that owns /dev/kvm.
+fn kvm_gid() -> Result<u32, VmError> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/dev/kvm")
+        .map(|m| m.gid())
+        .map_err(io_error("reading", Path::new("/dev/kvm")))
+}
+
+/// Starts the VMM as `user`, never root, in its cgroup (it joins before exec, so that
+/// every thread it makes is counted), killed with the runner, its messages in `log`.
 fn spawn_in_cgroup(
     mut cmd: tokio::process::Command,
     procs: &[PathBuf],
+    user: VmmUser,
     log: &Path,
 ) -> Result<Child, VmError> {
     let log_file = fs::File::create(log).map_err(io_error("creating", log))?;
@@ -448,13 +483,16 @@ fn spawn_in_cgroup(
         .collect::<Result<_, _>>()?;
     let raw: Vec<i32> = procs.iter().map(|fd| fd.as_raw_fd()).collect();
     cmd.env_clear()
+        .uid(user.uid)
+        .gid(user.gid)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log_file))
         .kill_on_drop(true);
     // SAFETY: the closure runs in the forked child before exec and only calls write
     // and prctl, which are async-signal-safe, on descriptors opened before the fork;
-    // it allocates nothing.
+    // it allocates nothing. It runs after the switch to `user` (so the death signal
+    // is not cleared by it); the cgroup files were opened as root.
     unsafe {
         cmd.pre_exec(move || {
             for fd in &raw {
