@@ -39,7 +39,7 @@ stop() {
 }
 trap stop EXIT
 for _ in $(seq 100); do
-    grep -q listening "$work/runner.out" && break
+    grep -qs listening "$work/runner.out" && break
     sleep 0.1
 done
 url=$(sed -n 's/^sandbox-runner listening on //p' "$work/runner.out")
@@ -70,6 +70,7 @@ perf record -q -g -p "$runner_pid" -o "$work/perf.data" -- \
 wait "$burst_pid" || true
 sleep 1 # the last sandboxes are destroyed and remade after their answers
 
+set +o pipefail # the reports below are cut short with head
 report() { perf report -i "$work/perf.data" --stdio -g none "$@" 2>/dev/null | grep -v -e '^#' -e '^$'; }
 echo "== CPU ms per run, by process"
 report --no-children --sort comm -F comm,period |

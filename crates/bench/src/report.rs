@@ -192,6 +192,13 @@ impl Report {
                 ""
             }
         );
+        if let Some(group) = &s.direct_cgroup {
+            let _ = writeln!(
+                md,
+                "The bench and its direct spawns ran in the CPU cgroup {group}, a sibling of \
+                 the runner's sandbox-runner group with the same weight.\n"
+            );
+        }
     }
 
     fn latency_md(&self, md: &mut String) {
