@@ -23,6 +23,8 @@ use tokio::task::JoinHandle;
 
 /// How long a filler waits after a failed creation before it tries again.
 const RETRY_DELAY: Duration = Duration::from_millis(500);
+/// The most sandboxes made at once.
+const FILLERS_MAX: usize = 4;
 /// What a pool prepares for before traffic says otherwise, in turn.
 const FIRST_MIX: [Option<Lang>; 3] = [Some(Lang::Python), Some(Lang::Node), None];
 
@@ -197,7 +199,9 @@ impl Pool {
             slot,
         });
         let (closing, closing_rx) = watch::channel(false);
-        let fillers = (0..config.size.clamp(1, 2))
+        // Making a sandbox waits more than it computes (joining a v1 cgroup waits ~10 ms
+        // for an RCU grace period), so several fillers overlap their waits.
+        let fillers = (0..config.size.clamp(1, FILLERS_MAX))
             .map(|_| {
                 let filler = Filler {
                     shared: shared.clone(),

@@ -2,6 +2,8 @@
 # as `python3 PATH` would: __main__, sys.argv, sys.path[0], tracebacks naming the file.
 def _sandbox_run():
     import os, sys
+    import __main__
+    from importlib.machinery import SourceFileLoader
     chunks = []
     while True:
         chunk = os.read(3, 4096)
@@ -16,8 +18,6 @@ def _sandbox_run():
         source = f.read()
     sys.argv[:] = [path]
     sys.path[0] = os.path.dirname(path)
-    import __main__
-    from importlib.machinery import SourceFileLoader
     namespace = __main__.__dict__
     for name in [n for n in namespace if n not in ("__name__", "__builtins__")]:
         del namespace[name]
