@@ -118,6 +118,13 @@ pub enum VmError {
     /// KVM was asked for and /dev/kvm cannot be used.
     #[error("--accel kvm: opening /dev/kvm: {0}")]
     NoKvm(io::Error),
+    /// /dev/kvm is not open to a group QEMU can run in.
+    #[error(
+        "/dev/kvm has mode {0:o} and group {1}: QEMU runs unprivileged and needs a \
+         non-root group with read-write access (Debian's udev rule makes it root:kvm \
+         0660; or chgrp kvm /dev/kvm && chmod 0660 /dev/kvm)"
+    )]
+    KvmGroup(u32, u32),
     /// An image file is missing.
     #[error("VM image file {path}: {source} (build it with `sandbox-runner image build`)")]
     Image { path: PathBuf, source: io::Error },
@@ -247,16 +254,6 @@ impl VmBackend {
         })
     }
 
-    /// The accelerator in use, once the first VM has been made.
-    pub fn accel(&self) -> Option<Accel> {
-        self.accel.get().copied()
-    }
-
-    /// This runner's folder of VM folders.
-    pub fn instance_dir(&self) -> &Path {
-        &self.instance_dir
-    }
-
     /// Boots one VM and waits for its agent's Ready (and, with `prepare`, for its
     /// interpreter to wait for the program).
     pub async fn create(&self, prepare: Option<Lang>) -> Result<VmSandbox, VmError> {
@@ -281,8 +278,9 @@ impl VmBackend {
             Err(e) => {
                 tracing::warn!(
                     error = %e,
-                    "accel: tcg (/dev/kvm opens, but a probe VM did not boot with KVM \
-                     within {KVM_PROBE_TIMEOUT:?}); set --accel to skip the probe"
+                    "accel: tcg (/dev/kvm opens, but a probe VM failed with KVM or did \
+                     not reach its agent within {KVM_PROBE_TIMEOUT:?}); set --accel to \
+                     skip the probe"
                 );
                 Accel::Tcg
             }
@@ -394,7 +392,10 @@ impl VmBackend {
 }
 
 /// A TCG guest's kernel can hang calibrating its clock against the emulated PIT; told
-/// the TSC rate (the host's, which TCG passes through), it skips the calibration.
+/// the TSC rate (the host's, which TCG passes through), it skips the calibration. And
+/// since the emulated CPU does not claim an invariant TSC, the kernel would fall back
+/// to a jiffies clock (4 ms steps, lost ticks when QEMU is throttled) unless told the
+/// TSC is reliable, which the host's TSC, read through TCG, is.
 fn tsc_cmdline() -> String {
     let khz = fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| {
         text.lines()
@@ -408,8 +409,8 @@ fn tsc_cmdline() -> String {
             .map(|mhz| (mhz * 1000.0).round() as u64)
     });
     match khz {
-        Some(khz) => format!("tsc_early_khz={khz}"),
-        None => String::new(),
+        Some(khz) => format!("tsc_early_khz={khz} tsc=reliable"),
+        None => "tsc=reliable".to_owned(),
     }
 }
 
@@ -454,12 +455,14 @@ struct VmmUser {
     gid: u32,
 }
 
-/// The group that owns /dev/kvm.
+/// The group that owns /dev/kvm, which must be able to read and write it.
 fn kvm_gid() -> Result<u32, VmError> {
     use std::os::unix::fs::MetadataExt;
-    fs::metadata("/dev/kvm")
-        .map(|m| m.gid())
-        .map_err(io_error("reading", Path::new("/dev/kvm")))
+    let meta = fs::metadata("/dev/kvm").map_err(io_error("reading", Path::new("/dev/kvm")))?;
+    if meta.mode() & 0o060 != 0o060 || meta.gid() == 0 {
+        return Err(VmError::KvmGroup(meta.mode() & 0o777, meta.gid()));
+    }
+    Ok(meta.gid())
 }
 
 /// Starts the VMM as `user`, never root, in its cgroup (it joins before exec, so that
