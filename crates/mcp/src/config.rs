@@ -14,6 +14,15 @@ use clap::builder::BoolishValueParser;
 pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;
 /// The largest timeout the runner accepts, in milliseconds.
 pub const MAX_TIMEOUT_MS: u64 = 300_000;
+/// The largest `/mcp` request body accepted by default, in bytes: room for a program at the
+/// runner's 1 MiB code cap even when JSON escaping makes it several times longer.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
+/// MCP sessions open at once, by default.
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+/// Tool calls in flight in one session, by default.
+pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 8;
+/// On SIGTERM, how long calls in flight may go on by default, in milliseconds.
+pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 30_000;
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +44,12 @@ pub enum ConfigError {
     /// An entry of `MCP_ALLOWED_ORIGINS` is not an origin.
     #[error("MCP_ALLOWED_ORIGINS entry {0:?} is not an origin: use scheme://host[:port], scheme://host:* or *")]
     BadOrigin(String),
+    /// An HTTP limit cannot be used.
+    #[error("MCP_HEADER_TIMEOUT_MS, MCP_MAX_HEADER_BYTES, MCP_MAX_CONNECTIONS or MCP_BODY_TIMEOUT_MS: {0}")]
+    BadHttpLimit(#[from] http_limits::LimitError),
+    /// A cap of zero would refuse everything.
+    #[error("{0} must be at least 1")]
+    ZeroCap(&'static str),
 }
 
 /// A bearer token; never printed.
@@ -159,6 +174,16 @@ pub struct McpConfig {
     pub allowed_origins: OriginPolicy,
     /// Which `Host` headers `/mcp` accepts.
     pub allowed_hosts: HostPolicy,
+    /// Limits on HTTP clients: header and body timeouts, header size, connections.
+    pub http: http_limits::Limits,
+    /// The largest `/mcp` request body, in bytes (more gets 413).
+    pub max_body_bytes: usize,
+    /// MCP sessions open at once (a new one beyond gets 503).
+    pub max_sessions: usize,
+    /// Tool calls in flight in one session (one more gets an error result).
+    pub max_calls_per_session: usize,
+    /// On shutdown, how long calls in flight may go on before their connections close.
+    pub shutdown_grace: Duration,
 }
 
 impl McpConfig {
@@ -169,13 +194,26 @@ impl McpConfig {
             tools,
             allowed_origins: OriginPolicy::Loopback,
             allowed_hosts: HostPolicy::Loopback,
+            http: http_limits::Limits::default(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
+            shutdown_grace: Duration::from_millis(DEFAULT_SHUTDOWN_GRACE_MS),
         }
     }
 }
 
 /// Every environment variable the command line reads.
-pub const ENV_VARS: [&str; 10] = [
+pub const ENV_VARS: [&str; 18] = [
     "MCP_AUTH_TOKEN",
+    "MCP_HEADER_TIMEOUT_MS",
+    "MCP_MAX_HEADER_BYTES",
+    "MCP_MAX_CONNECTIONS",
+    "MCP_BODY_TIMEOUT_MS",
+    "MCP_MAX_BODY_BYTES",
+    "MCP_MAX_SESSIONS",
+    "MCP_MAX_CALLS_PER_SESSION",
+    "MCP_SHUTDOWN_GRACE_MS",
     "PORT",
     "BIND",
     "MCP_ALLOWED_ORIGINS",
@@ -216,6 +254,64 @@ pub struct ToolArgs {
     pub feature_sandbox_exec: bool,
 }
 
+/// The limits of `sandbox-mcp serve` against slow and greedy clients.
+#[derive(Clone, Debug, clap::Args)]
+pub struct LimitArgs {
+    /// Time a client has to send a request's headers (and that a keep-alive connection may
+    /// stay idle), in milliseconds; slower connections are closed.
+    #[arg(long, env = "MCP_HEADER_TIMEOUT_MS", default_value_t = http_limits::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64)]
+    pub header_timeout_ms: u64,
+    /// Largest request head (request line and headers) in bytes; more gets 431.
+    #[arg(long, env = "MCP_MAX_HEADER_BYTES", default_value_t = http_limits::DEFAULT_MAX_HEADER_BYTES)]
+    pub max_header_bytes: usize,
+    /// Connections served at once; more get 503.
+    #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = http_limits::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Time a client has to send a whole request body, in milliseconds; slower gets 408.
+    #[arg(long, env = "MCP_BODY_TIMEOUT_MS", default_value_t = http_limits::DEFAULT_BODY_READ_TIMEOUT.as_millis() as u64)]
+    pub body_timeout_ms: u64,
+    /// Largest /mcp request body in bytes; more gets 413.
+    #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// MCP sessions open at once; a new one beyond gets 503.
+    #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
+    /// Tool calls in flight in one session; one more gets an error result.
+    #[arg(long, env = "MCP_MAX_CALLS_PER_SESSION", default_value_t = DEFAULT_MAX_CALLS_PER_SESSION)]
+    pub max_calls_per_session: usize,
+    /// On SIGTERM, how long calls in flight may go on before the server closes, in
+    /// milliseconds.
+    #[arg(long, env = "MCP_SHUTDOWN_GRACE_MS", default_value_t = DEFAULT_SHUTDOWN_GRACE_MS)]
+    pub shutdown_grace_ms: u64,
+}
+
+impl LimitArgs {
+    /// Validates the limits into `config`.
+    fn apply(&self, config: &mut McpConfig) -> Result<(), ConfigError> {
+        config.http = http_limits::Limits {
+            header_read_timeout: Duration::from_millis(self.header_timeout_ms),
+            max_header_bytes: self.max_header_bytes,
+            max_connections: self.max_connections,
+            body_read_timeout: Duration::from_millis(self.body_timeout_ms),
+        }
+        .validate()?;
+        for (value, name) in [
+            (self.max_body_bytes, "MCP_MAX_BODY_BYTES"),
+            (self.max_sessions, "MCP_MAX_SESSIONS"),
+            (self.max_calls_per_session, "MCP_MAX_CALLS_PER_SESSION"),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::ZeroCap(name));
+            }
+        }
+        config.max_body_bytes = self.max_body_bytes;
+        config.max_sessions = self.max_sessions;
+        config.max_calls_per_session = self.max_calls_per_session;
+        config.shutdown_grace = Duration::from_millis(self.shutdown_grace_ms);
+        Ok(())
+    }
+}
+
 /// The flags and environment of `sandbox-mcp serve`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ServeArgs {
@@ -236,6 +332,9 @@ pub struct ServeArgs {
     /// by default loopback names when bound to loopback, any host otherwise.
     #[arg(long, env = "MCP_ALLOWED_HOSTS", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
+    /// Limits on clients.
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// What the tools need.
     #[command(flatten)]
     pub tools: ToolArgs,
@@ -248,6 +347,7 @@ impl ServeArgs {
         let mut config = McpConfig::new(token, self.tools.into_config()?);
         config.allowed_origins = origin_policy(&self.allowed_origins)?;
         config.allowed_hosts = host_policy(&self.allowed_hosts, self.bind);
+        self.limits.apply(&mut config)?;
         Ok(config)
     }
 }
@@ -383,5 +483,18 @@ mod tests {
         assert!(err.to_string().contains("SANDBOX_RUNNER_URL"));
         let err = parse(&[&token[..], &["--allowed-origins", "evil"]].concat()).unwrap_err();
         assert!(err.to_string().contains("MCP_ALLOWED_ORIGINS"));
+        let err = parse(&[&token[..], &["--max-sessions", "0"]].concat()).unwrap_err();
+        assert!(err.to_string().contains("MCP_MAX_SESSIONS"));
+        let err = parse(&[&token[..], &["--max-header-bytes", "10"]].concat()).unwrap_err();
+        assert!(err.to_string().contains("MCP_MAX_HEADER_BYTES"));
+    }
+
+    #[test]
+    fn limits_have_defaults() {
+        let config = parse(&["--auth-token", "0123456789abcdef"]).unwrap();
+        assert_eq!(config.http, http_limits::Limits::default());
+        assert_eq!(config.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert_eq!(config.max_sessions, DEFAULT_MAX_SESSIONS);
+        assert_eq!(config.max_calls_per_session, DEFAULT_MAX_CALLS_PER_SESSION);
     }
 }

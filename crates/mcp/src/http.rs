@@ -1,7 +1,9 @@
-//! The HTTP server: `/mcp` (Streamable HTTP, behind the Origin check and bearer auth) and
-//! `/health`.
+//! The HTTP server: `/mcp` (Streamable HTTP, behind the Origin check, bearer auth and the
+//! limits) and `/health`, served by `http_limits`.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
@@ -11,10 +13,15 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{AuthToken, HostPolicy, McpConfig};
+use crate::limits::McpLimits;
 use crate::server::SandboxServer;
-use crate::{accept, auth, health, origin};
+use crate::{accept, auth, health, limits, origin};
+
+/// After the grace period, how long connections have to close once their sessions end.
+const CLOSE_TIME: Duration = Duration::from_secs(2);
 
 /// Why the HTTP server stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -22,13 +29,12 @@ pub enum ServeError {
     /// The runner client could not be built.
     #[error("cannot build the runner client: {0}")]
     RunnerClient(#[from] reqwest::Error),
-    /// Accepting or serving connections failed.
-    #[error("serving HTTP failed: {0}")]
-    Io(#[from] std::io::Error),
 }
 
 fn transport_config(config: &McpConfig, shutdown: CancellationToken) -> StreamableHttpServerConfig {
-    let base = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
+    let base = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(config.max_body_bytes);
     // The Origin check is ours (crate::origin), so that it runs before authentication.
     let base = base.disable_allowed_origins();
     match &config.allowed_hosts {
@@ -47,15 +53,31 @@ async fn session_ended(method: Method, mut response: Response) -> Response {
     response
 }
 
-fn router(config: &McpConfig, server: SandboxServer, shutdown: CancellationToken) -> Router {
+fn router(
+    config: &McpConfig,
+    server: SandboxServer,
+    sessions_end: CancellationToken,
+    in_flight: TaskTracker,
+) -> Router {
     let factory_server = server.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
     let mcp = StreamableHttpService::new(
-        move || Ok(factory_server.clone()),
-        LocalSessionManager::default().into(),
-        transport_config(config, shutdown),
+        move || Ok(factory_server.for_new_session()),
+        sessions.clone(),
+        transport_config(config, sessions_end),
+    );
+    let limits = McpLimits::new(
+        config.max_body_bytes,
+        config.max_sessions,
+        sessions,
+        in_flight,
     );
     let mcp = Router::new()
         .route_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(limits),
+            limits::limit_posts,
+        ))
         .layer(axum::middleware::map_response(session_ended))
         .layer(axum::middleware::from_fn(accept::answer_as_accepted))
         .layer(axum::middleware::from_fn_with_state(
@@ -74,7 +96,8 @@ fn router(config: &McpConfig, server: SandboxServer, shutdown: CancellationToken
 
 /// Serves MCP over Streamable HTTP on `listener` until `shutdown` completes.
 ///
-/// On shutdown every session ends (open SSE streams close) and in-flight requests finish.
+/// On shutdown it stops accepting, lets the calls in flight finish for at most the grace
+/// period, then ends every session (open SSE streams close) and returns.
 pub async fn serve(
     config: McpConfig,
     listener: TcpListener,
@@ -86,9 +109,10 @@ pub async fn serve(
             AuthToken::RECOMMENDED_LEN
         );
     }
-    let server = SandboxServer::new(&config.tools)?;
-    let sessions = CancellationToken::new();
-    let app = router(&config, server, sessions.clone());
+    let server = SandboxServer::with_max_calls(&config.tools, config.max_calls_per_session)?;
+    let sessions_end = CancellationToken::new();
+    let in_flight = TaskTracker::new();
+    let app = router(&config, server, sessions_end.clone(), in_flight.clone());
     tracing::info!(
         addr = ?listener.local_addr().ok(),
         runner = config.tools.runner.as_ref().map(|r| r.url.as_str()),
@@ -96,13 +120,41 @@ pub async fn serve(
         default_timeout_ms = config.tools.default_timeout.as_millis() as u64,
         allowed_origins = ?config.allowed_origins,
         allowed_hosts = ?config.allowed_hosts,
+        limits = ?config.http,
+        max_body_bytes = config.max_body_bytes,
+        max_sessions = config.max_sessions,
+        max_calls_per_session = config.max_calls_per_session,
+        shutdown_grace_ms = config.shutdown_grace.as_millis() as u64,
         "MCP server listening"
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            sessions.cancel();
-        })
-        .await?;
+    let stop = CancellationToken::new();
+    let serving = http_limits::serve(listener, app, config.http, stop.clone().cancelled_owned());
+    let stopping = async {
+        shutdown.await;
+        stop.cancel();
+        drain(in_flight, config.shutdown_grace).await;
+        sessions_end.cancel();
+        tokio::time::sleep(CLOSE_TIME).await;
+    };
+    tokio::select! {
+        () = serving => {}
+        () = stopping => tracing::warn!("connections still open after shutdown: closing them"),
+    }
     Ok(())
+}
+
+/// Waits for the POSTs in flight to be answered, for at most `grace`.
+async fn drain(in_flight: TaskTracker, grace: Duration) {
+    in_flight.close();
+    let calls = in_flight.len();
+    if calls > 0 {
+        tracing::info!(calls, ?grace, "waiting for the calls in flight");
+    }
+    if tokio::time::timeout(grace, in_flight.wait()).await.is_err() {
+        tracing::warn!(
+            calls = in_flight.len(),
+            ?grace,
+            "grace period over: ending the calls still in flight"
+        );
+    }
 }

@@ -40,6 +40,7 @@ pub mod up;
 mod accept;
 mod auth;
 mod http;
+mod limits;
 mod origin;
 mod stdio;
 

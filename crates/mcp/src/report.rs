@@ -112,6 +112,15 @@ pub fn from_args_error(error: &ArgsError) -> CallToolResult {
     failure("invalid_arguments", error.to_string(), false)
 }
 
+/// A result for a call refused because its session has `max` calls in flight already.
+pub fn from_busy_session(max: usize) -> CallToolResult {
+    let message = format!(
+        "this session already has {max} tool calls in flight, the server's limit \
+         (MCP_MAX_CALLS_PER_SESSION); wait for one to finish, then retry"
+    );
+    failure("session_busy", message, true)
+}
+
 fn failure(code: &'static str, message: String, retryable: bool) -> CallToolResult {
     let report = RunReport {
         error: Some(ReportError {

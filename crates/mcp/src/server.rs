@@ -14,9 +14,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use sandbox_protocol::api::{RunRequest, RunResponse};
 use sandbox_protocol::Lang;
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 
-use crate::config::ToolConfig;
+use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
 use crate::report;
 use crate::runner_client::{RunnerClient, RunnerError};
 use crate::tools;
@@ -33,17 +34,25 @@ struct Shared {
     tools: Vec<Tool>,
     runner: Option<RunnerClient>,
     default_timeout: Duration,
+    max_calls: usize,
 }
 
 /// One MCP server handler; cheap to clone, one per session.
 #[derive(Clone, Debug)]
 pub struct SandboxServer {
     shared: Arc<Shared>,
+    /// The calls this session may still start.
+    calls: Arc<Semaphore>,
 }
 
 impl SandboxServer {
-    /// A handler for the given configuration.
+    /// A handler for the given configuration, with the default cap on calls in flight.
     pub fn new(config: &ToolConfig) -> Result<Self, reqwest::Error> {
+        Self::with_max_calls(config, DEFAULT_MAX_CALLS_PER_SESSION)
+    }
+
+    /// A handler that runs at most `max_calls` tool calls at once in each session.
+    pub fn with_max_calls(config: &ToolConfig, max_calls: usize) -> Result<Self, reqwest::Error> {
         let tools = if config.exec_enabled {
             Lang::ALL
                 .into_iter()
@@ -58,8 +67,18 @@ impl SandboxServer {
                 tools,
                 runner,
                 default_timeout: config.default_timeout,
+                max_calls,
             }),
+            calls: Arc::new(Semaphore::new(max_calls)),
         })
+    }
+
+    /// A handler for a new session: the same tools and runner, its own calls in flight.
+    pub fn for_new_session(&self) -> Self {
+        SandboxServer {
+            shared: self.shared.clone(),
+            calls: Arc::new(Semaphore::new(self.shared.max_calls)),
+        }
     }
 
     fn instructions(&self) -> &'static str {
@@ -207,6 +226,13 @@ impl ServerHandler for SandboxServer {
                 format!("unknown tool: {}", params.name),
                 None,
             ));
+        };
+        let Ok(_in_flight) = self.calls.try_acquire() else {
+            tracing::warn!(
+                max = self.shared.max_calls,
+                "call refused: too many in flight in its session"
+            );
+            return Ok(report::from_busy_session(self.shared.max_calls).into());
         };
         let call_id = CALL_IDS.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!("tool_call", call_id, tool = %params.name);

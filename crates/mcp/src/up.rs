@@ -129,6 +129,7 @@ fn runner_config(
         queue_timeout_ms: 5_000,
         code_cap_bytes: 1 << 20,
         shutdown_grace_ms: 30_000,
+        http: sandbox_runner::config::HttpLimitArgs::default(),
         sandbox: args.sandbox.clone(),
     };
     serve.validate().map_err(|e| UpError::Config(e.to_string()))

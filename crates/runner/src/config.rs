@@ -117,12 +117,61 @@ pub struct ServeArgs {
     #[arg(long, env = "RUNNER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
     pub shutdown_grace_ms: u64,
     #[command(flatten)]
+    pub http: HttpLimitArgs,
+    #[command(flatten)]
     pub sandbox: SandboxArgs,
+}
+
+/// Limits on HTTP clients (see the `http-limits` crate).
+#[derive(Debug, Clone, clap::Args)]
+pub struct HttpLimitArgs {
+    /// Time a client has to send a request's headers (and that a keep-alive connection may
+    /// stay idle), in milliseconds; slower connections are closed.
+    #[arg(long, env = "RUNNER_HEADER_TIMEOUT_MS", default_value_t = http_limits::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64)]
+    pub header_timeout_ms: u64,
+    /// Largest request head (request line and headers) in bytes; more gets 431.
+    #[arg(long, env = "RUNNER_MAX_HEADER_BYTES", default_value_t = http_limits::DEFAULT_MAX_HEADER_BYTES)]
+    pub max_header_bytes: usize,
+    /// Connections served at once; more get 503.
+    #[arg(long, env = "RUNNER_MAX_CONNECTIONS", default_value_t = http_limits::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Time a client has to send a whole request body, in milliseconds; slower gets 408.
+    #[arg(long, env = "RUNNER_BODY_TIMEOUT_MS", default_value_t = http_limits::DEFAULT_BODY_READ_TIMEOUT.as_millis() as u64)]
+    pub body_timeout_ms: u64,
+}
+
+impl Default for HttpLimitArgs {
+    /// The defaults of `http_limits::Limits`.
+    fn default() -> Self {
+        let limits = http_limits::Limits::default();
+        HttpLimitArgs {
+            header_timeout_ms: limits.header_read_timeout.as_millis() as u64,
+            max_header_bytes: limits.max_header_bytes,
+            max_connections: limits.max_connections,
+            body_timeout_ms: limits.body_read_timeout.as_millis() as u64,
+        }
+    }
+}
+
+impl HttpLimitArgs {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<http_limits::Limits, ConfigError> {
+        http_limits::Limits {
+            header_read_timeout: Duration::from_millis(self.header_timeout_ms),
+            max_header_bytes: self.max_header_bytes,
+            max_connections: self.max_connections,
+            body_read_timeout: Duration::from_millis(self.body_timeout_ms),
+        }
+        .validate()
+        .map_err(ConfigError::HttpLimit)
+    }
 }
 
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error("RUNNER_HEADER_TIMEOUT_MS, RUNNER_MAX_HEADER_BYTES, RUNNER_MAX_CONNECTIONS or RUNNER_BODY_TIMEOUT_MS: {0}")]
+    HttpLimit(http_limits::LimitError),
     #[error("SANDBOX_RUNNER_TOKEN (or --token) is required; --no-auth serves without one, on loopback only")]
     MissingToken,
     #[error("--no-auth is accepted on a loopback address only, not {0}")]
@@ -157,6 +206,8 @@ pub struct RunnerConfig {
     pub pool: PoolConfig,
     pub code_cap_bytes: usize,
     pub shutdown_grace: Duration,
+    /// Limits on HTTP clients.
+    pub http: http_limits::Limits,
     pub sandbox: SandboxConfig,
 }
 
@@ -321,6 +372,7 @@ impl ServeArgs {
             },
             code_cap_bytes: self.code_cap_bytes,
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+            http: self.http.validate()?,
             sandbox: self.sandbox.validate()?,
         })
     }
@@ -359,7 +411,8 @@ impl fmt::Display for RunnerConfig {
             "listen={} auth={} backend={:?} pool_size={} queue_size={} queue_timeout={:?} \
              default_timeout={:?} max_timeout={:?} memory_bytes={} cpu_quota={}us/{}us pids_max={} \
              output_cap_bytes={} code_cap_bytes={} shutdown_grace={:?} tmpfs_bytes={} id_base={} \
-             state_dir={} cgroup_root={}{}",
+             state_dir={} cgroup_root={} header_timeout={:?} max_header_bytes={} \
+             max_connections={} body_timeout={:?}{}",
             self.listen,
             if self.token.is_some() {
                 "bearer"
@@ -383,6 +436,10 @@ impl fmt::Display for RunnerConfig {
             s.process.id_base,
             s.process.state_dir.display(),
             s.process.cgroup_mount.display(),
+            self.http.header_read_timeout,
+            self.http.max_header_bytes,
+            self.http.max_connections,
+            self.http.body_read_timeout,
             VmSummary(s),
         )
     }

@@ -8,8 +8,12 @@ use crate::http::{router, AppState};
 use crate::pool::Pool;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+/// After the grace period, how long the callers of killed runs have to receive their answer.
+const KILLED_ANSWER_TIME: Duration = Duration::from_secs(2);
 
 /// Makes the backend a configuration names.
 pub fn make_backend(config: &SandboxConfig) -> anyhow::Result<Backend> {
@@ -37,6 +41,7 @@ pub async fn serve(
         .await
         .map_err(|e| anyhow::anyhow!("the runner cannot make sandboxes on this host: {e}"))?;
     let grace = config.shutdown_grace;
+    let limits = config.http;
     let state = Arc::new(AppState::new(config, pool, name));
     let app = router(state.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -45,24 +50,25 @@ pub async fn serve(
         let _ = stop_tx.send(true);
     });
     let mut graceful = stop_rx.clone();
-    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let serving = http_limits::serve(listener, app, limits, async move {
         let _ = graceful.wait_for(|stop| *stop).await;
     });
     on_ready();
+    let mut serving = std::pin::pin!(serving);
     let mut forced = stop_rx;
-    let served = tokio::select! {
-        served = serving => served,
+    tokio::select! {
+        () = &mut serving => {}
         _ = async {
             let _ = forced.wait_for(|stop| *stop).await;
             tokio::time::sleep(grace).await;
         } => {
             tracing::warn!(?grace, "grace period over: killing the runs still in flight");
             state.pool.abort_runs();
-            Ok(())
+            // Killed runs answer at once: let their callers hear it, then close the rest.
+            let _ = tokio::time::timeout(KILLED_ANSWER_TIME, serving).await;
         }
-    };
+    }
     state.pool.shutdown().await;
-    served?;
     Ok(())
 }
 

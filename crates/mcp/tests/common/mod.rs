@@ -164,3 +164,146 @@ pub fn text(result: &CallToolResult) -> String {
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect()
 }
+
+impl Server {
+    /// The server's process id.
+    pub fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// `host:port` of the server.
+    pub fn addr(&self) -> String {
+        self.base().trim_start_matches("http://").to_owned()
+    }
+
+    /// Waits up to `limit` for the process to exit on its own.
+    pub fn wait_for_exit(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+/// What a [`FakeRunner`] answers to `POST /run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// A 200 whose body is not JSON.
+    NotJson,
+    /// A 200 with JSON that is not a run result.
+    WrongShape,
+    /// A run result with `stdout` "fake\n", after the delay.
+    Good,
+}
+
+/// A tiny HTTP server standing for a runner across the network: it answers every request
+/// with what `answer` says, after `delay`. It stands for a broken or slow peer, not for
+/// our runner's logic.
+pub struct FakeRunner {
+    /// Its base URL.
+    pub url: String,
+    answer: std::sync::Arc<std::sync::Mutex<(Answer, std::time::Duration)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeRunner {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeRunner {
+    /// Starts answering on a free loopback port.
+    pub async fn start(answer: Answer, delay: std::time::Duration) -> FakeRunner {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake runner");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let answer = std::sync::Arc::new(std::sync::Mutex::new((answer, delay)));
+        let shared = answer.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(fake_exchange(stream, shared.clone()));
+            }
+        });
+        FakeRunner { url, answer, task }
+    }
+
+    /// Changes what the next requests get.
+    pub fn set(&self, answer: Answer, delay: std::time::Duration) {
+        *self.answer.lock().expect("answer lock") = (answer, delay);
+    }
+}
+
+async fn fake_exchange(
+    mut stream: tokio::net::TcpStream,
+    answer: std::sync::Arc<std::sync::Mutex<(Answer, std::time::Duration)>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut request = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let Ok(n) = stream.read(&mut buf).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        request.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&request);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if request.len() >= end + 4 + length {
+                break;
+            }
+        }
+    }
+    let (kind, delay) = *answer.lock().expect("answer lock");
+    tokio::time::sleep(delay).await;
+    let body = match kind {
+        Answer::NotJson => "<html>502 from a proxy, served as 200</html>".to_owned(),
+        Answer::WrongShape => r#"{"result": "ok", "items": [1, 2, 3]}"#.to_owned(),
+        Answer::Good => serde_json::json!({
+            "stdout": "fake\n", "stderr": "", "exitCode": 0, "durationMs": 1,
+            "timedOut": false, "oomKilled": false,
+            "stdoutTruncated": false, "stderrTruncated": false,
+        })
+        .to_string(),
+    };
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+}
+
+/// Sends `head` (and `body`) on a new connection and reads until the server closes it or
+/// `limit` passes; `None` when the server kept it open.
+pub async fn raw_exchange(
+    addr: &str,
+    request: &[u8],
+    limit: std::time::Duration,
+) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request).await.expect("send");
+    let mut answer = Vec::new();
+    match tokio::time::timeout(limit, stream.read_to_end(&mut answer)).await {
+        Ok(_) => Some(String::from_utf8_lossy(&answer).into_owned()),
+        Err(_) => None,
+    }
+}
