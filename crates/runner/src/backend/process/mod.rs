@@ -6,11 +6,11 @@ pub mod cgroup;
 pub mod jail;
 pub mod seccomp;
 
+use super::channel::{self, ChannelError};
 use super::RunOutcome;
 use cgroup::{Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use jail::{JailSpec, CHANNEL_FD};
-use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, Prepare, RunnerMessage};
-use sandbox_protocol::frame::{self, FrameError};
+use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -18,7 +18,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 use tokio::process::{Child, ChildStderr, Command};
 
@@ -70,15 +70,9 @@ pub enum ProcessError {
     /// The sandbox was not ready in time.
     #[error("sandbox setup took longer than {0:?}")]
     SetupTimeout(Duration),
-    /// The agent channel failed or carried something unexpected.
-    #[error("agent channel: {0}")]
-    Channel(#[from] FrameError),
-    /// The agent said it could not run the job.
-    #[error("the agent could not run the job: {0}")]
-    AgentFailed(String),
-    /// The agent answered with a message that does not fit the exchange.
-    #[error("the agent sent {0} where a result was expected")]
-    Unexpected(&'static str),
+    /// The exchange with the agent failed.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
 }
 
 /// Makes process sandboxes.
@@ -238,33 +232,16 @@ pub struct ProcessSandbox {
 
 impl ProcessSandbox {
     async fn await_ready(&mut self, prepare: Option<Lang>) -> Result<(), ProcessError> {
-        self.expect_ready().await?;
-        if let Some(lang) = prepare {
-            let message = RunnerMessage::Prepare(Prepare { prepare: lang });
-            self.send(&message).await?;
-            self.expect_ready().await?;
-        }
-        Ok(())
-    }
-
-    async fn send(&mut self, message: &RunnerMessage) -> Result<(), ProcessError> {
-        let bytes = frame::encode(message)?;
-        self.channel
-            .write_all(&bytes)
+        let setup = |e: ChannelError| ProcessError::Setup(e.to_string());
+        channel::expect_ready(&mut self.channel)
             .await
-            .map_err(FrameError::Io)?;
-        Ok(())
-    }
-
-    async fn expect_ready(&mut self) -> Result<(), ProcessError> {
-        match read_frame(&mut self.channel).await? {
-            Some(AgentMessage::Ready) => Ok(()),
-            Some(AgentMessage::Failed { message }) => Err(ProcessError::Setup(message)),
-            Some(other) => Err(ProcessError::Unexpected(message_kind(&other))),
-            None => Err(ProcessError::Setup(
-                "the jail exited before the agent was ready".into(),
-            )),
+            .map_err(setup)?;
+        if let Some(lang) = prepare {
+            channel::prepare(&mut self.channel, lang)
+                .await
+                .map_err(setup)?;
         }
+        Ok(())
     }
 
     /// Turns a setup failure into the jail's own words where it left some, and
@@ -307,35 +284,16 @@ impl ProcessSandbox {
 
     /// Sends the job and waits for the result; [`destroy`](Self::destroy) must follow.
     pub async fn run(&mut self, job: Job) -> Result<RunOutcome, ProcessError> {
-        let limit = Duration::from_millis(job.timeout_ms) + REPORT_GRACE;
-        let result = tokio::time::timeout(limit, self.exchange(&job)).await;
+        let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE).await;
         let oom_killed = self
             .cgroup
             .as_ref()
             .and_then(|c| c.oom_kills().ok())
             .is_some_and(|n| n > 0);
-        let job_outcome = match result {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => unresponsive(limit),
-        };
         Ok(RunOutcome {
-            job: job_outcome,
+            job: result?,
             oom_killed,
         })
-    }
-
-    async fn exchange(&mut self, job: &Job) -> Result<JobOutcome, ProcessError> {
-        self.send(&RunnerMessage::Job(job.clone())).await?;
-        match read_frame(&mut self.channel).await? {
-            Some(AgentMessage::Done(outcome)) => Ok(outcome),
-            Some(AgentMessage::Failed { message }) => Err(ProcessError::AgentFailed(message)),
-            Some(AgentMessage::Ready) => Err(ProcessError::Unexpected("a second Ready")),
-            None => Err(ProcessError::Channel(FrameError::Io(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the agent exited without a result",
-            )))),
-        }
     }
 
     /// Kills every process of the sandbox and removes its cgroup.
@@ -348,49 +306,10 @@ impl ProcessSandbox {
     }
 }
 
-/// The report made for an agent that did not answer in time (it never should: the
-/// agent enforces the timeout itself).
-fn unresponsive(limit: Duration) -> JobOutcome {
-    JobOutcome {
-        stdout: String::new(),
-        stderr: format!(
-            "sandbox-runner: the sandbox did not report within {limit:?} and was destroyed; \
-             its output is lost"
-        ),
-        exit_code: 128 + libc::SIGKILL,
-        signal: Some(libc::SIGKILL),
-        duration_ms: limit.as_millis() as u64,
-        timed_out: true,
-        stdout_truncated: false,
-        stderr_truncated: false,
-        oom_killed: None,
-    }
-}
-
 async fn remove_cgroup(cgroup: Cgroup) {
     match tokio::task::spawn_blocking(move || cgroup.kill_and_remove()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::error!(error = %e, "sandbox cgroup left behind"),
         Err(e) => tracing::error!(error = %e, "cgroup removal task failed"),
-    }
-}
-
-async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<AgentMessage>, FrameError> {
-    let mut header = [0u8; 4];
-    match r.read_exact(&mut header).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    let mut payload = vec![0u8; frame::payload_len(header)?];
-    r.read_exact(&mut payload).await?;
-    frame::decode(&payload).map(Some)
-}
-
-fn message_kind(msg: &AgentMessage) -> &'static str {
-    match msg {
-        AgentMessage::Ready => "Ready",
-        AgentMessage::Done(_) => "a result",
-        AgentMessage::Failed { .. } => "a failure",
     }
 }

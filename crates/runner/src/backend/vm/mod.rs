@@ -14,10 +14,10 @@
 
 mod qemu;
 
+use super::channel::{self, ChannelError};
 use super::process::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::RunOutcome;
-use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, Prepare, RunnerMessage};
-use sandbox_protocol::frame::{self, FrameError};
+use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::fs;
 use std::io;
@@ -27,7 +27,6 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::process::Child;
 use tokio::sync::OnceCell;
@@ -144,15 +143,12 @@ pub enum VmError {
     /// The VM did not reach its agent; the message holds what the VM and VMM said.
     #[error("the VM did not boot to its agent: {0}")]
     Boot(String),
-    /// The agent channel failed or carried something unexpected.
-    #[error("agent channel: {0}")]
-    Channel(#[from] FrameError),
-    /// The agent said it could not run the job.
-    #[error("the agent could not run the job: {0}")]
-    AgentFailed(String),
-    /// The agent answered with a message that does not fit the exchange.
-    #[error("the agent sent {0} where a result was expected")]
-    Unexpected(&'static str),
+    /// The exchange with the agent failed.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    /// The VM has no channel to its agent (it never became ready).
+    #[error("the VM has no channel to its agent")]
+    NoChannel,
 }
 
 fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> VmError + 'a {
@@ -567,34 +563,21 @@ impl VmSandbox {
         };
         let (mut channel, _) =
             accepted.map_err(|e| VmError::Boot(format!("accepting QEMU: {e}")))?;
-        self.expect_ready(&mut channel).await?;
-        if let Some(lang) = prepare {
-            send(
-                &mut channel,
-                &RunnerMessage::Prepare(Prepare { prepare: lang }),
-            )
-            .await?;
-            self.expect_ready(&mut channel).await?;
-        }
-        self.channel = Some(channel);
-        Ok(())
-    }
-
-    async fn expect_ready(&mut self, channel: &mut UnixStream) -> Result<(), VmError> {
-        let ready = tokio::select! {
-            ready = read_frame(channel) => ready?,
+        let ready = async {
+            channel::expect_ready(&mut channel).await?;
+            match prepare {
+                Some(lang) => channel::prepare(&mut channel, lang).await,
+                None => Ok(()),
+            }
+        };
+        tokio::select! {
+            ready = ready => ready.map_err(|e| VmError::Boot(e.to_string()))?,
             status = self.child.wait() => {
                 return Err(VmError::Boot(format!("QEMU exited ({})", describe(status))));
             }
-        };
-        match ready {
-            Some(AgentMessage::Ready) => Ok(()),
-            Some(AgentMessage::Failed { message }) => Err(VmError::AgentFailed(message)),
-            Some(other) => Err(VmError::Unexpected(message_kind(&other))),
-            None => Err(VmError::Boot(
-                "the VM closed the channel before Ready".into(),
-            )),
         }
+        self.channel = Some(channel);
+        Ok(())
     }
 
     /// Destroys a VM that failed to boot, and puts what QEMU and the guest's console
@@ -630,31 +613,11 @@ impl VmSandbox {
 
     /// Sends the job and waits for the result. The VM is spent: destroy must follow.
     pub async fn run(&mut self, job: Job) -> Result<RunOutcome, VmError> {
-        let limit = Duration::from_millis(job.timeout_ms) + REPORT_GRACE;
-        let result = tokio::time::timeout(limit, self.exchange(&job)).await;
-        let job = match result {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => unresponsive(limit),
-        };
+        let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
+        let job = channel::run_job(channel, &job, REPORT_GRACE).await?;
+        // The agent is alone in its kernel: its count of OOM kills is exact.
         let oom_killed = job.oom_killed.unwrap_or(false);
         Ok(RunOutcome { job, oom_killed })
-    }
-
-    async fn exchange(&mut self, job: &Job) -> Result<JobOutcome, VmError> {
-        let Some(channel) = self.channel.as_mut() else {
-            return Err(VmError::Unexpected("nothing (no channel)"));
-        };
-        send(channel, &RunnerMessage::Job(job.clone())).await?;
-        match read_frame(channel).await? {
-            Some(AgentMessage::Done(outcome)) => Ok(outcome),
-            Some(AgentMessage::Failed { message }) => Err(VmError::AgentFailed(message)),
-            Some(AgentMessage::Ready) => Err(VmError::Unexpected("a second Ready")),
-            None => Err(VmError::Channel(FrameError::Io(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the VM ended without a result",
-            )))),
-        }
     }
 
     /// Kills QEMU, then removes the VM's cgroup and folder.
@@ -676,49 +639,5 @@ fn describe(status: io::Result<std::process::ExitStatus>) -> String {
     match status {
         Ok(status) => status.to_string(),
         Err(e) => e.to_string(),
-    }
-}
-
-/// The report made for a VM whose agent did not answer in time (it never should: the
-/// agent enforces the timeout itself).
-fn unresponsive(limit: Duration) -> JobOutcome {
-    JobOutcome {
-        stdout: String::new(),
-        stderr: format!(
-            "sandbox-runner: the VM did not report within {limit:?} and was destroyed; \
-             its output is lost"
-        ),
-        exit_code: 128 + libc::SIGKILL,
-        signal: Some(libc::SIGKILL),
-        duration_ms: limit.as_millis() as u64,
-        timed_out: true,
-        stdout_truncated: false,
-        stderr_truncated: false,
-        oom_killed: None,
-    }
-}
-
-async fn send(channel: &mut UnixStream, message: &RunnerMessage) -> Result<(), FrameError> {
-    let bytes = frame::encode(message)?;
-    channel.write_all(&bytes).await.map_err(FrameError::Io)
-}
-
-async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<AgentMessage>, FrameError> {
-    let mut header = [0u8; 4];
-    match r.read_exact(&mut header).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    let mut payload = vec![0u8; frame::payload_len(header)?];
-    r.read_exact(&mut payload).await?;
-    frame::decode(&payload).map(Some)
-}
-
-fn message_kind(msg: &AgentMessage) -> &'static str {
-    match msg {
-        AgentMessage::Ready => "Ready",
-        AgentMessage::Done(_) => "a result",
-        AgentMessage::Failed { .. } => "a failure",
     }
 }

@@ -1,0 +1,126 @@
+//! The runner's side of the agent channel, the same for every backend: sending
+//! [`RunnerMessage`]s, reading [`AgentMessage`]s, and the exchanges built from them.
+
+use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, Prepare, RunnerMessage};
+use sandbox_protocol::frame::{self, FrameError};
+use sandbox_protocol::Lang;
+use std::io;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Why an exchange with the agent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    /// The stream failed, or carried a malformed frame.
+    #[error("agent channel: {0}")]
+    Frame(#[from] FrameError),
+    /// The agent said it could not do what was asked.
+    #[error("the agent could not run the job: {0}")]
+    AgentFailed(String),
+    /// The agent answered with a message that does not fit the exchange.
+    #[error("the agent sent {got} where {expected} was expected")]
+    Unexpected {
+        got: &'static str,
+        expected: &'static str,
+    },
+    /// The agent closed the channel.
+    #[error("the agent closed the channel before {0}")]
+    Closed(&'static str),
+}
+
+/// Sends one message.
+pub async fn send<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    message: &RunnerMessage,
+) -> Result<(), ChannelError> {
+    let bytes = frame::encode(message)?;
+    w.write_all(&bytes).await.map_err(FrameError::Io)?;
+    Ok(())
+}
+
+/// Reads one message; `None` when the stream ends cleanly before a frame.
+pub async fn read<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<AgentMessage>, ChannelError> {
+    let mut header = [0u8; 4];
+    match r.read_exact(&mut header).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(FrameError::Io(e).into()),
+    }
+    let mut payload = vec![0u8; frame::payload_len(header)?];
+    r.read_exact(&mut payload).await.map_err(FrameError::Io)?;
+    Ok(Some(frame::decode(&payload)?))
+}
+
+/// Reads the agent's Ready.
+pub async fn expect_ready<R: AsyncRead + Unpin>(r: &mut R) -> Result<(), ChannelError> {
+    match read(r).await? {
+        Some(AgentMessage::Ready) => Ok(()),
+        Some(AgentMessage::Failed { message }) => Err(ChannelError::AgentFailed(message)),
+        Some(other) => Err(unexpected(&other, "Ready")),
+        None => Err(ChannelError::Closed("Ready")),
+    }
+}
+
+/// Asks the agent to start the interpreter of `lang`, and waits until it has.
+pub async fn prepare<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    lang: Lang,
+) -> Result<(), ChannelError> {
+    send(s, &RunnerMessage::Prepare(Prepare { prepare: lang })).await?;
+    expect_ready(s).await
+}
+
+/// Sends the job and waits for its outcome, for at most the job's timeout plus `grace`;
+/// past that, an outcome that says so (the agent enforces the timeout itself, so this
+/// only happens when it cannot).
+pub async fn run_job<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    job: &Job,
+    grace: Duration,
+) -> Result<JobOutcome, ChannelError> {
+    let limit = Duration::from_millis(job.timeout_ms) + grace;
+    match tokio::time::timeout(limit, exchange(s, job)).await {
+        Ok(result) => result,
+        Err(_) => Ok(unresponsive(limit)),
+    }
+}
+
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    job: &Job,
+) -> Result<JobOutcome, ChannelError> {
+    send(s, &RunnerMessage::Job(job.clone())).await?;
+    match read(s).await? {
+        Some(AgentMessage::Done(outcome)) => Ok(outcome),
+        Some(AgentMessage::Failed { message }) => Err(ChannelError::AgentFailed(message)),
+        Some(other) => Err(unexpected(&other, "a result")),
+        None => Err(ChannelError::Closed("a result")),
+    }
+}
+
+fn unexpected(got: &AgentMessage, expected: &'static str) -> ChannelError {
+    let got = match got {
+        AgentMessage::Ready => "Ready",
+        AgentMessage::Done(_) => "a result",
+        AgentMessage::Failed { .. } => "a failure",
+    };
+    ChannelError::Unexpected { got, expected }
+}
+
+/// The report made for an agent that did not answer in time.
+fn unresponsive(limit: Duration) -> JobOutcome {
+    JobOutcome {
+        stdout: String::new(),
+        stderr: format!(
+            "sandbox-runner: the sandbox did not report within {limit:?} and was destroyed; \
+             its output is lost"
+        ),
+        exit_code: 128 + libc::SIGKILL,
+        signal: Some(libc::SIGKILL),
+        duration_ms: limit.as_millis() as u64,
+        timed_out: true,
+        stdout_truncated: false,
+        stderr_truncated: false,
+        oom_killed: None,
+    }
+}
