@@ -207,3 +207,49 @@ fn log_panic(done: Result<(), tokio::task::JoinError>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_that_refuse_every_request_are_refused() {
+        assert!(Limits::default().validate().is_ok());
+        let zero = Limits {
+            header_read_timeout: Duration::ZERO,
+            ..Limits::default()
+        };
+        assert!(zero.validate().unwrap_err().to_string().contains("header"));
+        let tiny = Limits {
+            max_header_bytes: 100,
+            ..Limits::default()
+        };
+        assert!(tiny.validate().unwrap_err().to_string().contains("1024"));
+        let none = Limits {
+            max_connections: 0,
+            ..Limits::default()
+        };
+        assert!(none.validate().is_err());
+    }
+
+    #[tokio::test]
+    async fn serve_returns_once_shutdown_completes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(serve(listener, router, Limits::default(), async {
+            let _ = stopped.await;
+        }));
+        let _idle = TcpStream::connect(addr).await.unwrap();
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(5), serving)
+            .await
+            .expect("an idle connection does not hold the shutdown")
+            .unwrap();
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "the listener is closed"
+        );
+    }
+}

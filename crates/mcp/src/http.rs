@@ -94,6 +94,14 @@ fn router(
         .merge(mcp)
 }
 
+/// The `/mcp` and `/health` routes for `config`, without the connection limits and the
+/// shutdown of [`serve`]: for mounting in another server, or for driving in-process (the
+/// fuzz target does). Cancelling `sessions_end` ends every session.
+pub fn app(config: &McpConfig, sessions_end: CancellationToken) -> Result<Router, ServeError> {
+    let server = SandboxServer::with_max_calls(&config.tools, config.max_calls_per_session)?;
+    Ok(router(config, server, sessions_end, TaskTracker::new()))
+}
+
 /// Serves MCP over Streamable HTTP on `listener` until `shutdown` completes.
 ///
 /// On shutdown it stops accepting, lets the calls in flight finish for at most the grace

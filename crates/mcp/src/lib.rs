@@ -45,5 +45,5 @@ mod origin;
 mod stdio;
 
 pub use config::{AuthToken, ConfigError, McpConfig, RunnerTarget, ToolConfig};
-pub use http::{serve, ServeError};
+pub use http::{app, serve, ServeError};
 pub use stdio::{serve_stdio, StdioError};
