@@ -221,3 +221,26 @@ async fn calls_beyond_the_per_session_cap_get_an_error_result() {
     other.cancel().await.expect("close");
     client.cancel().await.expect("close");
 }
+
+#[tokio::test]
+async fn a_call_longer_than_the_header_timeout_is_answered() {
+    let runner = FakeRunner::start(Answer::Good, Duration::from_millis(2000)).await;
+    let server = start_mcp(&[
+        ("SANDBOX_RUNNER_URL", runner.url.as_str()),
+        ("SANDBOX_RUNNER_TOKEN", "fake"),
+        ("MCP_HEADER_TIMEOUT_MS", "500"),
+    ]);
+    let client = connect(&server, &server.token).await.expect("initialize");
+    let result = client
+        .call_tool(call("run_bash", "echo slow", None))
+        .await
+        .expect("tools/call");
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let again = client
+        .call_tool(call("run_bash", "echo again", None))
+        .await
+        .expect("the session outlives idle connections");
+    assert_eq!(again.is_error, Some(false), "{}", text(&again));
+    client.cancel().await.expect("close");
+}
