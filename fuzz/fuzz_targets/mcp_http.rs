@@ -98,7 +98,10 @@ fuzz_target!(|data: &[u8]| {
     runtime().block_on(async {
         let sessions_end = CancellationToken::new();
         let app = sandbox_mcp::app(config(), sessions_end.clone()).expect("the router");
-        let response = app.oneshot(request).await.expect("the router is infallible");
+        let response = app
+            .oneshot(request)
+            .await
+            .expect("the router is infallible");
         let status = response.status();
         assert!(
             !status.is_server_error() || status == 503,
