@@ -33,6 +33,12 @@ impl Default for Options {
     }
 }
 
+/// The backend the runners under test use: `RUNNER_BACKEND` (as the runner reads it), or
+/// `process`. The battery of api.rs and limits.rs runs against either.
+pub fn backend() -> String {
+    std::env::var("RUNNER_BACKEND").unwrap_or_else(|_| "process".into())
+}
+
 pub fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
