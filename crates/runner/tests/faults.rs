@@ -5,6 +5,36 @@ mod common;
 use common::{host_processes_with, instance_cgroups, Runner};
 use serde_json::json;
 use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// Sends `POST /run` on a task of its own; the answer (or the error) comes from the handle.
+fn post_in_background(
+    runner: &Runner,
+    body: serde_json::Value,
+) -> JoinHandle<reqwest::Result<reqwest::Response>> {
+    let url = format!("{}/run", runner.url);
+    let client = runner.client.clone();
+    tokio::spawn(async move {
+        client
+            .post(url)
+            .bearer_auth(common::TOKEN)
+            .json(&body)
+            .send()
+            .await
+    })
+}
+
+/// Waits until a process whose command line holds `marker` runs on the host.
+async fn wait_until_running(marker: &str) {
+    let started = Instant::now();
+    while host_processes_with(marker).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the run never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 #[tokio::test]
 async fn a_killed_runner_leaves_no_process_and_the_next_one_cleans_its_cgroups() {
@@ -13,25 +43,9 @@ async fn a_killed_runner_leaves_no_process_and_the_next_one_cleans_its_cgroups()
         ..Default::default()
     });
     let marker = format!("7{}.113", std::process::id());
-    let url = format!("{}/run", runner.url);
-    let client = runner.client.clone();
     let body = json!({"lang": "bash", "code": format!("sleep {marker}; echo never"), "timeoutMs": 120_000});
-    let in_flight = tokio::spawn(async move {
-        client
-            .post(url)
-            .bearer_auth(common::TOKEN)
-            .json(&body)
-            .send()
-            .await
-    });
-    let started = Instant::now();
-    while host_processes_with(&marker).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the run never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let in_flight = post_in_background(&runner, body);
+    wait_until_running(&marker).await;
     let pid = runner.pid();
     runner.kill();
     assert!(
@@ -82,17 +96,7 @@ async fn sigterm_lets_runs_in_flight_finish_and_exits_zero() {
     let url = format!("{}/run", runner.url);
     let client = runner.client.clone();
     let body = json!({"lang": "bash", "code": "sleep 1.5; echo finished"});
-    let in_flight = tokio::spawn({
-        let (client, url) = (client.clone(), url.clone());
-        async move {
-            client
-                .post(url)
-                .bearer_auth(common::TOKEN)
-                .json(&body)
-                .send()
-                .await
-        }
-    });
+    let in_flight = post_in_background(&runner, body);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pid = nix::unistd::Pid::from_raw(runner.pid() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
@@ -124,25 +128,9 @@ async fn sigterm_kills_runs_that_outlast_the_grace_period() {
         extra: vec!["--shutdown-grace-ms".into(), "300".into()],
     });
     let marker = format!("6{}.271", std::process::id());
-    let url = format!("{}/run", runner.url);
-    let client = runner.client.clone();
     let body = json!({"lang": "bash", "code": format!("sleep {marker}")});
-    let in_flight = tokio::spawn(async move {
-        client
-            .post(url)
-            .bearer_auth(common::TOKEN)
-            .json(&body)
-            .send()
-            .await
-    });
-    let started = Instant::now();
-    while host_processes_with(&marker).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the run never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let in_flight = post_in_background(&runner, body);
+    wait_until_running(&marker).await;
     let pid = runner.pid();
     let stopping = Instant::now();
     let status = runner.stop();
