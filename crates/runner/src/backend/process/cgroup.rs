@@ -180,11 +180,6 @@ impl Hierarchy {
         }
         Ok(())
     }
-
-    /// This instance's folders, one per tree (for tests and diagnostics).
-    pub fn instance_dirs(&self) -> Vec<PathBuf> {
-        self.tops.iter().map(|t| t.join(&self.instance)).collect()
-    }
 }
 
 /// The name of this runner's instance folder.

@@ -112,11 +112,6 @@ impl ProcessBackend {
         })
     }
 
-    /// This runner's cgroup folders (one per tree).
-    pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
-        self.hierarchy.instance_dirs()
-    }
-
     /// Makes one sandbox and waits for its agent's Ready (and, with `prepare`, for its
     /// interpreter to wait for the program).
     pub async fn create(&self, prepare: Option<Lang>) -> Result<ProcessSandbox, ProcessError> {
