@@ -4,8 +4,9 @@
 //! writes the code to a file in the home directory, runs the interpreter on it with an
 //! empty, fixed environment, captures standard output and error separately up to their
 //! caps, enforces the timeout on the whole process tree, reaps every child, and answers
-//! with one [`AgentMessage::Done`] (or [`AgentMessage::Failed`]). Then it returns, and
-//! its caller exits; a sandbox never runs a second job.
+//! with one [`AgentMessage::Done`] (or [`AgentMessage::Failed`]). Then it waits for the
+//! runner to close the channel, returns, and its caller exits; a sandbox never runs a
+//! second job.
 //!
 //! The agent knows nothing of how its sandbox was made: the process backend starts it
 //! as PID 1 of fresh namespaces, a VM backend as the guest's init. What it relies on is
@@ -31,6 +32,9 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// The search path given to programs.
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -69,7 +73,8 @@ pub unsafe fn channel_from_fd(fd: RawFd) -> io::Result<UnixStream> {
 }
 
 /// Serves one job over `channel`: Ready; optionally a Prepare, answered by starting the
-/// interpreter and Ready again; then one Job, answered by Done or Failed.
+/// interpreter and Ready again; then one Job, answered by Done or Failed; then waits
+/// until the runner closes the channel.
 ///
 /// Returns `Ok(())` also when the runner closes the channel without sending a job
 /// (a pooled sandbox being destroyed).
@@ -110,21 +115,31 @@ where
             },
         }
     };
-    watch_for_hangup(channel.as_fd())?;
+    let answered = Arc::new(AtomicBool::new(false));
+    let watcher = watch_for_hangup(channel.as_fd(), answered.clone())?;
     let answer = match run(&job, prepared) {
         Ok(outcome) => AgentMessage::Done(outcome),
         Err(e) => AgentMessage::Failed {
             message: e.to_string(),
         },
     };
+    answered.store(true, Ordering::SeqCst);
     frame::write(channel, &answer)?;
+    // Every process of the job is gone by now. Stay until the runner closes the
+    // channel: the sandbox's teardown (a namespace's, a VM's) then happens when the
+    // runner destroys it, not while the answer is on its way to the caller.
+    let _ = watcher.join();
     Ok(())
 }
 
 /// While the job runs the runner sends nothing more; end of file means it is gone, and
 /// nobody would read the answer: end the sandbox now rather than at the timeout. As PID 1,
-/// exiting ends every process of the namespace (in a VM, the VM).
-fn watch_for_hangup(channel: BorrowedFd<'_>) -> Result<(), AgentError> {
+/// exiting ends every process of the namespace (in a VM, the VM). Once `answered` is
+/// set, end of file is the runner letting go of the sandbox: the thread just ends.
+fn watch_for_hangup(
+    channel: BorrowedFd<'_>,
+    answered: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, AgentError> {
     let mut watcher = File::from(channel.try_clone_to_owned().map_err(AgentError::Watch)?);
     std::thread::Builder::new()
         .name("hangup".into())
@@ -138,6 +153,9 @@ fn watch_for_hangup(channel: BorrowedFd<'_>) -> Result<(), AgentError> {
                     Ok(_) => continue, // nothing is expected; ignore it
                 }
             }
+            if answered.load(Ordering::SeqCst) {
+                return;
+            }
             if nix::unistd::getpid() == nix::unistd::Pid::from_raw(1) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(-1),
@@ -146,8 +164,7 @@ fn watch_for_hangup(channel: BorrowedFd<'_>) -> Result<(), AgentError> {
             }
             std::process::exit(1);
         })
-        .map_err(AgentError::Watch)?;
-    Ok(())
+        .map_err(AgentError::Watch)
 }
 
 fn fail<C: Write>(channel: &mut C, message: String) -> Result<(), AgentError> {

@@ -25,6 +25,11 @@ use tokio::task::JoinHandle;
 const RETRY_DELAY: Duration = Duration::from_millis(500);
 /// The most sandboxes made at once.
 const FILLERS_MAX: usize = 4;
+/// How long a spent sandbox waits before it is destroyed and its slot refilled, while
+/// other warm sandboxes remain and nobody waits: on a small host the destroy and the
+/// next creation (an interpreter start-up) would otherwise compete for the CPUs with
+/// the answer on its way to the caller (through sandbox-mcp, say).
+const REFILL_DEFER: Duration = Duration::from_millis(25);
 /// What a pool prepares for before traffic says otherwise, in turn.
 const FIRST_MIX: [Option<Lang>; 3] = [Some(Lang::Python), Some(Lang::Node), None];
 
@@ -71,12 +76,14 @@ struct Warm {
 /// A sandbox handed to one request.
 pub struct Lease {
     warm: Warm,
+    shared: Arc<Shared>,
 }
 
 impl Lease {
     /// Runs the job, or stops it when `cancelled` completes first (`None`: the caller went
-    /// away). The sandbox is destroyed right after, in the background, so the answer does
-    /// not wait for it; its slot is refilled once it is gone.
+    /// away). The sandbox is destroyed after, in the background, so the answer does not
+    /// wait for it (a little later when the pool has warm sandboxes to spare: see
+    /// [`REFILL_DEFER`]); its slot is refilled once it is gone.
     pub async fn run(
         self,
         job: Job,
@@ -92,7 +99,12 @@ impl Lease {
                 None
             }
         };
+        // A run that was stopped or failed may have processes left: those go at once.
+        let defer = matches!(result, Some(Ok(_))) && self.shared.can_defer_refill();
         tokio::spawn(async move {
+            if defer {
+                tokio::time::sleep(REFILL_DEFER).await;
+            }
             sandbox.destroy().await;
             drop(slot);
         });
@@ -115,6 +127,11 @@ struct Shared {
 impl Shared {
     fn available(&self) -> usize {
         self.ready.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// A refill may wait while warm sandboxes remain and no request waits for one.
+    fn can_defer_refill(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) == 0 && self.available() > 0
     }
 
     /// Takes the best warm sandbox for `lang`: prepared for it, else unprepared, else any.
@@ -241,7 +258,10 @@ impl Pool {
                 return Err(AcquireError::Closed);
             }
             if let Some(warm) = shared.take(lang) {
-                return Ok(Lease { warm });
+                return Ok(Lease {
+                    warm,
+                    shared: shared.clone(),
+                });
             }
             if tokio::time::timeout_at(deadline, readied).await.is_err() {
                 return Err(AcquireError::Timeout(timeout));
