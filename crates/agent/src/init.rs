@@ -11,17 +11,23 @@
 //! 5. caps the number of processes with a cgroup v2 `pids` limit;
 //! 6. names the host `sandbox` and brings the loopback interface up (the VM has no
 //!    other network device);
-//! 7. opens the virtio serial port named `agent` as the channel and serves one job as
-//!    [`crate::serve`] does, adding whether the guest's OOM killer ended a process of it
-//!    (the agent is alone in this kernel, so the system-wide counter is exact);
+//! 7. opens the channel and serves one job as [`crate::serve`] does, adding whether the
+//!    guest's OOM killer ended a process of it (the agent is alone in this kernel, so
+//!    the system-wide counter is exact). The channel is the virtio serial port named
+//!    `agent` (QEMU), or with `sandbox.vsock_port=N` a vsock connection to port N of
+//!    the host (Firecracker), which the agent makes itself and makes again after a
+//!    snapshot restore ([`crate::serve_restorable`]; the reseed after a restore goes
+//!    to the kernel through `RNDADDENTROPY` and `RNDRESEEDCRNG`);
 //!
-//! then powers the VM off. Any failure is written to the console (the host keeps the
-//! VM's serial output) and also ends in power-off: an init never returns.
+//! then powers the VM off (or, where the VMM has no power-off, as Firecracker on x86,
+//! resets it, which ends the VMM). Any failure is written to the console (the host
+//! keeps the VM's serial output) and also ends the VM: an init never returns.
 //!
-//! The runner passes the settings on the kernel command line: `sandbox.tmpfs_mb=N`
-//! and `sandbox.pids_max=N`.
+//! The runner passes the settings on the kernel command line: `sandbox.tmpfs_mb=N`,
+//! `sandbox.pids_max=N` and `sandbox.vsock_port=N`.
 
-use crate::{run_job, serve_with, AgentError, JobError, Prepared, HOME};
+use crate::Restorable;
+use crate::{run_job, serve_restorable, serve_with, AgentError, JobError, Prepared, HOME};
 use nix::mount::{mount, MsFlags};
 use sandbox_protocol::agent::{Job, JobOutcome};
 use std::fs::{self, File, OpenOptions};
@@ -96,6 +102,8 @@ pub enum InitError {
 struct Settings {
     tmpfs_mb: u64,
     pids_max: u64,
+    /// The host's vsock port to connect to, instead of the virtio serial port.
+    vsock_port: Option<u32>,
 }
 
 impl Settings {
@@ -104,15 +112,19 @@ impl Settings {
         let mut settings = Settings {
             tmpfs_mb: 64,
             pids_max: 64,
+            vsock_port: None,
         };
         for word in cmdline.split_whitespace() {
             let Some((key, value)) = word.split_once('=') else {
                 continue;
             };
-            let Ok(value) = value.parse() else { continue };
+            let Ok(value) = value.parse::<u64>() else {
+                continue;
+            };
             match key {
                 "sandbox.tmpfs_mb" => settings.tmpfs_mb = value,
                 "sandbox.pids_max" => settings.pids_max = value,
+                "sandbox.vsock_port" => settings.vsock_port = u32::try_from(value).ok(),
                 _ => {}
             }
         }
@@ -143,9 +155,72 @@ fn boot_and_serve() -> Result<(), InitError> {
     limit_processes(settings)?;
     nix::unistd::sethostname(HOSTNAME).map_err(InitError::Hostname)?;
     loopback_up().map_err(InitError::Loopback)?;
-    let mut channel = open_channel()?;
-    serve_with(&mut channel, run_counting_oom)?;
+    match settings.vsock_port {
+        Some(port) => serve_restorable(&mut VsockHost { port }, run_counting_oom)?,
+        None => serve_with(&mut open_channel()?, run_counting_oom)?,
+    }
     Ok(())
+}
+
+/// The host's CID: a guest reaches the VMM's host side at this address.
+const VMADDR_CID_HOST: u32 = 2;
+/// `RNDADDENTROPY` of linux/random.h: `_IOW('R', 0x03, int[2])`.
+const RNDADDENTROPY: libc::c_ulong = 0x4008_5203;
+/// `RNDRESEEDCRNG` of linux/random.h: `_IO('R', 0x07)`.
+const RNDRESEEDCRNG: libc::c_ulong = 0x5207;
+/// The most bytes one `RNDADDENTROPY` call carries here.
+const ENTROPY_CHUNK: usize = 64;
+
+/// `struct rand_pool_info` of linux/random.h, with a buffer of [`ENTROPY_CHUNK`] bytes.
+#[repr(C)]
+struct RandPoolInfo {
+    entropy_count: libc::c_int,
+    buf_size: libc::c_int,
+    buf: [u8; ENTROPY_CHUNK],
+}
+
+/// The runner, reached over vsock (Firecracker maps the connection to a unix socket
+/// on the host).
+struct VsockHost {
+    port: u32,
+}
+
+impl Restorable for VsockHost {
+    type Channel = File;
+
+    fn connect(&mut self) -> io::Result<File> {
+        use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, VsockAddr};
+        let fd = socket(
+            AddressFamily::Vsock,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )?;
+        connect(fd.as_raw_fd(), &VsockAddr::new(VMADDR_CID_HOST, self.port))?;
+        Ok(File::from(fd))
+    }
+
+    fn reseed(&mut self, entropy: &[u8]) -> io::Result<()> {
+        let random = OpenOptions::new().write(true).open("/dev/urandom")?;
+        for chunk in entropy.chunks(ENTROPY_CHUNK) {
+            let mut info = RandPoolInfo {
+                entropy_count: (chunk.len() * 8) as libc::c_int,
+                buf_size: chunk.len() as libc::c_int,
+                buf: [0; ENTROPY_CHUNK],
+            };
+            info.buf[..chunk.len()].copy_from_slice(chunk);
+            // SAFETY: RNDADDENTROPY reads a rand_pool_info whose buffer holds
+            // buf_size bytes; `info` is such a struct, alive for the call.
+            if unsafe { libc::ioctl(random.as_raw_fd(), RNDADDENTROPY, &info) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        // SAFETY: RNDRESEEDCRNG takes no argument.
+        if unsafe { libc::ioctl(random.as_raw_fd(), RNDRESEEDCRNG) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 fn mount_fs(
@@ -368,13 +443,26 @@ fn oom_kills() -> Option<u64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
+/// Ends the VM: a reset where the VMM has no power-off device (a vsock guest runs under
+/// Firecracker, which exits when its guest resets, and on x86 halts on a power-off),
+/// else a power-off (QEMU's microvm has ACPI).
 fn power_off() -> ! {
+    let reset = fs::read_to_string("/proc/cmdline").map_or(true, |cmdline| {
+        Settings::parse(&cmdline).vsock_port.is_some()
+    });
+    let first = if reset {
+        libc::RB_AUTOBOOT
+    } else {
+        libc::RB_POWER_OFF
+    };
     // SAFETY: reboot() takes a command constant and touches no memory of ours; as PID 1
-    // with CAP_SYS_BOOT it powers the machine off and does not return.
+    // with CAP_SYS_BOOT it ends the machine and does not return.
     unsafe {
-        libc::reboot(libc::RB_POWER_OFF);
+        libc::reboot(first);
+        // Only if that failed.
+        libc::reboot(libc::RB_AUTOBOOT);
     }
-    // Only if power-off failed: an init must not exit. The host kills the VMM anyway.
+    // Only if both failed: an init must not exit. The host kills the VMM anyway.
     loop {
         std::thread::sleep(Duration::from_secs(3600));
     }
@@ -417,10 +505,15 @@ mod tests {
             s,
             Settings {
                 tmpfs_mb: 32,
-                pids_max: 100
+                pids_max: 100,
+                vsock_port: None,
             }
         );
         let defaults = Settings::parse("quiet sandbox.pids_max=lots");
         assert_eq!(defaults.pids_max, 64);
+        let vsock = Settings::parse("sandbox.vsock_port=1024 sandbox.vsock_port=-1");
+        assert_eq!(vsock.vsock_port, Some(1024));
+        let too_big = Settings::parse("sandbox.vsock_port=4294967296");
+        assert_eq!(too_big.vsock_port, None);
     }
 }

@@ -26,7 +26,7 @@ mod tree;
 pub use job::{run_job, JobError};
 pub use launch::{prepare, Prepared};
 
-use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, RunnerMessage};
+use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, Reseed, RunnerMessage};
 use sandbox_protocol::frame::{self, FrameError};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -53,6 +53,12 @@ pub enum AgentError {
     /// The agent could not watch its channel for the runner going away.
     #[error("watching the channel: {0}")]
     Watch(io::Error),
+    /// The agent could not reach the runner.
+    #[error("connecting to the runner: {0}")]
+    Connect(io::Error),
+    /// The kernel's random pool could not be reseeded after a restore.
+    #[error("reseeding the kernel's random pool: {0}")]
+    Reseed(io::Error),
 }
 
 /// Takes the channel inherited as `fd` and marks it close-on-exec, so that the program
@@ -89,35 +95,165 @@ where
     C: Read + Write + AsFd,
     F: FnOnce(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
 {
-    // The program runs as the same user: without this it could open /proc/1/mem and
-    // rewrite the agent. Its own processes become dumpable again at exec.
-    nix::sys::prctl::set_dumpable(false).map_err(AgentError::Dumpable)?;
+    shield()?;
     frame::write(channel, &AgentMessage::Ready)?;
     let mut prepared = None;
-    let job = loop {
-        match frame::read::<_, RunnerMessage>(channel)? {
+    match await_job(channel, &mut prepared)? {
+        Next::Job(job) => answer(channel, &job, prepared, run),
+        Next::Snapshot => fail(channel, "this sandbox cannot be snapshotted".into()),
+        Next::Closed => Ok(()),
+    }
+}
+
+/// The host side of a VM that can be snapshotted: the agent connects to it (again after
+/// a restore), and a restored VM's kernel gets fresh entropy from it.
+pub trait Restorable {
+    /// The channel to the runner.
+    type Channel: Read + Write + AsFd;
+    /// Connects to the runner once; fails while the runner is not listening.
+    fn connect(&mut self) -> io::Result<Self::Channel>;
+    /// Mixes `entropy` into the kernel's random pool, credited, and reseeds its
+    /// generator.
+    fn reseed(&mut self, entropy: &[u8]) -> io::Result<()>;
+}
+
+/// How often the agent tries to reach the runner, and how long it waits between tries
+/// (counted in tries, not by the clock, which a restore can move).
+const CONNECT_TRIES: u32 = 12_000;
+const CONNECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// [`serve_with`] for a VM the runner may snapshot: the agent connects to the runner
+/// itself, and on a [`Snapshot`](sandbox_protocol::agent::Snapshot) (before any Prepare)
+/// answers Ready, lets the channel go and connects again. Every VM restored from the
+/// snapshot arrives there: it expects a Reseed, feeds it to the kernel, answers Ready,
+/// and serves the rest as [`serve_with`] does.
+pub fn serve_restorable<G, F>(guest: &mut G, run: F) -> Result<(), AgentError>
+where
+    G: Restorable,
+    F: FnOnce(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
+{
+    shield()?;
+    let mut channel = connect(guest)?;
+    frame::write(&mut channel, &AgentMessage::Ready)?;
+    let mut prepared = None;
+    let mut next = await_job(&mut channel, &mut prepared)?;
+    if let Next::Snapshot = next {
+        if prepared.is_some() {
+            // A started interpreter would carry its random state into every restore.
+            return fail(&mut channel, "a Snapshot after a Prepare".into());
+        }
+        frame::write(&mut channel, &AgentMessage::Ready)?;
+        drop(channel);
+        channel = connect(guest)?;
+        match frame::read::<_, RunnerMessage>(&mut channel)? {
+            Some(RunnerMessage::Reseed(r)) if r.reseed.len() >= Reseed::MIN_BYTES => {
+                guest.reseed(&r.reseed).map_err(AgentError::Reseed)?;
+            }
+            Some(_) => {
+                return fail(
+                    &mut channel,
+                    format!(
+                        "a restored VM expects a Reseed of at least {} bytes first",
+                        Reseed::MIN_BYTES
+                    ),
+                )
+            }
             None => return Ok(()),
-            Some(RunnerMessage::Job(job)) => break job,
-            Some(RunnerMessage::Prepare(_)) if prepared.is_some() => {
-                return fail(channel, "a second Prepare".into());
+        }
+        frame::write(&mut channel, &AgentMessage::Ready)?;
+        next = await_job(&mut channel, &mut prepared)?;
+    }
+    match next {
+        Next::Job(job) => answer(&mut channel, &job, prepared, run),
+        Next::Snapshot => fail(&mut channel, "a second Snapshot".into()),
+        Next::Closed => Ok(()),
+    }
+}
+
+/// Connects to the runner, trying again while it does not listen.
+fn connect<G: Restorable>(guest: &mut G) -> Result<G::Channel, AgentError> {
+    let mut last = None;
+    for _ in 0..CONNECT_TRIES {
+        match guest.connect() {
+            Ok(channel) => return Ok(channel),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(CONNECT_PAUSE);
+    }
+    Err(AgentError::Connect(last.unwrap_or_else(|| {
+        io::Error::new(io::ErrorKind::TimedOut, "no attempt was made")
+    })))
+}
+
+/// The program runs as the same user: without this it could open /proc/1/mem and
+/// rewrite the agent. Its own processes become dumpable again at exec.
+fn shield() -> Result<(), AgentError> {
+    nix::sys::prctl::set_dumpable(false).map_err(AgentError::Dumpable)
+}
+
+/// What came before the job.
+enum Next {
+    /// The job.
+    Job(Job),
+    /// A snapshot is to be taken.
+    Snapshot,
+    /// The runner closed the channel (a pooled sandbox being destroyed), or the agent
+    /// refused a message and said so.
+    Closed,
+}
+
+/// Reads messages until the job or a snapshot notice, starting the interpreter on a
+/// Prepare.
+fn await_job<C: Read + Write>(
+    channel: &mut C,
+    prepared: &mut Option<Prepared>,
+) -> Result<Next, AgentError> {
+    let mut started = false;
+    loop {
+        match frame::read::<_, RunnerMessage>(channel)? {
+            None => return Ok(Next::Closed),
+            Some(RunnerMessage::Job(job)) => return Ok(Next::Job(job)),
+            Some(RunnerMessage::Snapshot(_)) => return Ok(Next::Snapshot),
+            Some(RunnerMessage::Reseed(_)) => {
+                fail(channel, "a Reseed outside a restore".into())?;
+                return Ok(Next::Closed);
+            }
+            Some(RunnerMessage::Prepare(_)) if started => {
+                fail(channel, "a second Prepare".into())?;
+                return Ok(Next::Closed);
             }
             Some(RunnerMessage::Prepare(p)) => match prepare(p.prepare) {
-                Ok(started) => {
-                    prepared = started;
+                Ok(interpreter) => {
+                    started = true;
+                    *prepared = interpreter;
                     frame::write(channel, &AgentMessage::Ready)?;
                 }
                 Err(e) => {
-                    return fail(
+                    fail(
                         channel,
                         format!("starting the {} interpreter: {e}", p.prepare),
-                    )
+                    )?;
+                    return Ok(Next::Closed);
                 }
             },
         }
-    };
+    }
+}
+
+/// Runs the job, answers, and waits for the runner to let go of the sandbox.
+fn answer<C, F>(
+    channel: &mut C,
+    job: &Job,
+    prepared: Option<Prepared>,
+    run: F,
+) -> Result<(), AgentError>
+where
+    C: Read + Write + AsFd,
+    F: FnOnce(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
+{
     let answered = Arc::new(AtomicBool::new(false));
     let watcher = watch_for_hangup(channel.as_fd(), answered.clone())?;
-    let answer = match run(&job, prepared) {
+    let answer = match run(job, prepared) {
         Ok(outcome) => AgentMessage::Done(outcome),
         Err(e) => AgentMessage::Failed {
             message: e.to_string(),
@@ -170,4 +306,162 @@ fn watch_for_hangup(
 fn fail<C: Write>(channel: &mut C, message: String) -> Result<(), AgentError> {
     frame::write(channel, &AgentMessage::Failed { message })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandbox_protocol::agent::Snapshot;
+    use sandbox_protocol::Lang;
+    use std::os::unix::net::UnixListener;
+    use std::path::PathBuf;
+
+    /// A runner stand-in's address, and what the agent fed its "kernel".
+    struct Host {
+        socket: PathBuf,
+        connects: usize,
+        reseeded: Vec<u8>,
+    }
+
+    impl Restorable for Host {
+        type Channel = UnixStream;
+        fn connect(&mut self) -> io::Result<UnixStream> {
+            let channel = UnixStream::connect(&self.socket)?;
+            self.connects += 1;
+            Ok(channel)
+        }
+        fn reseed(&mut self, entropy: &[u8]) -> io::Result<()> {
+            self.reseeded.extend_from_slice(entropy);
+            Ok(())
+        }
+    }
+
+    fn job() -> Job {
+        Job {
+            lang: Lang::Bash,
+            code: "echo restored".into(),
+            timeout_ms: 1000,
+            stdout_cap: 100,
+            stderr_cap: 100,
+        }
+    }
+
+    /// Stands in for the interpreter: the exchange is what is tested here.
+    fn echo(job: &Job, _: Option<Prepared>) -> Result<JobOutcome, JobError> {
+        Ok(JobOutcome {
+            stdout: job.code.clone(),
+            stderr: String::new(),
+            exit_code: 0,
+            signal: None,
+            duration_ms: 0,
+            timed_out: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            oom_killed: None,
+        })
+    }
+
+    fn expect(channel: &mut UnixStream, want: &AgentMessage) {
+        let got: AgentMessage = frame::read(channel).unwrap().expect("a message");
+        assert_eq!(&got, want);
+    }
+
+    /// The agent's thread: what serving returned, and the host it served.
+    type Agent = std::thread::JoinHandle<(Result<(), AgentError>, Host)>;
+
+    fn serve_in_background(dir: &std::path::Path) -> (UnixListener, Agent) {
+        let socket = dir.join("agent.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let agent = std::thread::spawn(move || {
+            let mut host = Host {
+                socket,
+                connects: 0,
+                reseeded: Vec::new(),
+            };
+            (serve_restorable(&mut host, echo), host)
+        });
+        (listener, agent)
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("agent-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_restored_agent_reconnects_takes_the_reseed_and_serves_its_job() {
+        let dir = temp_dir("restore");
+        let (listener, agent) = serve_in_background(&dir);
+        // The template: Ready, Snapshot, Ready, and the agent lets the channel go.
+        let (mut template, _) = listener.accept().unwrap();
+        expect(&mut template, &AgentMessage::Ready);
+        let notice = RunnerMessage::Snapshot(Snapshot { snapshot: true });
+        frame::write(&mut template, &notice).unwrap();
+        expect(&mut template, &AgentMessage::Ready);
+        assert!(frame::read::<_, AgentMessage>(&mut template)
+            .unwrap()
+            .is_none());
+        // The restored VM: it connects again and wants entropy before anything else.
+        let (mut restored, _) = listener.accept().unwrap();
+        let entropy: Vec<u8> = (0..Reseed::MIN_BYTES as u8).collect();
+        let reseed = RunnerMessage::Reseed(Reseed {
+            reseed: entropy.clone(),
+        });
+        frame::write(&mut restored, &reseed).unwrap();
+        expect(&mut restored, &AgentMessage::Ready);
+        frame::write(&mut restored, &RunnerMessage::Job(job())).unwrap();
+        expect(
+            &mut restored,
+            &AgentMessage::Done(echo(&job(), None).unwrap()),
+        );
+        drop(restored);
+        let (result, host) = agent.join().unwrap();
+        result.unwrap();
+        assert_eq!(host.connects, 2);
+        assert_eq!(host.reseeded, entropy);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_restored_agent_refuses_a_job_before_its_reseed() {
+        let dir = temp_dir("no-reseed");
+        let (listener, agent) = serve_in_background(&dir);
+        let (mut template, _) = listener.accept().unwrap();
+        expect(&mut template, &AgentMessage::Ready);
+        let notice = RunnerMessage::Snapshot(Snapshot { snapshot: true });
+        frame::write(&mut template, &notice).unwrap();
+        expect(&mut template, &AgentMessage::Ready);
+        let (mut restored, _) = listener.accept().unwrap();
+        let short = RunnerMessage::Reseed(Reseed { reseed: vec![7; 4] });
+        frame::write(&mut restored, &short).unwrap();
+        let got: AgentMessage = frame::read(&mut restored).unwrap().unwrap();
+        assert!(
+            matches!(&got, AgentMessage::Failed { message } if message.contains("Reseed")),
+            "{got:?}"
+        );
+        let (result, host) = agent.join().unwrap();
+        result.unwrap();
+        assert!(host.reseeded.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_sandbox_served_without_restore_refuses_a_snapshot_and_a_reseed() {
+        for message in [
+            RunnerMessage::Snapshot(Snapshot { snapshot: true }),
+            RunnerMessage::Reseed(Reseed {
+                reseed: vec![0; Reseed::MIN_BYTES],
+            }),
+        ] {
+            let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+            let agent = std::thread::spawn(move || serve_with(&mut agent_end, echo));
+            expect(&mut runner, &AgentMessage::Ready);
+            frame::write(&mut runner, &message).unwrap();
+            let got: AgentMessage = frame::read(&mut runner).unwrap().unwrap();
+            assert!(matches!(got, AgentMessage::Failed { .. }), "{got:?}");
+            agent.join().unwrap().unwrap();
+        }
+    }
 }

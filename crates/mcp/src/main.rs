@@ -28,7 +28,7 @@ enum Command {
     Stdio(ToolArgs),
     /// Run everything here: a runner in this process, and the MCP server wired to it
     /// (needs root: the sandboxes use namespaces and cgroups).
-    Up(UpArgs),
+    Up(Box<UpArgs>),
 }
 
 fn main() -> ExitCode {
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => runtime.block_on(serve(args)),
         None => runtime.block_on(serve(cli.serve)),
         Some(Command::Stdio(args)) => runtime.block_on(stdio(args)),
-        Some(Command::Up(args)) => runtime.block_on(up(args)),
+        Some(Command::Up(args)) => runtime.block_on(up(*args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,7 +11,14 @@
 //!
 //! Steps 2 and 3 travel as a [`RunnerMessage`].
 //!
-//! The agent then exits; a sandbox never takes a second job.
+//! The agent then waits for the runner to close the channel, and exits; a sandbox never
+//! takes a second job.
+//!
+//! A VM that is to become a snapshot template gets, before step 2, a [`Snapshot`]: the
+//! agent answers Ready, closes the channel and keeps reconnecting. The runner snapshots
+//! the VM meanwhile; every VM restored from it reconnects, gets a [`Reseed`] of fresh
+//! entropy for its kernel (so that no two restored VMs share random-number state), and
+//! answers Ready: from there on the exchange is steps 2 to 4.
 
 use crate::Lang;
 use serde::{Deserialize, Serialize};
@@ -40,13 +47,38 @@ pub struct Prepare {
     pub prepare: Lang,
 }
 
-/// What the runner sends: a [`Prepare`] or a [`Job`] (told apart by their fields, so a
-/// plain Job frame is a valid RunnerMessage).
+/// Tells the agent of a VM that it is about to be snapshotted (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// Always true (the field names the message).
+    pub snapshot: bool,
+}
+
+/// Fresh entropy for the kernel of a VM restored from a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reseed {
+    /// Random bytes from the host, at least [`Reseed::MIN_BYTES`].
+    pub reseed: Vec<u8>,
+}
+
+impl Reseed {
+    /// The fewest bytes a reseed carries (256 bits).
+    pub const MIN_BYTES: usize = 32;
+}
+
+/// What the runner sends: a [`Prepare`], a [`Job`], a [`Snapshot`] or a [`Reseed`] (told
+/// apart by their fields, so a plain Job frame is a valid RunnerMessage).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RunnerMessage {
     /// Start an interpreter ahead of the job.
     Prepare(Prepare),
+    /// Get ready to be snapshotted.
+    Snapshot(Snapshot),
+    /// Mix this into the kernel's random pool (after a restore).
+    Reseed(Reseed),
     /// Run this.
     Job(Job),
 }
@@ -89,4 +121,42 @@ pub struct JobOutcome {
     /// kernel (the init of a VM) can tell; elsewhere it is absent and the host decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oom_killed: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(text: &str) -> RunnerMessage {
+        serde_json::from_str(text).expect("decodes")
+    }
+
+    #[test]
+    fn each_runner_message_is_told_apart_by_its_fields() {
+        assert_eq!(
+            decode(r#"{"prepare":"python"}"#),
+            RunnerMessage::Prepare(Prepare {
+                prepare: Lang::Python
+            })
+        );
+        assert_eq!(
+            decode(r#"{"snapshot":true}"#),
+            RunnerMessage::Snapshot(Snapshot { snapshot: true })
+        );
+        assert_eq!(
+            decode(r#"{"reseed":[1,2,3]}"#),
+            RunnerMessage::Reseed(Reseed {
+                reseed: vec![1, 2, 3]
+            })
+        );
+        let job = Job {
+            lang: Lang::Bash,
+            code: "echo 1".into(),
+            timeout_ms: 1000,
+            stdout_cap: 10,
+            stderr_cap: 10,
+        };
+        let text = serde_json::to_string(&RunnerMessage::Job(job.clone())).unwrap();
+        assert_eq!(decode(&text), RunnerMessage::Job(job));
+    }
 }

@@ -3,11 +3,12 @@
 
 use crate::backend::process::cgroup::CgroupLimits;
 use crate::backend::process::ProcessConfig;
+use crate::backend::vm::firecracker::FirecrackerConfig;
 use crate::backend::vm::{AccelChoice, VmConfig, Vmm};
 use crate::pool::PoolConfig;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The CFS period every sandbox's CPU quota is expressed in.
@@ -87,6 +88,19 @@ pub struct SandboxArgs {
     /// guest memory plus this).
     #[arg(long, env = "RUNNER_VMM_OVERHEAD_MB", default_value_t = 192)]
     pub vmm_overhead_mb: u64,
+    /// The `firecracker` binary (a bare name is looked up on PATH).
+    #[arg(long, env = "RUNNER_FIRECRACKER_BIN", default_value = "firecracker")]
+    pub firecracker_bin: PathBuf,
+    /// Firecracker's `jailer` binary (a bare name is looked up on PATH).
+    #[arg(long, env = "RUNNER_JAILER_BIN", default_value = "jailer")]
+    pub jailer_bin: PathBuf,
+    /// Run Firecracker without its jailer (no chroot, no namespaces of its own; still
+    /// an unprivileged user in a cgroup). For hosts where the jailer cannot run.
+    #[arg(long, env = "RUNNER_FIRECRACKER_WITHOUT_JAILER")]
+    pub firecracker_without_jailer: bool,
+    /// Refill the pool from a snapshot of a booted VM rather than by booting (Firecracker).
+    #[arg(long, env = "RUNNER_VM_SNAPSHOTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub vm_snapshots: bool,
 }
 
 /// `sandbox-runner serve` settings.
@@ -328,8 +342,28 @@ impl SandboxArgs {
             pids_max: self.pids_max,
             boot_timeout: Duration::from_millis(self.vm_boot_timeout_ms),
             vmm_uid_base: self.id_base + VMM_UID_OFFSET,
+            firecracker: FirecrackerConfig {
+                binary: on_path(&self.firecracker_bin),
+                jailer: (!self.firecracker_without_jailer).then(|| on_path(&self.jailer_bin)),
+                snapshots: self.vm_snapshots,
+            },
         }
     }
+}
+
+/// `name` found on PATH when it is a bare name; the path itself otherwise (or when not
+/// found: the backend then says it is missing).
+fn on_path(name: &Path) -> PathBuf {
+    if name.components().count() != 1 {
+        return name.to_owned();
+    }
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(name))
+                .find(|candidate| candidate.is_file())
+        })
+        .unwrap_or_else(|| name.to_owned())
 }
 
 impl ServeArgs {
@@ -397,6 +431,21 @@ impl fmt::Display for VmSummary<'_> {
             vm.memory_mb,
             vm.vmm_limits.memory_bytes,
             vm.boot_timeout,
+        )?;
+        if vm.vmm != Vmm::Firecracker {
+            return Ok(());
+        }
+        let fc = &vm.firecracker;
+        write!(
+            f,
+            " firecracker={} jailer={} vm_snapshots={}",
+            fc.binary.display(),
+            fc.jailer
+                .as_ref()
+                .map_or("NONE (--firecracker-without-jailer)".into(), |j| j
+                    .display()
+                    .to_string()),
+            fc.snapshots
         )
     }
 }

@@ -21,7 +21,7 @@ pub fn make_backend(config: &SandboxConfig) -> anyhow::Result<Backend> {
         BackendKind::Process => Ok(Backend::Process(ProcessBackend::new(
             config.process.clone(),
         )?)),
-        BackendKind::Vm => Ok(Backend::Vm(VmBackend::new(config.vm.clone())?)),
+        BackendKind::Vm => Ok(Backend::Vm(Box::new(VmBackend::new(config.vm.clone())?))),
     }
 }
 

@@ -91,7 +91,7 @@ fn state_files(state: &Path) -> Vec<PathBuf> {
 #[test]
 fn image_build_is_cached_and_complete() {
     let dir = image();
-    for name in ["vmlinuz", "initrd.img", "rootfs.ext4"] {
+    for name in ["vmlinux", "initrd.img", "rootfs.ext4"] {
         let size = std::fs::metadata(dir.join(name))
             .map(|m| m.len())
             .unwrap_or(0);
@@ -365,18 +365,135 @@ fn qemu_rss_kib(state: &Path) -> u64 {
         .sum()
 }
 
-/// The Firecracker launcher needs the `firecracker` binary and a KVM that boots guests.
-#[test]
-fn firecracker() {
-    let on_path = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join("firecracker").is_file())
-    });
-    if !on_path {
-        println!("SKIPPED firecracker: no `firecracker` on PATH (install it from its releases on a KVM host)");
+/// Why the Firecracker tests cannot run here, if they cannot: they need `firecracker`
+/// and `jailer` on PATH and a /dev/kvm that opens (Firecracker has no emulator).
+fn firecracker_missing() -> Option<String> {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+    };
+    for name in ["firecracker", "jailer"] {
+        if !on_path(name) {
+            return Some(format!(
+                "no `{name}` on PATH (install firecracker and jailer from Firecracker's \
+                 releases on a KVM host: docs/operations.md)"
+            ));
+        }
+    }
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    {
+        return Some(format!("/dev/kvm does not open: {e}"));
+    }
+    None
+}
+
+fn firecracker_runner(pool_size: usize, state: &Path, extra: &[&str]) -> Runner {
+    let mut args: Vec<String> = ["--backend", "vm", "--vmm", "firecracker", "--accel", "kvm"]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect();
+    args.push("--vm-image".into());
+    args.push(image().display().to_string());
+    args.push("--state-dir".into());
+    args.push(state.display().to_string());
+    Runner::with(Options {
+        pool_size,
+        extra: args,
+    })
+}
+
+/// Firecracker processes of the runner with this state folder.
+fn firecracker_processes(pid: u32) -> Vec<String> {
+    host_processes_with(&format!("r{pid}-vm"))
+}
+
+/// Through the jailer, with the pool refilled from a snapshot: every language, the
+/// limits, no network, fresh randomness in every restored VM, and nothing left after.
+#[tokio::test]
+async fn firecracker_jailed_with_snapshots() {
+    if let Some(reason) = firecracker_missing() {
+        println!("SKIPPED firecracker_jailed_with_snapshots: {reason}");
         return;
     }
-    println!(
-        "SKIPPED firecracker: this build has no Firecracker launcher yet (--vmm firecracker \
-         refuses to start); see docs/operations.md"
+    let _serial = SERIAL.lock().await;
+    let state = state_dir("firecracker");
+    let runner = firecracker_runner(2, &state, &[]);
+    for (lang, code) in [
+        ("bash", "echo 1"),
+        ("python", "print(1)"),
+        ("node", "console.log(1)"),
+    ] {
+        let out = runner.run(lang, code).await;
+        assert_eq!(stdout(&out), "1\n", "{lang}: {out}");
+        assert_eq!(exit_code(&out), 0, "{out}");
+    }
+    let net = runner
+        .run(
+            "bash",
+            "ls /sys/class/net; echo > /dev/tcp/1.1.1.1/80 || echo no-route",
+        )
+        .await;
+    assert!(stdout(&net).starts_with("lo\n"), "{net}");
+    assert!(stdout(&net).contains("no-route"), "{net}");
+    let slow = runner
+        .run_with_timeout("bash", "sleep 30", Some(1000))
+        .await;
+    assert_eq!(slow["timedOut"], true, "{slow}");
+    let big = runner
+        .run(
+            "python",
+            "b = bytearray(400 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1",
+        )
+        .await;
+    assert_eq!(big["oomKilled"], true, "{big}");
+    // Restored siblings must not share the kernel's random state.
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..3 {
+        let out = runner
+            .run(
+                "bash",
+                "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'",
+            )
+            .await;
+        assert!(seen.insert(stdout(&out).to_owned()), "repeated: {out}");
+    }
+    let pid = runner.pid();
+    let status = runner.stop();
+    assert!(status.success(), "{status}");
+    assert!(
+        firecracker_processes(pid).is_empty(),
+        "{:?}",
+        firecracker_processes(pid)
     );
+    assert!(
+        instance_cgroups(pid).is_empty(),
+        "{:?}",
+        instance_cgroups(pid)
+    );
+    assert!(state_files(&state).is_empty(), "{:?}", state_files(&state));
+}
+
+/// Booted cold every time, without the jailer (the operator's opt-out).
+#[tokio::test]
+async fn firecracker_unjailed_cold_boot() {
+    if let Some(reason) = firecracker_missing() {
+        println!("SKIPPED firecracker_unjailed_cold_boot: {reason}");
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let state = state_dir("firecracker-cold");
+    let runner = firecracker_runner(
+        1,
+        &state,
+        &["--firecracker-without-jailer", "--vm-snapshots", "false"],
+    );
+    let out = runner.run("python", "print(1)").await;
+    assert_eq!(stdout(&out), "1\n", "{out}");
+    let status = runner.stop();
+    assert!(status.success(), "{status}");
+    assert!(state_files(&state).is_empty(), "{:?}", state_files(&state));
 }

@@ -1,7 +1,9 @@
 //! The runner's side of the agent channel, the same for every backend: sending
 //! [`RunnerMessage`]s, reading [`AgentMessage`]s, and the exchanges built from them.
 
-use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, Prepare, RunnerMessage};
+use sandbox_protocol::agent::{
+    AgentMessage, Job, JobOutcome, Prepare, Reseed, RunnerMessage, Snapshot,
+};
 use sandbox_protocol::frame::{self, FrameError};
 use sandbox_protocol::Lang;
 use std::io;
@@ -68,6 +70,23 @@ pub async fn prepare<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<(), ChannelError> {
     send(s, &RunnerMessage::Prepare(Prepare { prepare: lang })).await?;
     expect_ready(s).await
+}
+
+/// Tells the agent of a template VM that a snapshot is coming, and waits for its Ready
+/// (it then lets the channel go and keeps reconnecting).
+pub async fn announce_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+) -> Result<(), ChannelError> {
+    send(s, &RunnerMessage::Snapshot(Snapshot { snapshot: true })).await?;
+    expect_ready(s).await
+}
+
+/// Sends a restored VM's agent its fresh entropy (it answers Ready).
+pub async fn reseed<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    entropy: Vec<u8>,
+) -> Result<(), ChannelError> {
+    send(s, &RunnerMessage::Reseed(Reseed { reseed: entropy })).await
 }
 
 /// Sends the job and waits for its outcome, for at most the job's timeout plus `grace`;

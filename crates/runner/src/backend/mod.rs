@@ -36,7 +36,7 @@ pub enum Backend {
     /// Linux namespaces, cgroups and seccomp around a process tree.
     Process(process::ProcessBackend),
     /// A microVM per sandbox.
-    Vm(vm::VmBackend),
+    Vm(Box<vm::VmBackend>),
 }
 
 /// A sandbox, ready for its one job.

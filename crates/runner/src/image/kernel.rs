@@ -7,15 +7,19 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The modules the guest needs, dependencies first: the virtio core and its MMIO
-/// transport, the block device (root image), the serial ports (agent channel) and the
-/// entropy device. Debian's cloud kernel builds them as modules; ext4 is built in.
-pub const MODULES: [&str; 6] = [
+/// transport, the block device (root image), the serial ports (QEMU's agent channel),
+/// the entropy device, and vsock over virtio (Firecracker's agent channel). Debian's
+/// cloud kernel builds them as modules; ext4 is built in.
+pub const MODULES: [&str; 9] = [
     "virtio_ring",
     "virtio",
     "virtio_mmio",
     "virtio_blk",
     "virtio_console",
     "virtio-rng",
+    "vsock",
+    "vmw_vsock_virtio_transport_common",
+    "vmw_vsock_virtio_transport",
 ];
 
 /// The unpacked kernel package.

@@ -2,7 +2,9 @@
 //! packages and this machine only.
 //!
 //! An image is a folder with three files:
-//! - `vmlinuz`: Debian's cloud kernel (`apt-get download`, unpacked with `dpkg-deb`);
+//! - `vmlinux`: Debian's cloud kernel (`apt-get download`, unpacked with `dpkg-deb`),
+//!   taken out of its bzImage: an ELF with a PVH entry point, which both QEMU's microvm
+//!   and Firecracker boot (Firecracker takes no bzImage);
 //! - `initrd.img`: a small initramfs with the statically linked agent as `/init` and
 //!   the virtio modules the kernel needs to reach its disk and its channel;
 //! - `rootfs.ext4`: the read-only root, with bash, python3 and node and their libraries.
@@ -15,6 +17,7 @@
 mod cpio;
 mod kernel;
 mod rootfs;
+mod vmlinux;
 
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
@@ -27,11 +30,11 @@ use std::process::Command;
 use std::time::Instant;
 
 /// Changes when the builder makes different images from the same inputs.
-const BUILDER_VERSION: u32 = 1;
+const BUILDER_VERSION: u32 = 2;
 /// The file that marks a finished image and describes it.
 const INFO_FILE: &str = "image.json";
 /// The image's files.
-pub const KERNEL_FILE: &str = "vmlinuz";
+pub const KERNEL_FILE: &str = "vmlinux";
 /// See [`KERNEL_FILE`].
 pub const INITRD_FILE: &str = "initrd.img";
 /// See [`KERNEL_FILE`].
@@ -164,9 +167,11 @@ fn make(
     progress(4, "kernel and initramfs");
     let unpacked_dir = work.join("kernel-package");
     let unpacked = kernel::unpack(kernel, &unpacked_dir)?;
-    let vmlinuz = work.join(KERNEL_FILE);
-    fs::copy(&unpacked.vmlinuz, &vmlinuz)
-        .map_err(|e| ImageError::io("copying", &unpacked.vmlinuz, e))?;
+    let bzimage =
+        fs::read(&unpacked.vmlinuz).map_err(|e| ImageError::io("reading", &unpacked.vmlinuz, e))?;
+    let kernel_path = work.join(KERNEL_FILE);
+    fs::write(&kernel_path, vmlinux::extract(&bzimage)?)
+        .map_err(|e| ImageError::io("writing", &kernel_path, e))?;
     write_initramfs(&work.join(INITRD_FILE), agent, &unpacked.modules)?;
     remove(&unpacked_dir)?;
     progress(

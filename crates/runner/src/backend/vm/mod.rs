@@ -12,6 +12,7 @@
 //! (`PR_SET_PDEATHSIG`), and a runner that starts again removes what a dead one left
 //! (cgroups with their processes, folders).
 
+pub mod firecracker;
 mod qemu;
 
 use super::channel::{self, ChannelError};
@@ -78,7 +79,7 @@ pub struct VmConfig {
     pub vmm: Vmm,
     /// The accelerator, or how to choose it.
     pub accel: AccelChoice,
-    /// The image folder (`vmlinuz`, `initrd.img`, `rootfs.ext4`).
+    /// The image folder (`vmlinux`, `initrd.img`, `rootfs.ext4`).
     pub image_dir: PathBuf,
     /// Where the cgroup hierarchies are mounted.
     pub cgroup_mount: PathBuf,
@@ -97,6 +98,8 @@ pub struct VmConfig {
     /// The first of the host uids QEMU processes run as, one per VM (modulo
     /// [`VMM_UIDS`]), so that no two VMMs share a uid.
     pub vmm_uid_base: u32,
+    /// How Firecracker is run (with `--vmm firecracker`).
+    pub firecracker: firecracker::FirecrackerConfig,
 }
 
 /// Why a VM sandbox could not be made or run.
@@ -105,15 +108,31 @@ pub enum VmError {
     /// The runner is not root, which the VMM cgroups need.
     #[error("the vm backend needs root (euid 0) to put each VMM in a cgroup")]
     NotRoot,
-    /// Firecracker was asked for, which this build cannot drive yet.
-    #[error(
-        "--vmm firecracker is not available in this build; use --vmm qemu \
-         (see docs/operations.md)"
-    )]
-    FirecrackerUnavailable,
     /// The VMM binary is not installed.
     #[error("{0} is not on PATH (Debian: apt-get install qemu-system-x86)")]
     NoVmm(&'static str),
+    /// A Firecracker binary is missing.
+    #[error(
+        "{0} not found: install firecracker and jailer from Firecracker's releases \
+         (see docs/operations.md), or point --firecracker-bin / --jailer-bin at them"
+    )]
+    NoFirecracker(PathBuf),
+    /// Firecracker runs guests with KVM only.
+    #[error("--vmm firecracker needs KVM: --accel tcg is QEMU's alone")]
+    FirecrackerTcg,
+    /// A file could not be hard-linked into a jail.
+    #[error(
+        "linking {file} into the jail as {link}: {source} (the jailer needs the image and \
+         the state folder on one file system: set RUNNER_STATE_DIR or RUNNER_VM_IMAGE)"
+    )]
+    HardLink {
+        file: PathBuf,
+        link: PathBuf,
+        source: io::Error,
+    },
+    /// Firecracker's API refused a request.
+    #[error("Firecracker API: {0}")]
+    Api(String),
     /// KVM was asked for and /dev/kvm cannot be used.
     #[error("--accel kvm: opening /dev/kvm: {0}")]
     NoKvm(io::Error),
@@ -139,7 +158,7 @@ pub enum VmError {
     },
     /// The VMM could not be started.
     #[error("starting {0}: {1}")]
-    Spawn(&'static str, io::Error),
+    Spawn(String, io::Error),
     /// The VM did not reach its agent; the message holds what the VM and VMM said.
     #[error("the VM did not boot to its agent: {0}")]
     Boot(String),
@@ -203,23 +222,28 @@ pub struct VmBackend {
     /// Extra kernel command line for TCG guests (their clock calibration).
     tcg_cmdline: String,
     next_id: AtomicU64,
+    /// Firecracker's snapshot template, made at the first creation (`None`: snapshots
+    /// are off, or the template could not be made and VMs boot cold).
+    template: OnceCell<Option<firecracker::Template>>,
 }
 
 impl VmBackend {
-    /// Checks what the backend needs (root, QEMU, the image, cgroups), cleans up after
+    /// Checks what the backend needs (root, the VMM, the image, cgroups), cleans up after
     /// dead runners, and makes this runner's state folder.
     pub fn new(config: VmConfig) -> Result<Self, VmError> {
         if !nix::unistd::geteuid().is_root() {
             return Err(VmError::NotRoot);
         }
-        if config.vmm == Vmm::Firecracker {
-            return Err(VmError::FirecrackerUnavailable);
-        }
-        if !on_path(qemu::QEMU) {
-            return Err(VmError::NoVmm(qemu::QEMU));
-        }
-        if config.accel == AccelChoice::Kvm {
-            open_kvm().map_err(VmError::NoKvm)?;
+        match config.vmm {
+            Vmm::Qemu => {
+                if !on_path(qemu::QEMU) {
+                    return Err(VmError::NoVmm(qemu::QEMU));
+                }
+                if config.accel == AccelChoice::Kvm {
+                    open_kvm().map_err(VmError::NoKvm)?;
+                }
+            }
+            Vmm::Firecracker => check_firecracker(&config)?,
         }
         let image = VmImage::open(&config.image_dir)?;
         let instance = cgroup::instance_name();
@@ -235,10 +259,15 @@ impl VmBackend {
         let accel = OnceCell::new();
         if config.accel == AccelChoice::Tcg {
             let _ = accel.set(Accel::Tcg);
-        } else if config.accel == AccelChoice::Kvm {
+        } else if config.accel == AccelChoice::Kvm || config.vmm == Vmm::Firecracker {
             let _ = accel.set(Accel::Kvm);
         }
-        tracing::info!(image = %image.rootfs.display(), accel = ?config.accel, "vm backend ready");
+        tracing::info!(
+            vmm = ?config.vmm,
+            image = %image.rootfs.display(),
+            accel = ?config.accel,
+            "vm backend ready"
+        );
         Ok(VmBackend {
             tcg_cmdline: tsc_cmdline(),
             config,
@@ -247,14 +276,57 @@ impl VmBackend {
             instance_dir,
             accel,
             next_id: AtomicU64::new(1),
+            template: OnceCell::new(),
         })
     }
 
-    /// Boots one VM and waits for its agent's Ready (and, with `prepare`, for its
-    /// interpreter to wait for the program).
+    /// Boots one VM (or restores one from the snapshot) and waits for its agent's Ready
+    /// (and, with `prepare`, for its interpreter to wait for the program).
     pub async fn create(&self, prepare: Option<Lang>) -> Result<VmSandbox, VmError> {
-        let accel = *self.accel.get_or_init(|| self.detect_accel()).await;
-        self.boot(accel, self.config.boot_timeout, prepare).await
+        match self.config.vmm {
+            Vmm::Qemu => {
+                let accel = *self.accel.get_or_init(|| self.detect_accel()).await;
+                self.boot(accel, self.config.boot_timeout, prepare).await
+            }
+            Vmm::Firecracker => self.create_firecracker(prepare).await,
+        }
+    }
+
+    /// A new VM's id, cgroup and user; its folder (`dir_for` its name) is made and
+    /// handed to the user.
+    async fn allocate(
+        &self,
+        dir_for: impl FnOnce(&str) -> PathBuf,
+        gid: u32,
+    ) -> Result<Allocated, VmError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let name = format!("vm{id}");
+        let dir = dir_for(&name);
+        fs::create_dir_all(&dir).map_err(io_error("creating", &dir))?;
+        let mut leftovers = Leftovers {
+            cgroup: None,
+            dir: Some(dir.clone()),
+        };
+        let hierarchy = self.hierarchy.clone();
+        let limits = self.config.vmm_limits;
+        let cgroup_name = name.clone();
+        let cgroup = tokio::task::spawn_blocking(move || hierarchy.create(&cgroup_name, &limits))
+            .await
+            .map_err(|e| VmError::Boot(format!("cgroup task: {e}")))??;
+        let procs = cgroup.procs_files();
+        leftovers.cgroup = Some(cgroup);
+        let user = VmmUser {
+            uid: self.config.vmm_uid_base + (id % u64::from(VMM_UIDS)) as u32,
+            gid,
+        };
+        user.own(&dir)?;
+        Ok(Allocated {
+            id,
+            dir,
+            leftovers,
+            procs,
+            user,
+        })
     }
 
     /// For `--accel auto`: KVM if /dev/kvm opens and a guest boots with it in time.
@@ -289,24 +361,17 @@ impl VmBackend {
         timeout: Duration,
         prepare: Option<Lang>,
     ) -> Result<VmSandbox, VmError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let name = format!("vm{id}");
-        let dir = self.instance_dir.join(&name);
-        fs::create_dir_all(&dir).map_err(io_error("creating", &dir))?;
-        let mut leftovers = Leftovers {
-            cgroup: None,
-            dir: Some(dir.clone()),
+        let gid = match accel {
+            Accel::Kvm => kvm_gid()?,
+            Accel::Tcg => self.config.vmm_uid_base,
         };
-        let hierarchy = self.hierarchy.clone();
-        let limits = self.config.vmm_limits;
-        let cgroup = tokio::task::spawn_blocking(move || hierarchy.create(&name, &limits))
-            .await
-            .map_err(|e| VmError::Boot(format!("cgroup task: {e}")))??;
-        let procs = cgroup.procs_files();
-        leftovers.cgroup = Some(cgroup);
-        let socket = dir.join("agent.sock");
+        let vm = self
+            .allocate(|name| self.instance_dir.join(name), gid)
+            .await?;
+        let socket = vm.dir.join("agent.sock");
         let listener = UnixListener::bind(&socket).map_err(io_error("listening on", &socket))?;
-        let console = dir.join("console.log");
+        vm.user.own(&socket)?;
+        let console = vm.dir.join("console.log");
         let cmdline = self.cmdline(accel);
         let spec = qemu::QemuSpec {
             image: &self.image,
@@ -316,30 +381,24 @@ impl VmBackend {
             console: &console,
             cmdline: &cmdline,
         };
-        let user = VmmUser {
-            uid: self.config.vmm_uid_base + (id % u64::from(VMM_UIDS)) as u32,
-            gid: match accel {
-                Accel::Kvm => kvm_gid()?,
-                Accel::Tcg => self.config.vmm_uid_base,
-            },
-        };
-        for path in [&dir, &socket] {
-            nix::unistd::chown(path, Some(user.uid.into()), Some(user.gid.into()))
-                .map_err(|e| io_error("handing to the VMM user", path)(e.into()))?;
-        }
         let cmd = qemu::command(&spec);
-        let child = spawn_in_cgroup(cmd, &procs, user, &dir.join("qemu.log"))?;
+        let log = Stdio::from(create_file(&vm.dir.join("vmm.log"))?);
+        let child = spawn_in_cgroup(cmd, &vm.procs, Some(vm.user), Stdio::null(), log)?;
         let mut sandbox = VmSandbox {
-            id,
+            id: vm.id,
             child,
             channel: None,
-            leftovers,
+            leftovers: vm.leftovers,
         };
         let started = Instant::now();
-        match tokio::time::timeout(timeout, sandbox.await_ready(&listener, prepare)).await {
+        let ready = async {
+            sandbox.accept(&listener).await?;
+            sandbox.ready(prepare).await
+        };
+        match tokio::time::timeout(timeout, ready).await {
             Ok(Ok(())) => {
                 tracing::debug!(
-                    vm = id,
+                    vm = vm.id,
                     ?accel,
                     boot_ms = started.elapsed().as_millis() as u64,
                     "VM ready"
@@ -354,11 +413,16 @@ impl VmBackend {
         }
     }
 
-    fn cmdline(&self, accel: Accel) -> String {
-        let mut cmdline = format!(
+    /// The guest kernel's command line, without the VMM's own part.
+    fn common_cmdline(&self) -> String {
+        format!(
             "console=ttyS0 quiet panic=-1 rdinit=/init sandbox.tmpfs_mb={} sandbox.pids_max={}",
             self.config.tmpfs_mb, self.config.pids_max
-        );
+        )
+    }
+
+    fn cmdline(&self, accel: Accel) -> String {
+        let mut cmdline = self.common_cmdline();
         if accel == Accel::Tcg {
             cmdline.push(' ');
             cmdline.push_str(&self.tcg_cmdline);
@@ -451,6 +515,61 @@ struct VmmUser {
     gid: u32,
 }
 
+impl VmmUser {
+    /// Hands `path` to this user.
+    fn own(&self, path: &Path) -> Result<(), VmError> {
+        nix::unistd::chown(path, Some(self.uid.into()), Some(self.gid.into()))
+            .map_err(|e| io_error("handing to the VMM user", path)(e.into()))
+    }
+}
+
+/// What every VM has before its VMM starts.
+struct Allocated {
+    id: u64,
+    dir: PathBuf,
+    leftovers: Leftovers,
+    /// The `cgroup.procs` files of its cgroup.
+    procs: Vec<PathBuf>,
+    user: VmmUser,
+}
+
+fn create_file(path: &Path) -> Result<fs::File, VmError> {
+    fs::File::create(path).map_err(io_error("creating", path))
+}
+
+/// Checks what `--vmm firecracker` needs: its binaries, KVM, and for the jailer the
+/// image on the state folder's file system (files are hard-linked into each jail).
+fn check_firecracker(config: &VmConfig) -> Result<(), VmError> {
+    use std::os::unix::fs::MetadataExt;
+    let fc = &config.firecracker;
+    for binary in std::iter::once(&fc.binary).chain(fc.jailer.as_ref()) {
+        if !binary.is_file() {
+            return Err(VmError::NoFirecracker(binary.clone()));
+        }
+    }
+    if config.accel == AccelChoice::Tcg {
+        return Err(VmError::FirecrackerTcg);
+    }
+    open_kvm().map_err(VmError::NoKvm)?;
+    if fc.jailer.is_some() {
+        fs::create_dir_all(&config.state_dir).map_err(io_error("creating", &config.state_dir))?;
+        let device = |path: &Path| {
+            fs::metadata(path)
+                .map(|m| m.dev())
+                .map_err(io_error("reading", path))
+        };
+        let image = VmImage::open(&config.image_dir)?;
+        if device(&image.rootfs)? != device(&config.state_dir)? {
+            return Err(VmError::HardLink {
+                file: image.rootfs,
+                link: config.state_dir.clone(),
+                source: io::Error::from(io::ErrorKind::CrossesDevices),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The group that owns /dev/kvm, which must be able to read and write it.
 fn kvm_gid() -> Result<u32, VmError> {
     use std::os::unix::fs::MetadataExt;
@@ -461,15 +580,18 @@ fn kvm_gid() -> Result<u32, VmError> {
     Ok(meta.gid())
 }
 
-/// Starts the VMM as `user`, never root, in its cgroup (it joins before exec, so that
-/// every thread it makes is counted), killed with the runner, its messages in `log`.
+/// Starts the VMM in its cgroup (it joins before exec, so that every thread it makes is
+/// counted), killed with the runner, as `user` (never root) unless it is the jailer,
+/// which drops to the VMM's user itself. The death signal does not survive the jailer's
+/// change of user: a jailed VMM outlives a killed runner until its agent notices (it
+/// then resets the VM, which ends Firecracker) or the next runner removes its cgroup.
 fn spawn_in_cgroup(
     mut cmd: tokio::process::Command,
     procs: &[PathBuf],
-    user: VmmUser,
-    log: &Path,
+    user: Option<VmmUser>,
+    stdout: Stdio,
+    stderr: Stdio,
 ) -> Result<Child, VmError> {
-    let log_file = fs::File::create(log).map_err(io_error("creating", log))?;
     let procs: Vec<OwnedFd> = procs
         .iter()
         .map(|p| {
@@ -482,12 +604,13 @@ fn spawn_in_cgroup(
         .collect::<Result<_, _>>()?;
     let raw: Vec<i32> = procs.iter().map(|fd| fd.as_raw_fd()).collect();
     cmd.env_clear()
-        .uid(user.uid)
-        .gid(user.gid)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log_file))
+        .stdout(stdout)
+        .stderr(stderr)
         .kill_on_drop(true);
+    if let Some(user) = user {
+        cmd.uid(user.uid).gid(user.gid);
+    }
     // SAFETY: the closure runs in the forked child before exec and only calls write
     // and prctl, which are async-signal-safe, on descriptors opened before the fork;
     // it allocates nothing. It runs after the switch to `user` (so the death signal
@@ -506,7 +629,8 @@ fn spawn_in_cgroup(
             Ok(())
         });
     }
-    let child = cmd.spawn().map_err(|e| VmError::Spawn(qemu::QEMU, e))?;
+    let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+    let child = cmd.spawn().map_err(|e| VmError::Spawn(program, e))?;
     drop(procs);
     Ok(child)
 }
@@ -548,36 +672,37 @@ pub struct VmSandbox {
 }
 
 impl VmSandbox {
-    /// Accepts QEMU's connection and reads the agent's Ready (twice with `prepare`);
-    /// fails early if QEMU exits.
-    async fn await_ready(
-        &mut self,
-        listener: &UnixListener,
-        prepare: Option<Lang>,
-    ) -> Result<(), VmError> {
+    /// Accepts the VMM's connection to the agent's channel; fails early if the VMM
+    /// exits.
+    async fn accept(&mut self, listener: &UnixListener) -> Result<(), VmError> {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             status = self.child.wait() => {
-                return Err(VmError::Boot(format!("QEMU exited ({})", describe(status))));
+                return Err(VmError::Boot(format!("the VMM exited ({})", describe(status))));
             }
         };
-        let (mut channel, _) =
-            accepted.map_err(|e| VmError::Boot(format!("accepting QEMU: {e}")))?;
+        let (channel, _) =
+            accepted.map_err(|e| VmError::Boot(format!("accepting the VMM: {e}")))?;
+        self.channel = Some(channel);
+        Ok(())
+    }
+
+    /// Reads the agent's Ready (twice with `prepare`); fails early if the VMM exits.
+    async fn ready(&mut self, prepare: Option<Lang>) -> Result<(), VmError> {
+        let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
         let ready = async {
-            channel::expect_ready(&mut channel).await?;
+            channel::expect_ready(channel).await?;
             match prepare {
-                Some(lang) => channel::prepare(&mut channel, lang).await,
+                Some(lang) => channel::prepare(channel, lang).await,
                 None => Ok(()),
             }
         };
         tokio::select! {
-            ready = ready => ready.map_err(|e| VmError::Boot(e.to_string()))?,
+            ready = ready => ready.map_err(|e| VmError::Boot(e.to_string())),
             status = self.child.wait() => {
-                return Err(VmError::Boot(format!("QEMU exited ({})", describe(status))));
+                Err(VmError::Boot(format!("the VMM exited ({})", describe(status))))
             }
         }
-        self.channel = Some(channel);
-        Ok(())
     }
 
     /// Destroys a VM that failed to boot, and puts what QEMU and the guest's console
@@ -594,12 +719,12 @@ impl VmSandbox {
         }
     }
 
-    /// The ends of QEMU's messages and of the guest console.
+    /// The ends of the VMM's messages and of the guest console.
     fn last_words(&self) -> String {
         let Some(dir) = &self.leftovers.dir else {
             return String::new();
         };
-        ["qemu.log", "console.log"]
+        ["vmm.log", "console.log"]
             .iter()
             .filter_map(|name| fs::read(dir.join(name)).ok())
             .map(|bytes| {
