@@ -29,7 +29,7 @@
 use crate::Restorable;
 use crate::{run_job, serve_restorable, serve_with, AgentError, JobError, Prepared, HOME};
 use nix::mount::{mount, MsFlags};
-use sandbox_protocol::agent::{Job, JobOutcome};
+use sandbox_protocol::agent::{Job, JobOutcome, Reseed};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -200,27 +200,36 @@ impl Restorable for VsockHost {
         Ok(File::from(fd))
     }
 
-    fn reseed(&mut self, entropy: &[u8]) -> io::Result<()> {
-        let random = OpenOptions::new().write(true).open("/dev/urandom")?;
-        for chunk in entropy.chunks(ENTROPY_CHUNK) {
-            let mut info = RandPoolInfo {
-                entropy_count: (chunk.len() * 8) as libc::c_int,
-                buf_size: chunk.len() as libc::c_int,
-                buf: [0; ENTROPY_CHUNK],
-            };
-            info.buf[..chunk.len()].copy_from_slice(chunk);
-            // SAFETY: RNDADDENTROPY reads a rand_pool_info whose buffer holds
-            // buf_size bytes; `info` is such a struct, alive for the call.
-            if unsafe { libc::ioctl(random.as_raw_fd(), RNDADDENTROPY, &info) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        // SAFETY: RNDRESEEDCRNG takes no argument.
-        if unsafe { libc::ioctl(random.as_raw_fd(), RNDRESEEDCRNG) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    fn restored(&mut self, fresh: &Reseed) -> io::Result<()> {
+        reseed(&fresh.reseed)?;
+        let time = Duration::from_millis(fresh.unix_time_ms);
+        let spec = nix::sys::time::TimeSpec::from_duration(time);
+        nix::time::clock_settime(nix::time::ClockId::CLOCK_REALTIME, spec)?;
         Ok(())
     }
+}
+
+/// Mixes `entropy` into the kernel's random pool, credited, and reseeds its generator.
+fn reseed(entropy: &[u8]) -> io::Result<()> {
+    let random = OpenOptions::new().write(true).open("/dev/urandom")?;
+    for chunk in entropy.chunks(ENTROPY_CHUNK) {
+        let mut info = RandPoolInfo {
+            entropy_count: (chunk.len() * 8) as libc::c_int,
+            buf_size: chunk.len() as libc::c_int,
+            buf: [0; ENTROPY_CHUNK],
+        };
+        info.buf[..chunk.len()].copy_from_slice(chunk);
+        // SAFETY: RNDADDENTROPY reads a rand_pool_info whose buffer holds buf_size
+        // bytes; `info` is such a struct, alive for the call.
+        if unsafe { libc::ioctl(random.as_raw_fd(), RNDADDENTROPY, &info) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: RNDRESEEDCRNG takes no argument.
+    if unsafe { libc::ioctl(random.as_raw_fd(), RNDRESEEDCRNG) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn mount_fs(

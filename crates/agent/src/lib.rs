@@ -56,8 +56,8 @@ pub enum AgentError {
     /// The agent could not reach the runner.
     #[error("connecting to the runner: {0}")]
     Connect(io::Error),
-    /// The kernel's random pool could not be reseeded after a restore.
-    #[error("reseeding the kernel's random pool: {0}")]
+    /// The kernel's random pool could not be reseeded, or the clock set, after a restore.
+    #[error("reseeding the kernel's random pool and setting the clock: {0}")]
     Reseed(io::Error),
 }
 
@@ -106,15 +106,15 @@ where
 }
 
 /// The host side of a VM that can be snapshotted: the agent connects to it (again after
-/// a restore), and a restored VM's kernel gets fresh entropy from it.
+/// a restore), and a restored VM gets fresh entropy and the time from it.
 pub trait Restorable {
     /// The channel to the runner.
     type Channel: Read + Write + AsFd;
     /// Connects to the runner once; fails while the runner is not listening.
     fn connect(&mut self) -> io::Result<Self::Channel>;
-    /// Mixes `entropy` into the kernel's random pool, credited, and reseeds its
-    /// generator.
-    fn reseed(&mut self, entropy: &[u8]) -> io::Result<()>;
+    /// Applies what a restored VM gets first: mixes the entropy into the kernel's random
+    /// pool, credited, reseeds its generator, and sets the clock.
+    fn restored(&mut self, fresh: &Reseed) -> io::Result<()>;
 }
 
 /// How often the agent tries to reach the runner, and how long it waits between tries
@@ -147,7 +147,7 @@ where
         channel = connect(guest)?;
         match frame::read::<_, RunnerMessage>(&mut channel)? {
             Some(RunnerMessage::Reseed(r)) if r.reseed.len() >= Reseed::MIN_BYTES => {
-                guest.reseed(&r.reseed).map_err(AgentError::Reseed)?;
+                guest.restored(&r).map_err(AgentError::Reseed)?;
             }
             Some(_) => {
                 return fail(
@@ -321,6 +321,7 @@ mod tests {
         socket: PathBuf,
         connects: usize,
         reseeded: Vec<u8>,
+        clock: u64,
     }
 
     impl Restorable for Host {
@@ -330,8 +331,9 @@ mod tests {
             self.connects += 1;
             Ok(channel)
         }
-        fn reseed(&mut self, entropy: &[u8]) -> io::Result<()> {
-            self.reseeded.extend_from_slice(entropy);
+        fn restored(&mut self, fresh: &Reseed) -> io::Result<()> {
+            self.reseeded.extend_from_slice(&fresh.reseed);
+            self.clock = fresh.unix_time_ms;
             Ok(())
         }
     }
@@ -377,6 +379,7 @@ mod tests {
                 socket,
                 connects: 0,
                 reseeded: Vec::new(),
+                clock: 0,
             };
             (serve_restorable(&mut host, echo), host)
         });
@@ -408,6 +411,7 @@ mod tests {
         let entropy: Vec<u8> = (0..Reseed::MIN_BYTES as u8).collect();
         let reseed = RunnerMessage::Reseed(Reseed {
             reseed: entropy.clone(),
+            unix_time_ms: 1_800_000_000_000,
         });
         frame::write(&mut restored, &reseed).unwrap();
         expect(&mut restored, &AgentMessage::Ready);
@@ -421,6 +425,7 @@ mod tests {
         result.unwrap();
         assert_eq!(host.connects, 2);
         assert_eq!(host.reseeded, entropy);
+        assert_eq!(host.clock, 1_800_000_000_000);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -434,7 +439,10 @@ mod tests {
         frame::write(&mut template, &notice).unwrap();
         expect(&mut template, &AgentMessage::Ready);
         let (mut restored, _) = listener.accept().unwrap();
-        let short = RunnerMessage::Reseed(Reseed { reseed: vec![7; 4] });
+        let short = RunnerMessage::Reseed(Reseed {
+            reseed: vec![7; 4],
+            unix_time_ms: 1,
+        });
         frame::write(&mut restored, &short).unwrap();
         let got: AgentMessage = frame::read(&mut restored).unwrap().unwrap();
         assert!(
@@ -453,6 +461,7 @@ mod tests {
             RunnerMessage::Snapshot(Snapshot { snapshot: true }),
             RunnerMessage::Reseed(Reseed {
                 reseed: vec![0; Reseed::MIN_BYTES],
+                unix_time_ms: 1,
             }),
         ] {
             let (mut runner, mut agent_end) = UnixStream::pair().unwrap();

@@ -55,12 +55,15 @@ pub struct Snapshot {
     pub snapshot: bool,
 }
 
-/// Fresh entropy for the kernel of a VM restored from a snapshot.
+/// What a VM restored from a snapshot needs first: fresh entropy for its kernel, and
+/// the time (its clock stopped when the snapshot was taken).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reseed {
     /// Random bytes from the host, at least [`Reseed::MIN_BYTES`].
     pub reseed: Vec<u8>,
+    /// The host's wall-clock time, in milliseconds since the Unix epoch.
+    pub unix_time_ms: u64,
 }
 
 impl Reseed {
@@ -144,9 +147,10 @@ mod tests {
             RunnerMessage::Snapshot(Snapshot { snapshot: true })
         );
         assert_eq!(
-            decode(r#"{"reseed":[1,2,3]}"#),
+            decode(r#"{"reseed":[1,2,3],"unix_time_ms":5}"#),
             RunnerMessage::Reseed(Reseed {
-                reseed: vec![1, 2, 3]
+                reseed: vec![1, 2, 3],
+                unix_time_ms: 5
             })
         );
         let job = Job {

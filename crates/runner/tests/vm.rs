@@ -461,6 +461,14 @@ async fn firecracker_jailed_with_snapshots() {
             .await;
         assert!(seen.insert(stdout(&out).to_owned()), "repeated: {out}");
     }
+    // A restored guest's clock is set from the host's, not left at the snapshot's time.
+    let clock = runner.run("bash", "date +%s").await;
+    let guest: i64 = stdout(&clock).trim().parse().expect("a number of seconds");
+    let host = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!((guest - host).abs() < 30, "guest {guest} vs host {host}");
     let pid = runner.pid();
     let status = runner.stop();
     assert!(status.success(), "{status}");

@@ -81,12 +81,17 @@ pub async fn announce_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
     expect_ready(s).await
 }
 
-/// Sends a restored VM's agent its fresh entropy (it answers Ready).
+/// Sends a restored VM's agent its fresh entropy and the time (it answers Ready).
 pub async fn reseed<S: AsyncWrite + Unpin>(
     s: &mut S,
     entropy: Vec<u8>,
+    unix_time_ms: u64,
 ) -> Result<(), ChannelError> {
-    send(s, &RunnerMessage::Reseed(Reseed { reseed: entropy })).await
+    let message = RunnerMessage::Reseed(Reseed {
+        reseed: entropy,
+        unix_time_ms,
+    });
+    send(s, &message).await
 }
 
 /// Sends the job and waits for its outcome, for at most the job's timeout plus `grace`;

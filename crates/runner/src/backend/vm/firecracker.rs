@@ -400,7 +400,7 @@ impl VmBackend {
                     template.restore(&mut api, &layout).await?;
                     sandbox.accept(&listener).await?;
                     let channel = sandbox.channel.as_mut().ok_or(VmError::NoChannel)?;
-                    channel::reseed(channel, fresh_entropy()?).await?;
+                    channel::reseed(channel, fresh_entropy()?, unix_time_ms()).await?;
                 }
             }
             sandbox.ready(prepare).await
@@ -527,6 +527,13 @@ impl VmBackend {
         );
         configure_and_start(api, layout, &self.image, self.config.memory_mb, &cmdline).await
     }
+}
+
+/// The host's wall-clock time, for a restored guest whose clock stopped at the snapshot.
+fn unix_time_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Random bytes from the host's kernel.

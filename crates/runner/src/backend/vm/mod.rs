@@ -138,7 +138,7 @@ pub enum VmError {
     NoKvm(io::Error),
     /// /dev/kvm is not open to a group QEMU can run in.
     #[error(
-        "/dev/kvm has mode {0:o} and group {1}: QEMU runs unprivileged and needs a \
+        "/dev/kvm has mode {0:o} and group {1}: the VMM runs unprivileged and needs a \
          non-root group with read-write access (Debian's udev rule makes it root:kvm \
          0660; or chgrp kvm /dev/kvm && chmod 0660 /dev/kvm)"
     )]
