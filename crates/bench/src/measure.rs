@@ -14,6 +14,11 @@ use tokio::task::JoinSet;
 
 /// How long the pool may take to make all its sandboxes again.
 pub const REFILL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a sequential run waits once the pool is full: the kernel tears down the
+/// previous sandbox's namespaces in the background after its processes are gone
+/// (network namespace cleanup runs in a kernel worker), and without this pause that
+/// work lands on whichever run comes next.
+const SETTLE: Duration = Duration::from_millis(50);
 
 /// Sequential latency of one language on every path.
 #[derive(Debug, Clone, Serialize)]
@@ -38,6 +43,7 @@ pub async fn sequential(
     for round in 0..warmup + iterations {
         for (via, series) in Via::ALL.iter().zip(samples.iter_mut()) {
             clients.runner.wait_until_full(REFILL_TIMEOUT).await?;
+            tokio::time::sleep(SETTLE).await;
             let took = clients.once(*via, case).await?;
             if round >= warmup {
                 series.push(took);
