@@ -393,16 +393,21 @@ mod tests {
         dir
     }
 
-    #[test]
-    fn a_restored_agent_reconnects_takes_the_reseed_and_serves_its_job() {
-        let dir = temp_dir("restore");
-        let (listener, agent) = serve_in_background(&dir);
-        // The template: Ready, Snapshot, Ready, and the agent lets the channel go.
+    /// The template's side: Ready, Snapshot, Ready; the agent then lets the channel go.
+    fn snapshot_template(listener: &UnixListener) -> UnixStream {
         let (mut template, _) = listener.accept().unwrap();
         expect(&mut template, &AgentMessage::Ready);
         let notice = RunnerMessage::Snapshot(Snapshot { snapshot: true });
         frame::write(&mut template, &notice).unwrap();
         expect(&mut template, &AgentMessage::Ready);
+        template
+    }
+
+    #[test]
+    fn a_restored_agent_reconnects_takes_the_reseed_and_serves_its_job() {
+        let dir = temp_dir("restore");
+        let (listener, agent) = serve_in_background(&dir);
+        let mut template = snapshot_template(&listener);
         assert!(frame::read::<_, AgentMessage>(&mut template)
             .unwrap()
             .is_none());
@@ -433,11 +438,7 @@ mod tests {
     fn a_restored_agent_refuses_a_job_before_its_reseed() {
         let dir = temp_dir("no-reseed");
         let (listener, agent) = serve_in_background(&dir);
-        let (mut template, _) = listener.accept().unwrap();
-        expect(&mut template, &AgentMessage::Ready);
-        let notice = RunnerMessage::Snapshot(Snapshot { snapshot: true });
-        frame::write(&mut template, &notice).unwrap();
-        expect(&mut template, &AgentMessage::Ready);
+        snapshot_template(&listener);
         let (mut restored, _) = listener.accept().unwrap();
         let short = RunnerMessage::Reseed(Reseed {
             reseed: vec![7; 4],

@@ -220,17 +220,18 @@ async fn destroy_leaves_nothing_on_the_host() {
     assert!(!instance_cgroups(pid).is_empty(), "each VMM has a cgroup");
     let status = runner.stop();
     assert!(status.success(), "{status}");
-    assert!(
-        qemu_processes(&state).is_empty(),
-        "{:?}",
-        qemu_processes(&state)
-    );
+    assert_nothing_left(pid, &state, qemu_processes(&state));
+}
+
+/// No VMM process (`vmms`, as found), cgroup or file of the runner `pid` is left.
+fn assert_nothing_left(pid: u32, state: &Path, vmms: Vec<String>) {
+    assert!(vmms.is_empty(), "{vmms:?}");
     assert!(
         instance_cgroups(pid).is_empty(),
         "{:?}",
         instance_cgroups(pid)
     );
-    assert!(state_files(&state).is_empty(), "{:?}", state_files(&state));
+    assert!(state_files(state).is_empty(), "{:?}", state_files(state));
 }
 
 #[tokio::test]
@@ -472,17 +473,7 @@ async fn firecracker_jailed_with_snapshots() {
     let pid = runner.pid();
     let status = runner.stop();
     assert!(status.success(), "{status}");
-    assert!(
-        firecracker_processes(pid).is_empty(),
-        "{:?}",
-        firecracker_processes(pid)
-    );
-    assert!(
-        instance_cgroups(pid).is_empty(),
-        "{:?}",
-        instance_cgroups(pid)
-    );
-    assert!(state_files(&state).is_empty(), "{:?}", state_files(&state));
+    assert_nothing_left(pid, &state, firecracker_processes(pid));
 }
 
 /// Booted cold every time, without the jailer (the operator's opt-out).
