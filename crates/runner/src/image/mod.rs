@@ -12,13 +12,17 @@
 //! Builds are cached under `<out>/<key>`, where the key hashes every input (the kernel
 //! package's file name, the agent binary, the name, size and time of every host file in
 //! the root), and `<out>/current` points at the last one built. A second build with the
-//! same inputs only checks them.
+//! same inputs only checks them. Every build then prunes the cache: images other than
+//! `current` go, unless a running runner holds a lease on them (`image prune` does only
+//! that).
 
+mod cache;
 mod cpio;
 mod kernel;
 mod rootfs;
 mod vmlinux;
 
+pub use cache::{lease, Lease};
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
 use std::fs;
@@ -32,7 +36,7 @@ use std::time::Instant;
 /// Changes when the builder makes different images from the same inputs.
 const BUILDER_VERSION: u32 = 2;
 /// The file that marks a finished image and describes it.
-const INFO_FILE: &str = "image.json";
+pub const INFO_FILE: &str = "image.json";
 /// The image's files.
 pub const KERNEL_FILE: &str = "vmlinux";
 /// See [`KERNEL_FILE`].
@@ -61,11 +65,26 @@ pub struct BuildArgs {
     pub kernel_package: String,
 }
 
+/// `sandbox-runner image prune` settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PruneArgs {
+    /// Folder that holds the cached images.
+    #[arg(
+        long,
+        env = "RUNNER_IMAGE_CACHE",
+        default_value = "/var/lib/sandbox-runner/images"
+    )]
+    pub out: PathBuf,
+}
+
 /// `sandbox-runner image` subcommands.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum ImageCommand {
-    /// Build (or find in the cache) the kernel, initramfs and root image of VM sandboxes.
+    /// Build (or find in the cache) the kernel, initramfs and root image of VM sandboxes,
+    /// then prune the cache.
     Build(BuildArgs),
+    /// Remove cached images other than `current` that no running runner uses.
+    Prune(PruneArgs),
 }
 
 /// A build step that failed.
@@ -116,6 +135,11 @@ struct ImageInfo {
 pub fn main(command: ImageCommand) -> Result<(), ImageError> {
     match command {
         ImageCommand::Build(args) => build(&args).map(|_| ()),
+        ImageCommand::Prune(args) => {
+            fs::create_dir_all(&args.out).map_err(|e| ImageError::io("creating", &args.out, e))?;
+            let _lock = Lock::take(&args.out.join(".lock"))?;
+            prune_and_report(&args.out)
+        }
     }
 }
 
@@ -148,8 +172,24 @@ pub fn build(args: &BuildArgs) -> Result<PathBuf, ImageError> {
         fs::write(&info_path, json).map_err(|e| ImageError::io("writing", &info_path, e))?;
     }
     point_current(&args.out, &key)?;
+    prune_and_report(&args.out)?;
     summary(&dir, started)?;
     Ok(dir)
+}
+
+/// Prunes the cache (the caller holds the build lock) and says what went and what stays.
+fn prune_and_report(out: &Path) -> Result<(), ImageError> {
+    let pruned = cache::prune(out)?;
+    for (key, bytes) in &pruned.removed {
+        eprintln!(
+            "image: removed the old image {key} ({:.1} MiB)",
+            *bytes as f64 / (1 << 20) as f64
+        );
+    }
+    for key in &pruned.in_use {
+        eprintln!("image: kept the old image {key}: a running runner uses it");
+    }
+    Ok(())
 }
 
 /// Makes the image's files in `<dir>.partial`, then renames it into place.

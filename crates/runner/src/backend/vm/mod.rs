@@ -130,6 +130,9 @@ pub enum VmError {
         link: PathBuf,
         source: io::Error,
     },
+    /// The image could not be leased (see `image prune`).
+    #[error(transparent)]
+    ImageLease(#[from] crate::image::ImageError),
     /// Firecracker's API refused a request.
     #[error("Firecracker API: {0}")]
     Api(String),
@@ -178,8 +181,9 @@ fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) 
     }
 }
 
-/// The three files a VM boots from.
-#[derive(Debug, Clone)]
+/// The three files a VM boots from, and the lease that keeps the image from being pruned
+/// while this runner uses it.
+#[derive(Debug)]
 pub struct VmImage {
     /// The kernel.
     pub kernel: PathBuf,
@@ -187,6 +191,9 @@ pub struct VmImage {
     pub initrd: PathBuf,
     /// The read-only root image.
     pub rootfs: PathBuf,
+    /// Held while the image is in use (`None`: a folder not made by `image build`,
+    /// which pruning never touches).
+    _lease: Option<crate::image::Lease>,
 }
 
 impl VmImage {
@@ -203,10 +210,15 @@ impl VmImage {
                 .map(|_| path.clone())
                 .map_err(|source| VmError::Image { path, source })
         };
+        let leased = dir.join(crate::image::INFO_FILE).exists();
         Ok(VmImage {
             kernel: file(crate::image::KERNEL_FILE)?,
             initrd: file(crate::image::INITRD_FILE)?,
             rootfs: file(crate::image::ROOTFS_FILE)?,
+            _lease: match leased {
+                true => Some(crate::image::lease(&dir)?),
+                false => None,
+            },
         })
     }
 }
