@@ -405,22 +405,15 @@ impl VmBackend {
             }
             sandbox.ready(prepare).await
         };
-        match tokio::time::timeout(timeout, ready).await {
-            Ok(Ok(())) => {
-                tracing::debug!(
-                    vm = sandbox.id,
-                    restored = template.is_some(),
-                    ready_ms = started.elapsed().as_millis() as u64,
-                    "Firecracker VM ready"
-                );
-                Ok(sandbox)
-            }
-            Ok(Err(e)) => Err(sandbox.fail(e).await),
-            Err(_) => {
-                let e = VmError::Boot(format!("no Ready from the agent within {timeout:?}"));
-                Err(sandbox.fail(e).await)
-            }
-        }
+        let outcome = tokio::time::timeout(timeout, ready).await;
+        let sandbox = sandbox.booted(outcome, timeout).await?;
+        tracing::debug!(
+            vm = sandbox.id,
+            restored = template.is_some(),
+            ready_ms = started.elapsed().as_millis() as u64,
+            "Firecracker VM ready"
+        );
+        Ok(sandbox)
     }
 
     /// Boots the template VM to its agent and snapshots it; `None` (every VM then boots

@@ -407,22 +407,15 @@ impl VmBackend {
             sandbox.accept(&listener).await?;
             sandbox.ready(prepare).await
         };
-        match tokio::time::timeout(timeout, ready).await {
-            Ok(Ok(())) => {
-                tracing::debug!(
-                    vm = vm.id,
-                    ?accel,
-                    boot_ms = started.elapsed().as_millis() as u64,
-                    "VM ready"
-                );
-                Ok(sandbox)
-            }
-            Ok(Err(e)) => Err(sandbox.fail(e).await),
-            Err(_) => {
-                let e = VmError::Boot(format!("no Ready from the agent within {timeout:?}"));
-                Err(sandbox.fail(e).await)
-            }
-        }
+        let outcome = tokio::time::timeout(timeout, ready).await;
+        let sandbox = sandbox.booted(outcome, timeout).await?;
+        tracing::debug!(
+            vm = vm.id,
+            ?accel,
+            boot_ms = started.elapsed().as_millis() as u64,
+            "VM ready"
+        );
+        Ok(sandbox)
     }
 
     /// The guest kernel's command line, without the VMM's own part.
@@ -713,6 +706,23 @@ impl VmSandbox {
             ready = ready => ready.map_err(|e| VmError::Boot(e.to_string())),
             status = self.child.wait() => {
                 Err(VmError::Boot(format!("the VMM exited ({})", describe(status))))
+            }
+        }
+    }
+
+    /// What a boot bounded by `timeout` came to: the sandbox, or the error with what the
+    /// VM said (the VM is then destroyed).
+    async fn booted(
+        self,
+        outcome: Result<Result<(), VmError>, tokio::time::error::Elapsed>,
+        timeout: Duration,
+    ) -> Result<VmSandbox, VmError> {
+        match outcome {
+            Ok(Ok(())) => Ok(self),
+            Ok(Err(e)) => Err(self.fail(e).await),
+            Err(_) => {
+                let e = VmError::Boot(format!("no Ready from the agent within {timeout:?}"));
+                Err(self.fail(e).await)
             }
         }
     }
