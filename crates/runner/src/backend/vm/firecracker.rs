@@ -472,19 +472,10 @@ impl VmBackend {
             Some(_) => self.config.vmm_uid_base,
             None => super::kvm_gid()?,
         };
-        let mut layout = None;
         let vm = self
-            .allocate(
-                |name| {
-                    let l = Layout::new(fc, &self.instance_dir, name);
-                    let dir = l.dir.clone();
-                    layout = Some(l);
-                    dir
-                },
-                gid,
-            )
+            .allocate(|name| Layout::new(fc, &self.instance_dir, name).dir, gid)
             .await?;
-        let layout = layout.ok_or(VmError::NoChannel)?;
+        let layout = Layout::new(fc, &self.instance_dir, &vm.name);
         layout.create(vm.user)?;
         let socket = layout.agent_socket();
         let listener = UnixListener::bind(&socket).map_err(io_error("listening on", &socket))?;

@@ -334,6 +334,7 @@ impl VmBackend {
         user.own(&dir)?;
         Ok(Allocated {
             id,
+            name,
             dir,
             leftovers,
             procs,
@@ -531,6 +532,8 @@ impl VmmUser {
 /// What every VM has before its VMM starts.
 struct Allocated {
     id: u64,
+    /// `vm<id>`.
+    name: String,
     dir: PathBuf,
     leftovers: Leftovers,
     /// The `cgroup.procs` files of its cgroup.
