@@ -45,7 +45,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         );
     }
     let backend = make_backend(&config)?;
-    let mut sandbox = backend.create(None).await?;
+    let mut sandbox = match backend.create(None).await {
+        Ok(sandbox) => sandbox,
+        Err(e) => {
+            backend.shutdown();
+            return Err(e.into());
+        }
+    };
     let job = Job {
         lang: args.lang,
         code,

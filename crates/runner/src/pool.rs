@@ -185,7 +185,8 @@ pub struct PoolState {
 
 impl Pool {
     /// Makes the first sandbox now, so that a runner that cannot make sandboxes
-    /// fails at start with the reason; then starts the fillers.
+    /// fails at start with the reason (and releases what the backend holds); then
+    /// starts the fillers.
     pub async fn start(backend: Arc<Backend>, config: PoolConfig) -> Result<Pool, BackendError> {
         let slots = Arc::new(Semaphore::new(config.size));
         let wanted = FIRST_MIX
@@ -209,7 +210,14 @@ impl Pool {
             .try_acquire_owned()
             .expect("a new semaphore of size >= 1 has a free permit");
         let prepared = FIRST_MIX[0];
-        let sandbox = backend.create(prepared).await?;
+        let sandbox = match backend.create(prepared).await {
+            Ok(sandbox) => sandbox,
+            Err(e) => {
+                // A runner that cannot start leaves nothing behind either.
+                backend.shutdown();
+                return Err(e);
+            }
+        };
         shared.hand_over(Warm {
             sandbox,
             prepared,

@@ -235,6 +235,32 @@ fn assert_nothing_left(pid: u32, state: &Path, vmms: Vec<String>) {
 }
 
 #[tokio::test]
+async fn a_runner_that_cannot_boot_its_first_vm_refuses_to_start_and_leaves_nothing() {
+    let _serial = SERIAL.lock().await;
+    let state = state_dir("no-boot");
+    let child = Command::new(env!("CARGO_BIN_EXE_sandbox-runner"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--pool-size", "1"])
+        .args(["--backend", "vm", "--vmm", "qemu", "--accel", "tcg"])
+        .arg("--vm-image")
+        .arg(image())
+        .arg("--state-dir")
+        .arg(&state)
+        // No VM boots in a millisecond.
+        .args(["--vm-boot-timeout-ms", "1"])
+        .env("SANDBOX_RUNNER_TOKEN", common::TOKEN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start sandbox-runner");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("runner ended");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("cannot make sandboxes"), "{said}");
+    assert_nothing_left(pid, &state, qemu_processes(&state));
+}
+
+#[tokio::test]
 async fn a_killed_runner_leaves_no_vmm_and_the_next_one_cleans_up() {
     let _serial = SERIAL.lock().await;
     let state = state_dir("killed");
