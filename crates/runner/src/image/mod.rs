@@ -45,16 +45,14 @@ pub const INITRD_FILE: &str = "initrd.img";
 pub const ROOTFS_FILE: &str = "rootfs.ext4";
 /// The number of steps the progress lines count.
 const STEPS: u32 = 5;
+/// Where `image build` and `image prune` keep the cache by default.
+const DEFAULT_CACHE: &str = "/var/lib/sandbox-runner/images";
 
 /// `sandbox-runner image build` settings.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BuildArgs {
     /// Folder that holds the cached images, the downloads and `current`.
-    #[arg(
-        long,
-        env = "RUNNER_IMAGE_CACHE",
-        default_value = "/var/lib/sandbox-runner/images"
-    )]
+    #[arg(long, env = "RUNNER_IMAGE_CACHE", default_value = DEFAULT_CACHE)]
     pub out: PathBuf,
     /// A statically linked sandbox-agent to use as init; by default it is built from
     /// this source tree with `cargo rustc ... -C target-feature=+crt-static`.
@@ -69,11 +67,7 @@ pub struct BuildArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct PruneArgs {
     /// Folder that holds the cached images.
-    #[arg(
-        long,
-        env = "RUNNER_IMAGE_CACHE",
-        default_value = "/var/lib/sandbox-runner/images"
-    )]
+    #[arg(long, env = "RUNNER_IMAGE_CACHE", default_value = DEFAULT_CACHE)]
     pub out: PathBuf,
 }
 
