@@ -1,6 +1,7 @@
 //! Running one job: write the code, start the interpreter, watch it, collect the outcome.
 
 use crate::capture::Capture;
+use crate::identity::write_as_program_user;
 use crate::launch::{self, Prepared};
 use crate::tree::{end_tree, exit_code, kill_all, reap_exited};
 use crate::HOME;
@@ -101,7 +102,7 @@ fn interpreter_name(lang: Lang) -> &'static str {
 
 fn write_code(job: &Job) -> Result<PathBuf, JobError> {
     let path = PathBuf::from(HOME).join(file_name(job.lang));
-    std::fs::write(&path, &job.code).map_err(|source| JobError::WriteCode {
+    write_as_program_user(&path, job.code.as_bytes()).map_err(|source| JobError::WriteCode {
         path: path.clone(),
         source,
     })?;

@@ -2,7 +2,8 @@
 //! that waits for the program's path on descriptor 3, then runs it as the cold start
 //! would).
 
-use crate::{HOME, PATH};
+use crate::identity::{become_program_user, program_user};
+use crate::{HOME, HOME_C, PATH};
 use sandbox_protocol::Lang;
 use std::fs::File;
 use std::io::{self, Write};
@@ -60,9 +61,10 @@ pub(crate) fn cold(lang: Lang, file: &Path) -> io::Result<Child> {
     let (program, options) = interpreter(lang);
     let mut cmd = command(program);
     cmd.args(options).arg(file);
+    let user = program_user();
     // SAFETY: as in `prepare`: the child only runs `harden` before exec.
     unsafe {
-        cmd.pre_exec(harden);
+        cmd.pre_exec(move || harden(user));
     }
     cmd.spawn()
 }
@@ -80,16 +82,18 @@ pub fn prepare(lang: Lang) -> io::Result<Option<Prepared>> {
     let mut cmd = command(program);
     cmd.args(options).args(loader);
     let go_raw = go_read.as_raw_fd();
+    let user = program_user();
     // SAFETY: the agent's only other thread (the hangup watcher) holds no lock while it
     // waits in read(2), and glibc's fork keeps malloc usable in the child, so the child
     // may use std before exec; dup2 gives the loader the read end as descriptor 3
-    // (without close-on-exec), and `harden` only writes /proc files of its own.
+    // (without close-on-exec), and `harden` only writes /proc files of its own and
+    // makes raw credential calls.
     unsafe {
         cmd.pre_exec(move || {
             if nix::libc::dup2(go_raw, GO_FD) < 0 {
                 return Err(io::Error::last_os_error());
             }
-            harden()
+            harden(user)
         });
     }
     let child = cmd.spawn()?;
@@ -109,7 +113,6 @@ fn command(program: &str) -> Command {
         .env("USER", "sandbox")
         .env("LANG", "C.UTF-8")
         .env("TMPDIR", "/tmp")
-        .current_dir(HOME)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -120,8 +123,26 @@ fn command(program: &str) -> Command {
 /// When the sandbox runs out of memory, the kernel must kill the program, never the
 /// agent: raising a score needs no privilege, and everything the program starts
 /// inherits it. The child is made dumpable first, as the agent is not, so that it owns
-/// its /proc files.
-fn harden() -> io::Result<()> {
+/// its /proc files. Then it becomes the program user, if one is set (its exec makes it
+/// dumpable again, now as that user), and enters the home folder, which only that user
+/// may enter.
+fn harden(user: Option<(u32, u32)>) -> io::Result<()> {
     nix::sys::prctl::set_dumpable(true)?;
-    std::fs::write("/proc/self/oom_score_adj", b"1000")
+    std::fs::write("/proc/self/oom_score_adj", b"1000")?;
+    if let Some(user) = user {
+        become_program_user(user)?;
+    }
+    // SAFETY: chdir reads a NUL-terminated string that lives for the whole program.
+    if unsafe { libc::chdir(HOME_C.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_home_folders_c_string_names_home() {
+        assert_eq!(super::HOME_C.to_str(), Ok(crate::HOME));
+    }
 }

@@ -18,11 +18,13 @@
 //! back to killing the program's process group.
 
 mod capture;
+mod identity;
 pub mod init;
 mod job;
 mod launch;
 mod tree;
 
+pub use identity::run_programs_as;
 pub use job::{run_job, JobError};
 pub use launch::{prepare, Prepared};
 
@@ -40,6 +42,8 @@ use std::thread::JoinHandle;
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// The home directory and working directory of programs.
 pub const HOME: &str = "/home/sandbox";
+/// [`HOME`] as a C string, for the child between fork and exec.
+const HOME_C: &std::ffi::CStr = c"/home/sandbox";
 
 /// Why the agent stopped without answering a job.
 #[derive(Debug, thiserror::Error)]
@@ -185,8 +189,9 @@ fn connect<G: Restorable>(guest: &mut G) -> Result<G::Channel, AgentError> {
     })))
 }
 
-/// The program runs as the same user: without this it could open /proc/1/mem and
-/// rewrite the agent. Its own processes become dumpable again at exec.
+/// Where the program runs as the agent's user (a VM guest), this alone keeps it from
+/// opening /proc/1/mem and rewriting the agent; elsewhere it is a second bar. The
+/// program's own processes become dumpable again at exec.
 fn shield() -> Result<(), AgentError> {
     nix::sys::prctl::set_dumpable(false).map_err(AgentError::Dumpable)
 }

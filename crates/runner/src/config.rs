@@ -385,6 +385,14 @@ impl ServeArgs {
             self.pool_size,
         )?;
         check(
+            crate::backend::process::identity::range_end(self.sandbox.id_base, self.pool_size)
+                + u64::from(crate::backend::process::jail::SANDBOX_UID)
+                < u64::from(u32::MAX),
+            "RUNNER_ID_BASE",
+            "low enough for 65536 host ids per sandbox of the pool below 2^32",
+            self.sandbox.id_base,
+        )?;
+        check(
             self.queue_timeout_ms >= 1,
             "RUNNER_QUEUE_TIMEOUT_MS",
             "at least 1",

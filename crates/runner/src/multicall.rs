@@ -5,7 +5,8 @@
 //! embeds the runner must call [`dispatch`] before anything else (before a runtime
 //! starts threads).
 
-use crate::backend::process::jail::{self, AGENT_ARG, CHANNEL_FD, JAIL_ARG};
+use crate::backend::process::jail::{self, AGENT_ARG, CHANNEL_FD, JAIL_ARG, SANDBOX_UID};
+use crate::backend::process::owner::{self, PROBE_ARG};
 
 /// Runs the jail or the agent when the first argument selects one, and returns the
 /// exit code; returns `None` for an ordinary start.
@@ -21,6 +22,10 @@ pub fn dispatch() -> Option<i32> {
             Some(jail::main(&spec))
         }
         AGENT_ARG => Some(agent()),
+        PROBE_ARG => {
+            let uid = args.next().and_then(|s| s.into_string().ok());
+            Some(owner::probe_main(uid.as_deref().unwrap_or_default()))
+        }
         _ => None,
     }
 }
@@ -35,6 +40,8 @@ fn agent() -> i32 {
             return 1;
         }
     };
+    // The agent stays sandbox root; each program runs as the sandbox user.
+    sandbox_agent::run_programs_as(SANDBOX_UID, SANDBOX_UID);
     match sandbox_agent::serve(&mut channel) {
         Ok(()) => 0,
         Err(e) => {

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 const TOP: &str = "sandbox-runner";
 /// Controllers a v1 host must mount.
 const V1_CONTROLLERS: [&str; 3] = ["memory", "cpu", "pids"];
+/// On v1, the share of the memory limit set aside for socket buffers (see
+/// [`CgroupLimits::v1_socket_bytes`]).
+const V1_SOCKET_SHARE: u64 = 16;
 /// How long a sandbox's processes may take to die before its cgroup is left behind.
 const REMOVE_LIMIT: Duration = Duration::from_secs(5);
 
@@ -44,6 +47,13 @@ pub enum CgroupError {
     /// A control file could not be read.
     #[error("reading {path}: {source}")]
     Read { path: PathBuf, source: io::Error },
+    /// A v1 memory controller without socket-buffer accounting: loopback socket
+    /// buffers would be held by the kernel outside every limit.
+    #[error(
+        "{0} is missing: this kernel's cgroup v1 memory controller cannot limit socket \
+         buffers (it needs CONFIG_MEMCG_KMEM, or use cgroup v2)"
+    )]
+    NoSocketLimit(PathBuf),
     /// A cgroup still held processes, or could not be removed, after the time allowed.
     #[error("removing cgroup {path}: {source}")]
     Remove { path: PathBuf, source: io::Error },
@@ -60,6 +70,16 @@ pub struct CgroupLimits {
     pub cpu_period_us: u64,
     /// The most processes (and threads) at once.
     pub pids_max: u64,
+}
+
+impl CgroupLimits {
+    /// On cgroup v1 the kernel keeps TCP and UDP buffers in a counter of their own,
+    /// outside `memory.limit_in_bytes` (v2 counts them in `memory.max`): a sixteenth of
+    /// the memory limit is set aside for them, and the rest is the limit of everything
+    /// else, so that the two together stay within `memory_bytes`.
+    pub fn v1_socket_bytes(&self) -> u64 {
+        self.memory_bytes / V1_SOCKET_SHARE
+    }
 }
 
 /// Which cgroup version the host runs.
@@ -222,10 +242,17 @@ impl Cgroup {
         match self.version {
             Version::V1 => {
                 let mem = self.dir("memory");
-                write(&mem.join("memory.limit_in_bytes"), limits.memory_bytes)?;
+                let sockets = limits.v1_socket_bytes();
+                let rest = limits.memory_bytes - sockets;
+                let tcp = mem.join("memory.kmem.tcp.limit_in_bytes");
+                if !tcp.exists() {
+                    return Err(CgroupError::NoSocketLimit(tcp));
+                }
+                write(&tcp, sockets)?;
+                write(&mem.join("memory.limit_in_bytes"), rest)?;
                 let memsw = mem.join("memory.memsw.limit_in_bytes");
                 if memsw.exists() {
-                    write(&memsw, limits.memory_bytes)?;
+                    write(&memsw, rest)?;
                 }
                 write(&mem.join("memory.swappiness"), 0)?;
                 let cpu = self.dir("cpu");

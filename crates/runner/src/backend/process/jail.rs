@@ -8,25 +8,33 @@
 //! outside (host root, in the sandbox's cgroup):
 //! 1. [`sanitize`]: close every inherited descriptor above 3, drop supplementary groups;
 //! 2. [`join_cgroup`]: move into the sandbox's cgroup (all children inherit it);
-//! 3. `clone` into new user, PID, mount, network, IPC, UTS and cgroup namespaces;
-//! 4. [`write_id_maps`]: map sandbox root and the sandbox user to unprivileged host ids,
-//!    then let the child go on, and wait for it.
+//! 3. [`Stage::make`]: a mount namespace of the jail's own, with the staging tmpfs
+//!    (this sandbox's device nodes, the sources of the masks);
+//! 4. [`clone_as_owner`]: `clone` into new user, PID, mount, network, IPC, UTS and
+//!    cgroup namespaces, as the sandbox's own host identity where the kernel lets an
+//!    unprivileged user do so (the user namespace's owner is then that identity, and
+//!    every per-user count the kernel keeps for what happens inside is charged to it,
+//!    never to host root);
+//! 5. [`write_id_maps`]: map sandbox root (the agent) and the sandbox user (the
+//!    program) to this sandbox's two host ids, then let the child go on, and wait.
 //!
-//! inside (PID 1 of the new namespaces):
-//! 5. [`build_root`]: a tmpfs root with read-only binds of the system folders, a
-//!    generated /etc, a new /proc, a minimal /dev, size-capped /tmp and home;
-//! 6. [`enter_root`]: pivot_root into it, detach the host's tree, make / read-only;
-//! 7. [`loopback_up`], [`set_rlimits`];
-//! 8. [`drop_privileges`]: empty the capability bounding set, become the sandbox
-//!    user (which clears every capability), set no_new_privs;
-//! 9. install the seccomp filter and `execveat` the agent (this same binary, opened
-//!    before the clone) with an empty environment.
+//! inside (PID 1 of the new namespaces, root there):
+//! 6. [`rootfs::build_root`]: the sandbox's tree (see [`rootfs`]);
+//! 7. [`enter_root`]: pivot_root into it, detach the host's tree, make / read-only;
+//! 8. [`loopback_up`], [`set_rlimits`];
+//! 9. [`agent_privileges`]: keep only the capabilities the agent needs to start the
+//!    program as the sandbox user and to end it ([`AGENT_CAPS`]), set no_new_privs;
+//! 10. install the seccomp filter and `execveat` the agent (this same binary, opened
+//!     before the clone) with an empty environment. The agent stays sandbox root; it
+//!     runs each program as the sandbox user, which can neither signal, trace,
+//!     re-limit nor re-prioritise it.
 //!
 //! Any failing step writes `sandbox-jail: <step>: <error>` to standard error and exits
 //! 1, so the runner can say exactly which layer could not be set up.
 
+use super::rootfs::{self, prepare, remount, Stage};
 use super::seccomp::{self, SeccompError};
-use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::mount::{umount2, MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -36,7 +44,6 @@ use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 /// The first argument that selects the jail in a multicall binary.
@@ -47,26 +54,40 @@ pub const AGENT_ARG: &str = "__sandbox-agent";
 pub const CHANNEL_FD: RawFd = 3;
 /// The sandbox user's id inside the sandbox.
 pub const SANDBOX_UID: u32 = 1000;
+/// What the agent keeps of sandbox root's capabilities (in the sandbox's user namespace
+/// only): to make the program the sandbox user (SETUID, SETGID), to empty the program's
+/// bounding set (SETPCAP), and to end it (KILL).
+pub const AGENT_CAPS: &[u32] = &[CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP];
+/// Capability numbers (linux/capability.h), which the libc crate does not name.
+const CAP_KILL: u32 = 5;
+const CAP_SETGID: u32 = 6;
+const CAP_SETUID: u32 = 7;
+const CAP_SETPCAP: u32 = 8;
+/// Real-time and queued signals a sandbox user may have pending.
+const SIGPENDING_MAX: u64 = 256;
 
-/// Host folders bound read-only into every sandbox (symlinks are copied as symlinks).
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
-];
-/// Host paths under /etc that programs need, bound read-only when present.
-const ETC_BINDS: &[&str] = &["/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"];
-/// Host device nodes bound into /dev.
-const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+/// The host identities of one sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostIds {
+    /// The host uid (and gid) of sandbox root: the agent's, and the user namespace's
+    /// owner when [`JailSpec::unprivileged_owner`] is set.
+    pub root: u32,
+    /// The host uid (and gid) of the sandbox user, which programs run as.
+    pub user: u32,
+}
 
 /// What the runner tells the jail.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JailSpec {
     /// The `cgroup.procs` files to join.
     pub cgroup_procs: Vec<PathBuf>,
-    /// An empty host folder to mount the new root on (in the private mount namespace).
-    pub root_mount: PathBuf,
-    /// The host uid (and gid) that sandbox root maps to; the sandbox user maps to
-    /// `id_base + 1000`.
-    pub id_base: u32,
+    /// An empty host folder for the stage (mounted on in the jail's mount namespace).
+    pub stage_dir: PathBuf,
+    /// This sandbox's host identities (no other sandbox running at the same time has
+    /// them).
+    pub ids: HostIds,
+    /// Create the user namespace as `ids.root` rather than as host root.
+    pub unprivileged_owner: bool,
     /// Size of /tmp in bytes.
     pub tmp_bytes: u64,
     /// Size of the home folder in bytes.
@@ -90,6 +111,12 @@ pub enum JailError {
     JoinCgroup { path: PathBuf, source: io::Error },
     #[error("clearing supplementary groups: {0}")]
     Groups(nix::Error),
+    #[error("making the jail's own mount namespace: {0}")]
+    MountNs(nix::Error),
+    #[error("taking the sandbox's host identity {uid} to create its namespaces: {source}")]
+    Owner { uid: u32, source: nix::Error },
+    #[error("returning to host root after the clone: {0}")]
+    Restore(nix::Error),
     #[error("creating the namespaces (clone): {0}")]
     Clone(io::Error),
     #[error("writing {path} for the user namespace: {source}")]
@@ -117,8 +144,6 @@ pub enum JailError {
     },
     #[error("dropping capability {cap} from the bounding set: {source}")]
     CapBound { cap: u32, source: io::Error },
-    #[error("becoming the sandbox user: {0}")]
-    SetUser(nix::Error),
     #[error("setting no_new_privs: {0}")]
     NoNewPrivs(nix::Error),
     #[error(transparent)]
@@ -146,15 +171,17 @@ fn run(spec_json: &str) -> Result<i32, JailError> {
     sanitize()?;
     let exe = open_self()?;
     join_cgroup(&spec.cgroup_procs)?;
+    let stage = Stage::make(&spec.stage_dir)?;
     let (ready_rx, ready_tx) = pipe()?;
-    match clone_namespaces()? {
+    let owner = spec.unprivileged_owner.then_some(spec.ids.root);
+    match clone_as_owner(owner)? {
         None => {
             drop(ready_tx);
-            Ok(inside(&spec, exe, ready_rx))
+            Ok(inside(&spec, &stage, exe, ready_rx))
         }
         Some(child) => {
             drop(ready_rx);
-            write_id_maps(child, spec.id_base)?;
+            write_id_maps(child, spec.ids)?;
             File::from(ready_tx)
                 .write_all(b"1")
                 .map_err(JailError::Sync)?;
@@ -195,7 +222,31 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| JailError::Sync(e.into()))
 }
 
-/// Step 3: `Some(child)` in the parent, `None` in the child.
+/// Step 4: [`clone_namespaces`] with the effective ids of `owner` (uid and gid), when
+/// given, so that the new user namespace is owned by it; the parent then returns to
+/// host root (its real and saved ids never left it) to write the id maps.
+fn clone_as_owner(owner: Option<u32>) -> Result<Option<Pid>, JailError> {
+    let Some(id) = owner else {
+        return clone_namespaces();
+    };
+    let keep_uid = Uid::from_raw(u32::MAX);
+    let keep_gid = Gid::from_raw(u32::MAX);
+    let taken = setresgid(keep_gid, Gid::from_raw(id), keep_gid)
+        .and_then(|()| setresuid(keep_uid, Uid::from_raw(id), keep_uid));
+    taken.map_err(|source| JailError::Owner { uid: id, source })?;
+    let cloned = clone_namespaces();
+    if let Ok(None) = cloned {
+        return cloned; // the child: it becomes sandbox root once the maps are written
+    }
+    let root_uid = Uid::from_raw(0);
+    let root_gid = Gid::from_raw(0);
+    setresuid(root_uid, root_uid, root_uid)
+        .and_then(|()| setresgid(root_gid, root_gid, root_gid))
+        .map_err(JailError::Restore)?;
+    cloned
+}
+
+/// `Some(child)` in the parent, `None` in the child.
 fn clone_namespaces() -> Result<Option<Pid>, JailError> {
     let flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWPID
@@ -224,10 +275,10 @@ fn clone_namespaces() -> Result<Option<Pid>, JailError> {
     }
 }
 
-/// Step 4: sandbox root -> `base`, the sandbox user -> `base + 1000`; no other id exists
-/// inside, and setgroups is denied.
-fn write_id_maps(child: Pid, base: u32) -> Result<(), JailError> {
-    let map = format!("0 {base} 1\n{SANDBOX_UID} {} 1\n", base + SANDBOX_UID);
+/// Step 5: sandbox root -> `ids.root`, the sandbox user -> `ids.user`; no other id
+/// exists inside, and setgroups is denied.
+fn write_id_maps(child: Pid, ids: HostIds) -> Result<(), JailError> {
+    let map = format!("0 {} 1\n{SANDBOX_UID} {} 1\n", ids.root, ids.user);
     let proc_dir = PathBuf::from(format!("/proc/{child}"));
     for (file, content) in [("setgroups", "deny"), ("uid_map", &map), ("gid_map", &map)] {
         let path = proc_dir.join(file);
@@ -247,8 +298,8 @@ fn wait_exit_code(child: Pid) -> Result<i32, JailError> {
     }
 }
 
-/// The child's side: steps 5 to 9. Returns only on failure, with the exit code.
-fn inside(spec: &JailSpec, exe: OwnedFd, ready: OwnedFd) -> i32 {
+/// The child's side: steps 6 to 10. Returns only on failure, with the exit code.
+fn inside(spec: &JailSpec, stage: &Stage, exe: OwnedFd, ready: OwnedFd) -> i32 {
     let result = (|| -> Result<(), JailError> {
         wait_for_parent(ready)?;
         setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
@@ -256,12 +307,12 @@ fn inside(spec: &JailSpec, exe: OwnedFd, ready: OwnedFd) -> i32 {
         setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
             .map_err(JailError::NsRoot)?;
         sethostname("sandbox").map_err(JailError::Hostname)?;
-        build_root(spec)?;
-        enter_root(&spec.root_mount)?;
+        rootfs::build_root(spec, stage)?;
+        enter_root(&stage.root())?;
         loopback_up()?;
         set_rlimits(spec)?;
         redirect_stdio()?;
-        drop_privileges()?;
+        agent_privileges()?;
         let programs = seccomp::programs()?;
         seccomp::install(&programs)?;
         exec_agent(&exe)
@@ -282,146 +333,7 @@ fn wait_for_parent(ready: OwnedFd) -> Result<(), JailError> {
         .map_err(JailError::Sync)
 }
 
-/// Step 5, on `spec.root_mount` in the private mount namespace.
-fn build_root(spec: &JailSpec) -> Result<(), JailError> {
-    let root = spec.root_mount.as_path();
-    mount_at(
-        None::<&str>,
-        Path::new("/"),
-        None,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None,
-    )?;
-    mount_tmpfs(root, "size=4m,nr_inodes=4096,mode=0755", MsFlags::empty())?;
-    for dir in SYSTEM_DIRS {
-        bind_system_path(root, Path::new(dir))?;
-    }
-    make_dir(&root.join("etc"), 0o755)?;
-    write_etc(root)?;
-    for path in ETC_BINDS {
-        bind_system_path(root, Path::new(path))?;
-    }
-    bind_python_etc(root)?;
-    let proc_dir = root.join("proc");
-    make_dir(&proc_dir, 0o555)?;
-    let noexec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount_at(Some("proc"), &proc_dir, Some("proc"), noexec, None)?;
-    build_dev(root)?;
-    let tmp = format!("size={},nr_inodes=16384,mode=1777", spec.tmp_bytes);
-    mount_tmpfs(
-        &root.join("tmp"),
-        &tmp,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-    )?;
-    let home = root.join(sandbox_agent::HOME.trim_start_matches('/'));
-    let home_opts = format!(
-        "size={},nr_inodes=16384,mode=0700,uid={SANDBOX_UID},gid={SANDBOX_UID}",
-        spec.home_bytes
-    );
-    mount_tmpfs(&home, &home_opts, MsFlags::MS_NOSUID | MsFlags::MS_NODEV)
-}
-
-/// A host system folder or file, bound read-only (nosuid, nodev); a symlink is copied.
-fn bind_system_path(root: &Path, host: &Path) -> Result<(), JailError> {
-    let Ok(meta) = fs::symlink_metadata(host) else {
-        return Ok(()); // this host does not have it
-    };
-    let target = root.join(host.strip_prefix("/").unwrap_or(host));
-    if meta.file_type().is_symlink() {
-        let link = fs::read_link(host).map_err(|source| prepare(host, source))?;
-        return symlink(&link, &target).map_err(|source| prepare(&target, source));
-    }
-    if meta.is_dir() {
-        make_dir(&target, 0o755)?;
-    } else {
-        File::create(&target).map_err(|source| prepare(&target, source))?;
-    }
-    bind_read_only(host, &target, MsFlags::MS_NOSUID | MsFlags::MS_NODEV)
-}
-
-/// Debian's Python reads its site configuration from /etc/python3.X.
-fn bind_python_etc(root: &Path) -> Result<(), JailError> {
-    let entries = fs::read_dir("/etc").map_err(|source| prepare(Path::new("/etc"), source))?;
-    for entry in entries.filter_map(Result::ok) {
-        if entry.file_name().to_string_lossy().starts_with("python3") {
-            bind_system_path(root, &entry.path())?;
-        }
-    }
-    Ok(())
-}
-
-fn write_etc(root: &Path) -> Result<(), JailError> {
-    let uid = SANDBOX_UID;
-    let files = [
-        (
-            "passwd",
-            format!(
-                "root:x:0:0:root:/root:/usr/sbin/nologin\n\
-                 sandbox:x:{uid}:{uid}:sandbox:{}:/bin/bash\n\
-                 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-                sandbox_agent::HOME
-            ),
-        ),
-        (
-            "group",
-            format!("root:x:0:\nsandbox:x:{uid}:\nnogroup:x:65534:\n"),
-        ),
-        (
-            "hosts",
-            "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n".to_owned(),
-        ),
-        ("hostname", "sandbox\n".to_owned()),
-        (
-            "nsswitch.conf",
-            "passwd: files\ngroup: files\nhosts: files\n".to_owned(),
-        ),
-        ("resolv.conf", String::new()),
-    ];
-    for (name, content) in files {
-        let path = root.join("etc").join(name);
-        fs::write(&path, content).map_err(|source| prepare(&path, source))?;
-    }
-    Ok(())
-}
-
-/// A tmpfs /dev with the harmless host devices bound in, the usual links, and /dev/shm.
-fn build_dev(root: &Path) -> Result<(), JailError> {
-    let dev = root.join("dev");
-    mount_tmpfs(
-        &dev,
-        "size=64k,nr_inodes=64,mode=0755",
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-    )?;
-    for name in DEVICES {
-        let target = dev.join(name);
-        File::create(&target).map_err(|source| prepare(&target, source))?;
-        let host = Path::new("/dev").join(name);
-        let flags = MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
-        mount_at(Some(&host), &target, None, flags, None)?;
-    }
-    let links = [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ];
-    for (name, to) in links {
-        let link = dev.join(name);
-        symlink(to, &link).map_err(|source| prepare(&link, source))?;
-    }
-    let shm_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount_tmpfs(
-        &dev.join("shm"),
-        "size=16m,nr_inodes=1024,mode=1777",
-        shm_flags,
-    )?;
-    remount(
-        &dev,
-        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-    )
-}
-
-/// Step 6: the new root becomes `/`; the host's tree is detached; `/` is read-only.
+/// Step 7: the new root becomes `/`; the host's tree is detached; `/` is read-only.
 fn enter_root(root: &Path) -> Result<(), JailError> {
     chdir(root).map_err(|e| prepare(root, e.into()))?;
     pivot_root(".", ".").map_err(JailError::PivotRoot)?;
@@ -438,7 +350,7 @@ fn enter_root(root: &Path) -> Result<(), JailError> {
     chdir(sandbox_agent::HOME).map_err(|e| prepare(Path::new(sandbox_agent::HOME), e.into()))
 }
 
-/// Step 7a: the network namespace has only `lo`; bring it up so programs can use
+/// Step 8a: the network namespace has only `lo`; bring it up so programs can use
 /// localhost among their own processes.
 fn loopback_up() -> Result<(), JailError> {
     // SAFETY: socket() takes plain integers and returns a new descriptor or -1.
@@ -467,12 +379,15 @@ fn loopback_up() -> Result<(), JailError> {
     Ok(())
 }
 
-/// Step 7b.
+/// Step 8b. No POSIX message queue (their bytes are a per-user kernel count), and a
+/// small budget of queued signals.
 fn set_rlimits(spec: &JailSpec) -> Result<(), JailError> {
     let limits = [
         (Resource::RLIMIT_CORE, 0),
         (Resource::RLIMIT_NOFILE, spec.nofile),
         (Resource::RLIMIT_FSIZE, spec.fsize_bytes),
+        (Resource::RLIMIT_MSGQUEUE, 0),
+        (Resource::RLIMIT_SIGPENDING, SIGPENDING_MAX),
     ];
     for (resource, value) in limits {
         setrlimit(resource, value, value)
@@ -496,13 +411,15 @@ fn redirect_stdio() -> Result<(), JailError> {
     Ok(())
 }
 
-/// Step 8: nothing privileged remains, and nothing can be regained.
-fn drop_privileges() -> Result<(), JailError> {
+/// Step 9: of sandbox root's capabilities only [`AGENT_CAPS`] stay (every other one
+/// leaves the bounding set, so the agent's exec cannot bring it back), and nothing can
+/// be gained by an exec from here on.
+fn agent_privileges() -> Result<(), JailError> {
     let last_cap: u32 = fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(63);
-    for cap in 0..=last_cap {
+    for cap in (0..=last_cap).filter(|c| !AGENT_CAPS.contains(c)) {
         // SAFETY: PR_CAPBSET_DROP takes a capability number and touches no memory.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
             return Err(JailError::CapBound {
@@ -511,15 +428,10 @@ fn drop_privileges() -> Result<(), JailError> {
             });
         }
     }
-    let gid = Gid::from_raw(SANDBOX_UID);
-    setresgid(gid, gid, gid).map_err(JailError::SetUser)?;
-    let uid = Uid::from_raw(SANDBOX_UID);
-    // Leaving uid 0 for a non-zero uid clears the permitted, effective and ambient sets.
-    setresuid(uid, uid, uid).map_err(JailError::SetUser)?;
     nix::sys::prctl::set_no_new_privs().map_err(JailError::NoNewPrivs)
 }
 
-/// Step 9: this same binary, opened before the clone, as the agent.
+/// Step 10: this same binary, opened before the clone, as the agent.
 fn exec_agent(exe: &OwnedFd) -> Result<(), JailError> {
     let argv0 = CString::new("sandbox-agent").map_err(|e| JailError::Exec(e.into()))?;
     let argv1 = CString::new(AGENT_ARG).map_err(|e| JailError::Exec(e.into()))?;
@@ -539,57 +451,4 @@ fn exec_agent(exe: &OwnedFd) -> Result<(), JailError> {
         );
     }
     Err(JailError::Exec(io::Error::last_os_error()))
-}
-
-fn mount_tmpfs(target: &Path, options: &str, flags: MsFlags) -> Result<(), JailError> {
-    make_dir(target, 0o755)?;
-    mount_at(Some("tmpfs"), target, Some("tmpfs"), flags, Some(options))
-}
-
-fn bind_read_only(source: &Path, target: &Path, flags: MsFlags) -> Result<(), JailError> {
-    mount_at(
-        Some(source),
-        target,
-        None,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None,
-    )?;
-    remount(target, MsFlags::MS_RDONLY | flags)
-}
-
-fn remount(target: &Path, flags: MsFlags) -> Result<(), JailError> {
-    let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags;
-    mount_at(None::<&Path>, target, None, flags, None)
-}
-
-fn mount_at<S: nix::NixPath + ?Sized>(
-    source: Option<&S>,
-    target: &Path,
-    fstype: Option<&str>,
-    flags: MsFlags,
-    data: Option<&str>,
-) -> Result<(), JailError> {
-    mount(source, target, fstype, flags, data).map_err(|source| JailError::Mount {
-        target: target.to_owned(),
-        source,
-    })
-}
-
-fn make_dir(path: &Path, mode: u32) -> Result<(), JailError> {
-    use std::os::unix::fs::DirBuilderExt;
-    match fs::DirBuilder::new()
-        .recursive(true)
-        .mode(mode)
-        .create(path)
-    {
-        Ok(()) => Ok(()),
-        Err(source) => Err(prepare(path, source)),
-    }
-}
-
-fn prepare(path: &Path, source: io::Error) -> JailError {
-    JailError::Prepare {
-        path: path.to_owned(),
-        source,
-    }
 }

@@ -3,12 +3,16 @@
 //! docs/security.md for what each one stops).
 
 pub mod cgroup;
+pub mod identity;
 pub mod jail;
+pub mod owner;
+pub mod rootfs;
 pub mod seccomp;
 
 use super::channel::{self, ChannelError};
 use super::RunOutcome;
 use cgroup::{Cgroup, CgroupError, CgroupLimits, Hierarchy};
+use identity::{Identities, Identity};
 use jail::{JailSpec, CHANNEL_FD};
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
@@ -32,9 +36,10 @@ const JAIL_STDERR_CAP: u64 = 4096;
 pub struct ProcessConfig {
     /// Where the cgroup hierarchies are mounted (normally `/sys/fs/cgroup`).
     pub cgroup_mount: PathBuf,
-    /// The runner's state folder; `root/` below it is the new roots' mount point.
+    /// The runner's state folder; `root/` below it is where each jail mounts its stage.
     pub state_dir: PathBuf,
-    /// The host uid/gid sandbox root maps to (the sandbox user is this + 1000).
+    /// The first host uid/gid of sandboxes: sandbox `i` maps its root to
+    /// `id_base + i * 65536` and its user to that + 1000 (see [`identity`]).
     pub id_base: u32,
     /// Memory, CPU and process limits.
     pub limits: CgroupLimits,
@@ -61,6 +66,12 @@ pub enum ProcessError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The state folder's path cannot name an overlay layer.
+    #[error("the state folder {0} may not contain ',', ':' or '\\' (it names overlay layers)")]
+    StatePath(PathBuf),
+    /// Every host identity is held.
+    #[error(transparent)]
+    Identities(#[from] identity::Exhausted),
     /// The jail could not be started.
     #[error("starting the jail: {0}")]
     Spawn(std::io::Error),
@@ -79,8 +90,10 @@ pub enum ProcessError {
 pub struct ProcessBackend {
     config: ProcessConfig,
     hierarchy: Arc<Hierarchy>,
-    root_mount: PathBuf,
+    stage_dir: PathBuf,
     next_id: AtomicU64,
+    identities: Arc<Identities>,
+    unprivileged_owner: bool,
 }
 
 impl ProcessBackend {
@@ -98,17 +111,23 @@ impl ProcessBackend {
                 "removed sandboxes left behind by a runner that died"
             );
         }
-        let root_mount = config.state_dir.join("root");
-        std::fs::create_dir_all(&root_mount).map_err(|source| ProcessError::StateDir {
-            path: root_mount.clone(),
+        let stage_dir = config.state_dir.join("root");
+        if stage_dir.to_string_lossy().contains([',', ':', '\\']) {
+            return Err(ProcessError::StatePath(config.state_dir.clone()));
+        }
+        std::fs::create_dir_all(&stage_dir).map_err(|source| ProcessError::StateDir {
+            path: stage_dir.clone(),
             source,
         })?;
         tracing::info!(version = ?hierarchy.version(), "cgroups ready");
+        let unprivileged_owner = owner::unprivileged_userns(config.id_base);
         Ok(ProcessBackend {
+            identities: Arc::new(Identities::new(config.id_base)),
             config,
             hierarchy: Arc::new(hierarchy),
-            root_mount,
+            stage_dir,
             next_id: AtomicU64::new(1),
+            unprivileged_owner,
         })
     }
 
@@ -122,10 +141,18 @@ impl ProcessBackend {
         let cgroup = tokio::task::spawn_blocking(move || hierarchy.create(&name, &limits))
             .await
             .map_err(|e| ProcessError::Setup(format!("cgroup task: {e}")))??;
+        let identity = match self.identities.take() {
+            Ok(identity) => identity,
+            Err(e) => {
+                remove_cgroup(cgroup).await;
+                return Err(e.into());
+            }
+        };
         let spec = JailSpec {
             cgroup_procs: cgroup.procs_files(),
-            root_mount: self.root_mount.clone(),
-            id_base: self.config.id_base,
+            stage_dir: self.stage_dir.clone(),
+            ids: identity.ids,
+            unprivileged_owner: self.unprivileged_owner,
             tmp_bytes: self.config.tmpfs_bytes,
             home_bytes: self.config.tmpfs_bytes,
             nofile: self.config.nofile,
@@ -137,6 +164,8 @@ impl ProcessBackend {
                 let mut sandbox = ProcessSandbox {
                     id,
                     cgroup: Some(cgroup),
+                    identity: Some(identity),
+                    identities: self.identities.clone(),
                     child,
                     channel,
                     stderr: Some(stderr),
@@ -156,7 +185,9 @@ impl ProcessBackend {
                 }
             }
             Err(e) => {
-                remove_cgroup(cgroup).await;
+                if remove_cgroup(cgroup).await {
+                    self.identities.give_back(identity);
+                }
                 Err(e)
             }
         }
@@ -220,6 +251,9 @@ async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), Proc
 pub struct ProcessSandbox {
     id: u64,
     cgroup: Option<Cgroup>,
+    /// Given back once the cgroup is gone, with every process in it.
+    identity: Option<Identity>,
+    identities: Arc<Identities>,
     child: Child,
     channel: UnixStream,
     stderr: Option<ChildStderr>,
@@ -291,20 +325,36 @@ impl ProcessSandbox {
         })
     }
 
-    /// Kills every process of the sandbox and removes its cgroup.
+    /// Kills every process of the sandbox, removes its cgroup and gives its host
+    /// identity back (kept from reuse if a process may have survived).
     pub async fn destroy(mut self) {
         let _ = self.child.start_kill();
-        if let Some(cgroup) = self.cgroup.take() {
-            remove_cgroup(cgroup).await;
-        }
+        let gone = match self.cgroup.take() {
+            Some(cgroup) => remove_cgroup(cgroup).await,
+            None => true,
+        };
         let _ = self.child.wait().await;
+        if let Some(identity) = self.identity.take() {
+            if gone {
+                self.identities.give_back(identity);
+            } else {
+                tracing::error!(sandbox = self.id, ids = ?identity.ids, "host ids kept from reuse");
+            }
+        }
     }
 }
 
-async fn remove_cgroup(cgroup: Cgroup) {
+/// Kills the cgroup's processes and removes it; false if it is left behind.
+async fn remove_cgroup(cgroup: Cgroup) -> bool {
     match tokio::task::spawn_blocking(move || cgroup.kill_and_remove()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::error!(error = %e, "sandbox cgroup left behind"),
-        Err(e) => tracing::error!(error = %e, "cgroup removal task failed"),
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "sandbox cgroup left behind");
+            false
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cgroup removal task failed");
+            false
+        }
     }
 }

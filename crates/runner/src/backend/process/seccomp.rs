@@ -1,11 +1,22 @@
 //! The system-call filter every sandboxed process runs under.
 //!
 //! A deny list (the calls a program runner never needs, and the ones most kernel
-//! escapes go through), refused with EPERM, plus: `clone` with any namespace flag
-//! refused, `clone3` answered ENOSYS (its flags sit in memory a filter cannot read;
-//! libc then falls back to `clone`), and x32-ABI call numbers refused, since a filter
-//! keyed on x86_64 numbers would not see them. A call from another architecture
-//! (i386 via `int 0x80`) kills the process: seccompiler checks the architecture first.
+//! escapes go through), refused with EPERM, plus:
+//! - `clone` with any namespace flag refused, and a seccomp filter with a
+//!   user-notification listener refused;
+//! - `clone3` answered ENOSYS (its flags sit in memory a filter cannot read; libc then
+//!   falls back to `clone`);
+//! - kernel interfaces a sandbox does without answered ENOSYS, as on a kernel built
+//!   without them, so that libraries fall back: inotify and fanotify (watches on shared
+//!   files would see other tenants, and their instances are per-user kernel counts),
+//!   AIO (a host-wide event budget), NUMA memory policy and page moving, `modify_ldt`,
+//!   `memfd_secret` and `cachestat`;
+//! - `socket` and `socketpair` for any family but Unix, IPv4 and IPv6 answered
+//!   EAFNOSUPPORT (vsock is not isolated by the network namespace; netlink, packet and
+//!   the rest are kernel surface a code runner never needs);
+//! - x32-ABI call numbers refused, since a filter keyed on x86_64 numbers would not see
+//!   them. A call from another architecture (i386 via `int 0x80`) kills the process:
+//!   seccompiler checks the architecture first.
 
 use seccompiler::{
     sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
@@ -80,6 +91,39 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_personality,
 ];
 
+/// Calls answered ENOSYS, as by a kernel without them.
+const UNAVAILABLE: &[libc::c_long] = &[
+    libc::SYS_inotify_init,
+    libc::SYS_inotify_init1,
+    libc::SYS_inotify_add_watch,
+    libc::SYS_inotify_rm_watch,
+    libc::SYS_fanotify_init,
+    libc::SYS_fanotify_mark,
+    libc::SYS_io_setup,
+    libc::SYS_io_destroy,
+    libc::SYS_io_submit,
+    libc::SYS_io_cancel,
+    libc::SYS_io_getevents,
+    SYS_IO_PGETEVENTS,
+    libc::SYS_mbind,
+    libc::SYS_set_mempolicy,
+    libc::SYS_set_mempolicy_home_node,
+    libc::SYS_migrate_pages,
+    libc::SYS_move_pages,
+    libc::SYS_modify_ldt,
+    libc::SYS_memfd_secret,
+    SYS_CACHESTAT,
+];
+/// x86_64 numbers the libc crate does not name.
+const SYS_IO_PGETEVENTS: libc::c_long = 333;
+const SYS_CACHESTAT: libc::c_long = 451;
+/// The socket families a program may use: Unix, IPv4, IPv6.
+const SOCKET_FAMILIES: &[libc::c_int] = &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6];
+/// `seccomp(2)`'s operation and flag that install a filter with a user-notification
+/// listener (which would let a program intercept its children's calls).
+const SECCOMP_SET_MODE_FILTER: u64 = 1;
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: u64 = 1 << 3;
+
 /// Namespace flags that `clone` may not carry.
 const NAMESPACE_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWUSER,
@@ -92,13 +136,19 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
     0x80, // CLONE_NEWTIME
 ];
 
-/// The three programs, in the order they are installed.
-pub fn programs() -> Result<[BpfProgram; 3], SeccompError> {
-    Ok([deny_list()?, clone3_enosys()?, x32_refused()])
+/// The programs, in the order they are installed.
+pub fn programs() -> Result<[BpfProgram; 5], SeccompError> {
+    Ok([
+        deny_list()?,
+        enosys(&[libc::SYS_clone3])?,
+        enosys(UNAVAILABLE)?,
+        socket_families()?,
+        x32_refused(),
+    ])
 }
 
 /// Installs the programs on the calling thread; no_new_privs must already be set.
-pub fn install(programs: &[BpfProgram; 3]) -> Result<(), SeccompError> {
+pub fn install(programs: &[BpfProgram; 5]) -> Result<(), SeccompError> {
     for program in programs {
         seccompiler::apply_filter(program)?;
     }
@@ -122,6 +172,21 @@ fn deny_list() -> Result<BpfProgram, SeccompError> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     rules.insert(libc::SYS_clone, clone_rules);
+    let listener = vec![
+        SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Eq,
+            SECCOMP_SET_MODE_FILTER,
+        )?,
+        SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(SECCOMP_FILTER_FLAG_NEW_LISTENER),
+            SECCOMP_FILTER_FLAG_NEW_LISTENER,
+        )?,
+    ];
+    rules.insert(libc::SYS_seccomp, vec![SeccompRule::new(listener)?]);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -131,12 +196,38 @@ fn deny_list() -> Result<BpfProgram, SeccompError> {
     Ok(filter.try_into()?)
 }
 
-fn clone3_enosys() -> Result<BpfProgram, SeccompError> {
-    let rules = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
+/// Each of `calls` answered ENOSYS.
+fn enosys(calls: &[libc::c_long]) -> Result<BpfProgram, SeccompError> {
+    let rules = calls.iter().map(|&nr| (nr, Vec::new())).collect();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::ENOSYS as u32),
+        TargetArch::x86_64,
+    )?;
+    Ok(filter.try_into()?)
+}
+
+/// `socket` and `socketpair` with a family outside [`SOCKET_FAMILIES`] -> EAFNOSUPPORT.
+/// The family is an `int`: the kernel reads the low 32 bits, and so does the filter.
+fn socket_families() -> Result<BpfProgram, SeccompError> {
+    let other_family = || {
+        let conditions = SOCKET_FAMILIES
+            .iter()
+            .map(|&family| {
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        SeccompRule::new(conditions)
+    };
+    let rules = BTreeMap::from([
+        (libc::SYS_socket, vec![other_family()?]),
+        (libc::SYS_socketpair, vec![other_family()?]),
+    ]);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EAFNOSUPPORT as u32),
         TargetArch::x86_64,
     )?;
     Ok(filter.try_into()?)
@@ -183,9 +274,11 @@ mod tests {
 
     #[test]
     fn programs_compile() {
-        let [deny, clone3, x32] = programs().expect("filters build");
+        let [deny, clone3, unavailable, sockets, x32] = programs().expect("filters build");
         assert!(deny.len() > DENIED.len());
         assert!(!clone3.is_empty());
+        assert!(unavailable.len() > UNAVAILABLE.len());
+        assert!(!sockets.is_empty());
         assert_eq!(x32.len(), 4);
     }
 }

@@ -1,0 +1,431 @@
+//! The sandbox's file system: what the jail mounts before it pivots into it.
+//!
+//! Two parts, made on either side of the clone:
+//!
+//! - the [`Stage`], made by the jail as host root in a mount namespace of its own (so
+//!   nothing of it is seen on the host, and it goes away with the sandbox): a small
+//!   tmpfs holding this sandbox's own device nodes, an empty folder and an empty file
+//!   (the sources of the masks), and the mount point of the new root. Device nodes made
+//!   here are new inodes: a lock or a watch on the sandbox's `/dev/null` touches no
+//!   other sandbox's and not the host's.
+//! - the root itself ([`build_root`]), made inside the new namespaces: a tmpfs with the
+//!   host's system folders as read-only overlays (a private view of shared files: their
+//!   inodes, and so their `flock` locks, belong to this sandbox alone), a generated
+//!   `/etc`, a new `/proc` with the host-wide information files masked, a minimal
+//!   `/dev`, and size-capped `/tmp` and home.
+
+use super::jail::{JailError, JailSpec, SANDBOX_UID};
+use nix::mount::{mount, MsFlags};
+use nix::sys::stat::{mknod, Mode, SFlag};
+use std::fs::{self, File};
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Host folders shown read-only in every sandbox, through a private overlay each
+/// (symlinks, as on merged-/usr hosts, are copied as symlinks).
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
+];
+/// Host paths under /etc that programs need: folders are overlaid, files copied.
+const ETC_PATHS: &[&str] = &["/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"];
+/// Devices every sandbox gets, made anew for each (`/dev/<name>`).
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+/// Host-wide files in /proc that tell of the host or of other tenants, shown empty
+/// (runc's and crun's masked paths, and more of the same kind).
+const MASKED_PROC_FILES: &[&str] = &[
+    "cmdline",
+    "config.gz",
+    "kallsyms",
+    "kcore",
+    "keys",
+    "key-users",
+    "timer_list",
+    "timer_stats",
+    "sched_debug",
+    "schedstat",
+    "latency_stats",
+    "modules",
+    "kmsg",
+    "kpagecount",
+    "kpageflags",
+    "kpagecgroup",
+    "sysrq-trigger",
+    "iomem",
+    "ioports",
+    "vmallocinfo",
+    "slabinfo",
+    "pagetypeinfo",
+    "buddyinfo",
+    "zoneinfo",
+    "interrupts",
+    "softirqs",
+    "locks",
+    "diskstats",
+    "partitions",
+    "swaps",
+    "devices",
+    "mtrr",
+    "dma",
+    "misc",
+    "consoles",
+    "bootconfig",
+    "mdstat",
+    "execdomains",
+    "crypto",
+    "program_cpu",
+];
+/// Host-wide folders in /proc, shown empty.
+const MASKED_PROC_DIRS: &[&str] = &[
+    "acpi",
+    "asound",
+    "scsi",
+    "bus",
+    "fs",
+    "irq",
+    "driver",
+    "tty",
+    "pressure",
+    "dynamic_debug",
+    "device-tree",
+];
+/// Per-user-namespace counts set to zero in every sandbox's user namespace: a second
+/// bar, behind the seccomp filter, against the kernel objects a sandbox may not make.
+const ZERO_USER_COUNTS: &[&str] = &[
+    "max_inotify_instances",
+    "max_inotify_watches",
+    "max_fanotify_groups",
+    "max_fanotify_marks",
+    "max_user_namespaces",
+    "max_mnt_namespaces",
+    "max_pid_namespaces",
+    "max_net_namespaces",
+    "max_ipc_namespaces",
+    "max_uts_namespaces",
+    "max_cgroup_namespaces",
+    "max_time_namespaces",
+];
+
+/// The jail's private staging area (see the module documentation).
+pub struct Stage {
+    dir: PathBuf,
+}
+
+impl Stage {
+    /// As host root: a mount namespace for the jail alone, and the staging tmpfs on
+    /// `dir` in it, with its device nodes, empty folder and empty file.
+    pub fn make(dir: &Path) -> Result<Stage, JailError> {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(JailError::MountNs)?;
+        mount_at(
+            None::<&str>,
+            Path::new("/"),
+            None,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None,
+        )?;
+        // Not nodev: the device nodes made here must open from inside the sandbox.
+        let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+        mount_at(
+            Some("tmpfs"),
+            dir,
+            Some("tmpfs"),
+            flags,
+            Some("size=64k,nr_inodes=64,mode=0755"),
+        )?;
+        let stage = Stage {
+            dir: dir.to_owned(),
+        };
+        make_dir(&stage.root(), 0o755)?;
+        make_dir(&stage.empty_dir(), 0o555)?;
+        File::create(stage.blank()).map_err(|source| prepare(&stage.blank(), source))?;
+        set_mode(&stage.blank(), 0o444)?;
+        make_dir(&stage.devices(), 0o755)?;
+        for name in DEVICES {
+            make_device(name, &stage.devices().join(name))?;
+        }
+        Ok(stage)
+    }
+
+    /// The mount point of the sandbox's root.
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("root")
+    }
+
+    fn empty_dir(&self) -> PathBuf {
+        self.dir.join("empty")
+    }
+
+    fn blank(&self) -> PathBuf {
+        self.dir.join("blank")
+    }
+
+    fn devices(&self) -> PathBuf {
+        self.dir.join("dev")
+    }
+}
+
+/// A character device with the numbers of the host's `/dev/<name>`, mode 0666.
+fn make_device(name: &str, path: &Path) -> Result<(), JailError> {
+    let host = Path::new("/dev").join(name);
+    let rdev = fs::metadata(&host)
+        .map_err(|source| prepare(&host, source))?
+        .rdev();
+    mknod(path, SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), rdev)
+        .map_err(|e| prepare(path, e.into()))?;
+    set_mode(path, 0o666)
+}
+
+/// Inside the new namespaces (sandbox root, all capabilities there): the whole tree on
+/// the stage's root mount point.
+pub fn build_root(spec: &JailSpec, stage: &Stage) -> Result<(), JailError> {
+    let root = stage.root();
+    mount_at(
+        None::<&str>,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )?;
+    mount_tmpfs(&root, "size=4m,nr_inodes=4096,mode=0755", MsFlags::empty())?;
+    for dir in SYSTEM_DIRS {
+        share_system_path(&root, Path::new(dir), stage)?;
+    }
+    make_dir(&root.join("etc"), 0o755)?;
+    write_etc(&root)?;
+    for path in ETC_PATHS {
+        share_system_path(&root, Path::new(path), stage)?;
+    }
+    share_python_etc(&root, stage)?;
+    build_proc(&root, stage)?;
+    build_dev(&root, stage)?;
+    let tmp = format!("size={},nr_inodes=16384,mode=1777", spec.tmp_bytes);
+    let private = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount_tmpfs(&root.join("tmp"), &tmp, private)?;
+    let home = root.join(sandbox_agent::HOME.trim_start_matches('/'));
+    let home_opts = format!(
+        "size={},nr_inodes=16384,mode=0700,uid={SANDBOX_UID},gid={SANDBOX_UID}",
+        spec.home_bytes
+    );
+    mount_tmpfs(&home, &home_opts, private)
+}
+
+/// A host path in the sandbox: a folder through a read-only overlay of its own, a file
+/// copied, a symlink copied as a symlink; nothing when the host has no such path.
+fn share_system_path(root: &Path, host: &Path, stage: &Stage) -> Result<(), JailError> {
+    let Ok(meta) = fs::symlink_metadata(host) else {
+        return Ok(());
+    };
+    let target = root.join(host.strip_prefix("/").unwrap_or(host));
+    if meta.file_type().is_symlink() {
+        let link = fs::read_link(host).map_err(|source| prepare(host, source))?;
+        symlink(&link, &target).map_err(|source| prepare(&target, source))
+    } else if meta.is_dir() {
+        make_dir(&target, 0o755)?;
+        overlay(host, &target, stage)
+    } else {
+        fs::copy(host, &target).map_err(|source| prepare(&target, source))?;
+        set_mode(&target, 0o444)
+    }
+}
+
+/// A read-only overlay of `lower` on `target`. Its inodes are this mount's own, so a
+/// lock taken on a file of it blocks nobody outside the sandbox; the page cache stays
+/// the host's (nothing is copied). Overlayfs wants two layers when it has no upper one:
+/// the stage's empty folder is the second.
+fn overlay(lower: &Path, target: &Path, stage: &Stage) -> Result<(), JailError> {
+    let options = format!(
+        "lowerdir={}:{}",
+        lower.display(),
+        stage.empty_dir().display()
+    );
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount_at(
+        Some("overlay"),
+        target,
+        Some("overlay"),
+        flags,
+        Some(&options),
+    )
+}
+
+/// Debian's Python reads its site configuration from /etc/python3 and /etc/python3.X.
+fn share_python_etc(root: &Path, stage: &Stage) -> Result<(), JailError> {
+    let entries = fs::read_dir("/etc").map_err(|source| prepare(Path::new("/etc"), source))?;
+    for entry in entries.filter_map(Result::ok) {
+        if entry.file_name().to_string_lossy().starts_with("python3") {
+            share_system_path(root, &entry.path(), stage)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_etc(root: &Path) -> Result<(), JailError> {
+    let uid = SANDBOX_UID;
+    let files = [
+        (
+            "passwd",
+            format!(
+                "root:x:0:0:root:/root:/usr/sbin/nologin\n\
+                 sandbox:x:{uid}:{uid}:sandbox:{}:/bin/bash\n\
+                 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                sandbox_agent::HOME
+            ),
+        ),
+        (
+            "group",
+            format!("root:x:0:\nsandbox:x:{uid}:\nnogroup:x:65534:\n"),
+        ),
+        (
+            "hosts",
+            "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n".to_owned(),
+        ),
+        ("hostname", "sandbox\n".to_owned()),
+        (
+            "nsswitch.conf",
+            "passwd: files\ngroup: files\nhosts: files\n".to_owned(),
+        ),
+        ("resolv.conf", String::new()),
+    ];
+    for (name, content) in files {
+        let path = root.join("etc").join(name);
+        fs::write(&path, content).map_err(|source| prepare(&path, source))?;
+    }
+    Ok(())
+}
+
+/// A new /proc for the sandbox's PID namespace: the per-namespace counts zeroed, the
+/// host-wide information files and folders masked, `/proc/sys` read-only.
+fn build_proc(root: &Path, stage: &Stage) -> Result<(), JailError> {
+    let proc_dir = root.join("proc");
+    make_dir(&proc_dir, 0o555)?;
+    let noexec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount_at(Some("proc"), &proc_dir, Some("proc"), noexec, None)?;
+    zero_user_counts(&proc_dir)?;
+    for name in MASKED_PROC_FILES {
+        mask(&proc_dir.join(name), &stage.blank())?;
+    }
+    for name in MASKED_PROC_DIRS {
+        mask(&proc_dir.join(name), &stage.empty_dir())?;
+    }
+    let sys = proc_dir.join("sys");
+    mount_at(
+        Some(&sys),
+        &sys,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    )?;
+    remount(&sys, MsFlags::MS_RDONLY | noexec)
+}
+
+/// Writes 0 to each of [`ZERO_USER_COUNTS`] this kernel has, for the sandbox's user
+/// namespace (its root may: it holds CAP_SYS_RESOURCE there until the privileges drop).
+fn zero_user_counts(proc_dir: &Path) -> Result<(), JailError> {
+    for name in ZERO_USER_COUNTS {
+        let path = proc_dir.join("sys/user").join(name);
+        if path.exists() {
+            fs::write(&path, "0").map_err(|source| prepare(&path, source))?;
+        }
+    }
+    Ok(())
+}
+
+/// Shows `source` (an empty file or folder of the stage), read-only, in place of
+/// `target`, when the kernel has `target`.
+fn mask(target: &Path, source: &Path) -> Result<(), JailError> {
+    if fs::symlink_metadata(target).is_err() {
+        return Ok(());
+    }
+    mount_at(Some(source), target, None, MsFlags::MS_BIND, None)?;
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    remount(target, flags)
+}
+
+/// A tmpfs /dev with this sandbox's own device nodes bound in, the usual links, and
+/// /dev/shm.
+fn build_dev(root: &Path, stage: &Stage) -> Result<(), JailError> {
+    let dev = root.join("dev");
+    mount_tmpfs(
+        &dev,
+        "size=64k,nr_inodes=64,mode=0755",
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+    )?;
+    for name in DEVICES {
+        let target = dev.join(name);
+        File::create(&target).map_err(|source| prepare(&target, source))?;
+        let flags = MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+        mount_at(
+            Some(&stage.devices().join(name)),
+            &target,
+            None,
+            flags,
+            None,
+        )?;
+    }
+    let links = [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ];
+    for (name, to) in links {
+        let link = dev.join(name);
+        symlink(to, &link).map_err(|source| prepare(&link, source))?;
+    }
+    let shm_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount_tmpfs(
+        &dev.join("shm"),
+        "size=16m,nr_inodes=1024,mode=1777",
+        shm_flags,
+    )?;
+    remount(
+        &dev,
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+    )
+}
+
+fn mount_tmpfs(target: &Path, options: &str, flags: MsFlags) -> Result<(), JailError> {
+    make_dir(target, 0o755)?;
+    mount_at(Some("tmpfs"), target, Some("tmpfs"), flags, Some(options))
+}
+
+/// Changes the flags of the mount at `target` (a bind remount).
+pub fn remount(target: &Path, flags: MsFlags) -> Result<(), JailError> {
+    let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags;
+    mount_at(None::<&Path>, target, None, flags, None)
+}
+
+/// `mount(2)`, its error naming the target.
+pub fn mount_at<S: nix::NixPath + ?Sized>(
+    source: Option<&S>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> Result<(), JailError> {
+    mount(source, target, fstype, flags, data).map_err(|source| JailError::Mount {
+        target: target.to_owned(),
+        source,
+    })
+}
+
+fn make_dir(path: &Path, mode: u32) -> Result<(), JailError> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+        .map_err(|source| prepare(path, source))
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), JailError> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(|source| prepare(path, source))
+}
+
+/// A preparation step's error, naming its path.
+pub fn prepare(path: &Path, source: std::io::Error) -> JailError {
+    JailError::Prepare {
+        path: path.to_owned(),
+        source,
+    }
+}
