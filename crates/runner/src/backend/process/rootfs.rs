@@ -329,15 +329,19 @@ fn zero_user_counts(proc_dir: &Path) -> Result<(), JailError> {
     Ok(())
 }
 
-/// Shows `source` (an empty file or folder of the stage), read-only, in place of
-/// `target`, when the kernel has `target`.
+/// Shows `source` (an empty file or folder of the stage) in place of `target`, when the
+/// kernel has `target` and a program could open it (a file only root may read or write,
+/// such as `kcore` or `kmsg`, is closed to the sandbox user already). The source is host
+/// root's and read-only to everyone (0444, 0555), on the stage's nosuid, noexec mount:
+/// the program can neither write nor change it, so no read-only remount is needed.
 fn mask(target: &Path, source: &Path) -> Result<(), JailError> {
-    if fs::symlink_metadata(target).is_err() {
+    let Ok(meta) = fs::symlink_metadata(target) else {
+        return Ok(());
+    };
+    if meta.is_file() && meta.permissions().mode() & 0o006 == 0 {
         return Ok(());
     }
-    mount_at(Some(source), target, None, MsFlags::MS_BIND, None)?;
-    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    remount(target, flags)
+    mount_at(Some(source), target, None, MsFlags::MS_BIND, None)
 }
 
 /// A tmpfs /dev with this sandbox's own device nodes bound in, the usual links, and
