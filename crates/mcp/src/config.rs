@@ -10,10 +10,6 @@ use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
 
-/// The runner's default wall-clock limit for a run, in milliseconds.
-pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;
-/// The largest timeout the runner accepts, in milliseconds.
-pub const MAX_TIMEOUT_MS: u64 = 300_000;
 /// The largest `/mcp` request body accepted by default, in bytes: room for a program at the
 /// runner's 1 MiB code cap even when JSON escaping makes it several times longer.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
@@ -38,8 +34,8 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
-    /// `SANDBOX_TIMEOUT_MS` is out of range.
-    #[error("SANDBOX_TIMEOUT_MS={0} is out of range: use 1 to {MAX_TIMEOUT_MS}")]
+    /// `SANDBOX_TIMEOUT_MS` is zero.
+    #[error("SANDBOX_TIMEOUT_MS={0} is out of range: use at least 1 (and at most the runner's largest timeout)")]
     BadTimeout(u64),
     /// An entry of `MCP_ALLOWED_ORIGINS` is not an origin.
     #[error("MCP_ALLOWED_ORIGINS entry {0:?} is not an origin: use scheme://host[:port], scheme://host:* or *")]
@@ -146,18 +142,18 @@ pub enum HostPolicy {
 pub struct ToolConfig {
     /// The runner; `None` is the not-configured mode, where every call says so.
     pub runner: Option<RunnerTarget>,
-    /// The run timeout when a call gives none.
-    pub default_timeout: Duration,
+    /// The run timeout when a call gives none; the runner's own default when `None`.
+    pub default_timeout: Option<Duration>,
     /// Whether the three tools exist at all (`FEATURE_SANDBOX_EXEC`).
     pub exec_enabled: bool,
 }
 
 impl Default for ToolConfig {
-    /// No runner, a 15 s timeout, tools on.
+    /// No runner, the runner's default timeout, tools on.
     fn default() -> Self {
         ToolConfig {
             runner: None,
-            default_timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            default_timeout: None,
             exec_enabled: true,
         }
     }
@@ -245,9 +241,10 @@ pub struct ToolArgs {
     /// Bearer token for the runner's `POST /run`.
     #[arg(long, env = "SANDBOX_RUNNER_TOKEN", hide_env_values = true)]
     pub runner_token: Option<String>,
-    /// Timeout of a run when the call gives none, in milliseconds (1 to 300000).
-    #[arg(long, env = "SANDBOX_TIMEOUT_MS", default_value_t = DEFAULT_TIMEOUT_MS)]
-    pub timeout_ms: u64,
+    /// Timeout of a run when the call gives none, in milliseconds (at most the runner's
+    /// largest); the runner's own default when unset.
+    #[arg(long, env = "SANDBOX_TIMEOUT_MS")]
+    pub timeout_ms: Option<u64>,
     /// Offer the run_bash, run_python and run_node tools (true/false).
     #[arg(long, env = "FEATURE_SANDBOX_EXEC", default_value = "true",
           value_parser = BoolishValueParser::new(), action = clap::ArgAction::Set)]
@@ -355,8 +352,8 @@ impl ServeArgs {
 impl ToolArgs {
     /// Validates the tool settings.
     pub fn into_config(self) -> Result<ToolConfig, ConfigError> {
-        if !(1..=MAX_TIMEOUT_MS).contains(&self.timeout_ms) {
-            return Err(ConfigError::BadTimeout(self.timeout_ms));
+        if self.timeout_ms == Some(0) {
+            return Err(ConfigError::BadTimeout(0));
         }
         let runner = match self.runner_url.as_deref().map(str::trim) {
             None | Some("") => None,
@@ -364,7 +361,7 @@ impl ToolArgs {
         };
         Ok(ToolConfig {
             runner,
-            default_timeout: Duration::from_millis(self.timeout_ms),
+            default_timeout: self.timeout_ms.map(Duration::from_millis),
             exec_enabled: self.feature_sandbox_exec,
         })
     }
@@ -443,7 +440,7 @@ mod tests {
         let config = parse(&["--auth-token", "0123456789abcdef"]).unwrap();
         assert!(config.tools.runner.is_none());
         assert!(config.tools.exec_enabled);
-        assert_eq!(config.tools.default_timeout, Duration::from_millis(15_000));
+        assert_eq!(config.tools.default_timeout, None, "the runner's default");
         assert_eq!(config.allowed_origins, OriginPolicy::Loopback);
         assert_eq!(config.allowed_hosts, HostPolicy::Loopback);
         assert!(!format!("{config:?}").contains("0123456789abcdef"));

@@ -118,6 +118,8 @@ pub async fn serve(
         );
     }
     let server = SandboxServer::with_max_calls(&config.tools, config.max_calls_per_session)?;
+    let following = server.follow_runner_limits().await;
+    let _stop_following = AbortOnDrop(following);
     let sessions_end = CancellationToken::new();
     let in_flight = TaskTracker::new();
     let app = router(&config, server, sessions_end.clone(), in_flight.clone());
@@ -125,7 +127,7 @@ pub async fn serve(
         addr = ?listener.local_addr().ok(),
         runner = config.tools.runner.as_ref().map(|r| r.url.as_str()),
         exec_enabled = config.tools.exec_enabled,
-        default_timeout_ms = config.tools.default_timeout.as_millis() as u64,
+        default_timeout_ms = config.tools.default_timeout.map(|t| t.as_millis() as u64),
         allowed_origins = ?config.allowed_origins,
         allowed_hosts = ?config.allowed_hosts,
         limits = ?config.http,
@@ -164,5 +166,14 @@ async fn drain(in_flight: TaskTracker, grace: Duration) {
             ?grace,
             "grace period over: ending the calls still in flight"
         );
+    }
+}
+
+/// Aborts a background task when dropped (when the server stops, however it stops).
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -29,6 +29,7 @@
 //! # }
 //! ```
 
+pub mod catalog;
 pub mod config;
 pub mod health;
 pub mod report;

@@ -4,11 +4,11 @@
 //! number of bytes left out, in the text and in the structured result alike.
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use sandbox_protocol::api::RunResponse;
+use sandbox_protocol::api::{Limits, RunResponse};
 use serde::Serialize;
 
 use crate::runner_client::RunnerError;
-use crate::tools::ArgsError;
+use crate::tools::{self, ArgsError};
 
 /// Bytes of stdout shown at most (head plus tail).
 pub const STDOUT_BUDGET: usize = 16 * 1024;
@@ -81,8 +81,9 @@ fn head_and_tail(s: &str, budget: usize) -> Shown {
     }
 }
 
-/// A result from the program's run (which had `timeout_ms`): `isError` unless it exited 0.
-pub fn from_run(response: RunResponse, timeout_ms: u64) -> CallToolResult {
+/// A result from the program's run (which had `timeout_ms`, on a runner with `limits`):
+/// `isError` unless it exited 0.
+pub fn from_run(response: RunResponse, timeout_ms: u64, limits: &Limits) -> CallToolResult {
     let stdout = head_and_tail(&response.stdout, STDOUT_BUDGET);
     let stderr = head_and_tail(&response.stderr, STDERR_BUDGET);
     let failed = response.exit_code != 0 || response.timed_out || response.oom_killed;
@@ -99,7 +100,7 @@ pub fn from_run(response: RunResponse, timeout_ms: u64) -> CallToolResult {
         stderr_truncated: response.stderr_truncated,
         error: None,
     };
-    finish(run_text(&report, timeout_ms), &report, failed)
+    finish(run_text(&report, timeout_ms, limits), &report, failed)
 }
 
 /// A result for a call whose program did not run.
@@ -148,7 +149,7 @@ fn finish(text: String, report: &RunReport, is_error: bool) -> CallToolResult {
     result
 }
 
-fn run_text(report: &RunReport, timeout_ms: u64) -> String {
+fn run_text(report: &RunReport, timeout_ms: u64, limits: &Limits) -> String {
     let mut lines = Vec::new();
     let exit = report.exit_code.unwrap_or_default();
     let duration = report.duration_ms.unwrap_or_default();
@@ -159,7 +160,10 @@ fn run_text(report: &RunReport, timeout_ms: u64) -> String {
         ));
     }
     if report.oom_killed {
-        lines.push("The program ran out of memory (OOM, 256 MB) and was killed.".to_owned());
+        lines.push(format!(
+            "The program ran out of memory (OOM, {} MB) and was killed.",
+            limits.memory_mb
+        ));
     }
     for (name, truncated) in [
         ("stdout", report.stdout_truncated),
@@ -167,7 +171,8 @@ fn run_text(report: &RunReport, timeout_ms: u64) -> String {
     ] {
         if truncated {
             lines.push(format!(
-                "{name} was truncated: the program wrote more than 1 MiB to it and was stopped there."
+                "{name} was truncated: the program wrote more than {} to it and was stopped there.",
+                tools::bytes(limits.output_cap_bytes)
             ));
         }
     }
@@ -245,11 +250,11 @@ mod tests {
 
     #[test]
     fn success_and_failure_set_is_error() {
-        let ok = from_run(response("1\n", 0), 100);
+        let ok = from_run(response("1\n", 0), 100, &Limits::default());
         assert_eq!(ok.is_error, Some(false));
         assert!(text_of(&ok).contains("exit code: 0"));
         assert!(text_of(&ok).contains("--- stdout ---\n1\n--- end of stdout ---"));
-        let failed = from_run(response("", 3), 100);
+        let failed = from_run(response("", 3), 100, &Limits::default());
         assert_eq!(failed.is_error, Some(true));
         let structured = failed.structured_content.unwrap();
         assert_eq!(structured["exitCode"], 3);
@@ -260,17 +265,21 @@ mod tests {
     fn timeouts_and_out_of_memory_are_stated() {
         let mut timed_out = response("", 137);
         timed_out.timed_out = true;
-        let result = from_run(timed_out, 1000);
+        let result = from_run(timed_out, 1000, &Limits::default());
         assert_eq!(result.is_error, Some(true));
         assert!(text_of(&result).contains("1000 ms timeout"));
         let mut oom = response("", 137);
         oom.oom_killed = true;
-        assert!(text_of(&from_run(oom, 1000)).contains("out of memory"));
+        assert!(text_of(&from_run(oom, 1000, &Limits::default())).contains("out of memory"));
     }
 
     #[test]
     fn a_flood_is_cut_for_the_model() {
-        let result = from_run(response(&"x".repeat(1024 * 1024), 0), 100);
+        let result = from_run(
+            response(&"x".repeat(1024 * 1024), 0),
+            100,
+            &Limits::default(),
+        );
         let text = text_of(&result);
         assert!(text.len() < STDOUT_BUDGET + 1024);
         assert!(text.contains("bytes omitted"));

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use reqwest::{header, StatusCode};
-use sandbox_protocol::api::{ErrorBody, Health, RunRequest, RunResponse};
+use sandbox_protocol::api::{ErrorBody, Health, Limits, RunRequest, RunResponse};
 
 use crate::config::RunnerTarget;
 
-/// Time allowed beyond a run's own timeout for the sandbox set-up, the queue and the network.
+/// Time allowed beyond a run's own timeout and the runner's queue wait for the program's
+/// report, the sandbox's teardown and the network.
 pub const RUN_MARGIN: Duration = Duration::from_secs(10);
 /// How long `GET /health` may take before the runner counts as unreachable.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -25,7 +26,7 @@ pub enum RunnerError {
     /// The runner could not be reached.
     #[error("the sandbox runner is unreachable ({0}); retrying later may help once it is back")]
     Unreachable(String),
-    /// The runner gave no answer within the run's timeout plus [`RUN_MARGIN`].
+    /// The runner gave no answer within the run's timeout, its queue wait and [`RUN_MARGIN`].
     #[error("the sandbox runner did not answer within {0} ms; retrying may help")]
     TimedOut(u128),
     /// The runner refused this server's token.
@@ -136,11 +137,23 @@ impl RunnerClient {
         url
     }
 
-    /// Runs one program; `request.timeout_ms` must be set, since it bounds the wait.
-    pub async fn run(&self, request: &RunRequest) -> Result<RunResponse, RunnerError> {
-        let run_timeout = Duration::from_millis(request.timeout_ms.unwrap_or(0));
-        let deadline = run_timeout + RUN_MARGIN;
-        let mut builder = self.http.post(self.endpoint("/run")).json(request);
+    /// Runs one program on a runner with `limits`. The request carries the timeout the
+    /// caller means (the runner's default when it gives none, so that the wait here is
+    /// bounded by what the runner will do).
+    pub async fn run(
+        &self,
+        request: &RunRequest,
+        limits: &Limits,
+    ) -> Result<RunResponse, RunnerError> {
+        let timeout_ms = request.timeout_ms.unwrap_or(limits.default_timeout_ms);
+        let request = RunRequest {
+            timeout_ms: Some(timeout_ms),
+            ..request.clone()
+        };
+        let deadline = Duration::from_millis(timeout_ms)
+            + Duration::from_millis(limits.queue_timeout_ms)
+            + RUN_MARGIN;
+        let mut builder = self.http.post(self.endpoint("/run")).json(&request);
         if let Some(token) = &self.target.token {
             builder = builder.bearer_auth(token);
         }

@@ -2,7 +2,7 @@
 //! notifications while it runs and cancellation when the client gives up.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -12,11 +12,12 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use sandbox_protocol::api::{RunRequest, RunResponse};
+use sandbox_protocol::api::{Limits, RunRequest, RunResponse};
 use sandbox_protocol::Lang;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
+use crate::catalog::{self, Catalog};
 use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
 use crate::report;
 use crate::runner_client::{RunnerClient, RunnerError};
@@ -31,9 +32,12 @@ static CALL_IDS: AtomicU64 = AtomicU64::new(1);
 /// The part shared by every session.
 #[derive(Debug)]
 struct Shared {
-    tools: Vec<Tool>,
+    /// The tools as the runner's limits make them now.
+    catalog: RwLock<Arc<Catalog>>,
     runner: Option<RunnerClient>,
-    default_timeout: Duration,
+    /// This server's own default timeout (`SANDBOX_TIMEOUT_MS`), if it has one.
+    default_timeout: Option<Duration>,
+    exec_enabled: bool,
     max_calls: usize,
 }
 
@@ -52,21 +56,21 @@ impl SandboxServer {
     }
 
     /// A handler that runs at most `max_calls` tool calls at once in each session.
+    /// Until [`refresh_limits`](Self::refresh_limits) hears from the runner, its tools
+    /// describe the runner's defaults.
     pub fn with_max_calls(config: &ToolConfig, max_calls: usize) -> Result<Self, reqwest::Error> {
-        let tools = if config.exec_enabled {
-            Lang::ALL
-                .into_iter()
-                .map(|lang| tools::definition(lang, config.default_timeout))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let catalog = Catalog::new(
+            Limits::default(),
+            config.default_timeout,
+            config.exec_enabled,
+        );
         let runner = config.runner.clone().map(RunnerClient::new).transpose()?;
         Ok(SandboxServer {
             shared: Arc::new(Shared {
-                tools,
+                catalog: RwLock::new(Arc::new(catalog)),
                 runner,
                 default_timeout: config.default_timeout,
+                exec_enabled: config.exec_enabled,
                 max_calls,
             }),
             calls: Arc::new(Semaphore::new(max_calls)),
@@ -81,8 +85,63 @@ impl SandboxServer {
         }
     }
 
+    /// The tools and limits in force now.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        let catalog = self.shared.catalog.read();
+        // A panic while the lock was held left a whole Arc in place: use it.
+        catalog.unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Asks the runner for its limits and rewrites the tools when they changed. Returns
+    /// whether the runner answered with its limits.
+    pub async fn refresh_limits(&self) -> bool {
+        let Some(runner) = &self.shared.runner else {
+            return false;
+        };
+        let limits = match runner.health().await {
+            Ok(health) => match health.limits {
+                Some(limits) => limits,
+                None => return false, // an older runner: its defaults stand
+            },
+            Err(error) => {
+                tracing::debug!(%error, "the runner's limits are unknown for now");
+                return false;
+            }
+        };
+        if self.catalog().limits() != &limits {
+            tracing::info!(?limits, "the runner's limits: the tools describe these");
+            let catalog = Catalog::new(
+                limits,
+                self.shared.default_timeout,
+                self.shared.exec_enabled,
+            );
+            let mut current = self
+                .shared
+                .catalog
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            *current = Arc::new(catalog);
+        }
+        true
+    }
+
+    /// Asks the runner for its limits now and every [`catalog::REFRESH`] after, until
+    /// the returned task is aborted.
+    pub async fn follow_runner_limits(&self) -> tokio::task::JoinHandle<()> {
+        self.refresh_limits().await;
+        let server = self.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(catalog::REFRESH);
+            ticks.tick().await; // the first tick is now: just done
+            loop {
+                ticks.tick().await;
+                server.refresh_limits().await;
+            }
+        })
+    }
+
     fn instructions(&self) -> &'static str {
-        if self.shared.tools.is_empty() {
+        if !self.shared.exec_enabled {
             "Code execution is turned off on this server (FEATURE_SANDBOX_EXEC=false)."
         } else {
             "Run bash, Python or Node.js code with run_bash, run_python and run_node. \
@@ -101,7 +160,14 @@ impl SandboxServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match tools::parse_args(params.arguments.as_ref(), self.shared.default_timeout) {
+        let catalog = self.catalog();
+        let limits = catalog.limits();
+        let arguments = params.arguments.as_ref();
+        let args = match tools::parse_args(
+            arguments,
+            catalog.default_timeout_ms(),
+            limits.max_timeout_ms,
+        ) {
             Ok(args) => args,
             Err(e) => return report::from_args_error(&e),
         };
@@ -117,10 +183,10 @@ impl SandboxServer {
             timeout_ms: Some(args.timeout_ms),
         };
         let started = Instant::now();
-        let outcome = run_while_reporting(runner, &request, &ctx).await;
+        let outcome = run_while_reporting(runner, &request, limits, &ctx).await;
         log_outcome(&outcome, started.elapsed());
         match outcome {
-            Ok(response) => report::from_run(response, args.timeout_ms),
+            Ok(response) => report::from_run(response, args.timeout_ms, limits),
             Err(error) => report::from_runner_error(&error),
         }
     }
@@ -130,6 +196,7 @@ impl SandboxServer {
 async fn run_while_reporting(
     runner: &RunnerClient,
     request: &RunRequest,
+    limits: &Limits,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<RunResponse, RunnerError> {
     let progress = ctx.meta.get_progress_token().map(|token| Progress {
@@ -138,7 +205,7 @@ async fn run_while_reporting(
         timeout: Duration::from_millis(request.timeout_ms.unwrap_or_default()),
     });
     tokio::select! {
-        outcome = runner.run(request) => outcome,
+        outcome = runner.run(request, limits) => outcome,
         () = report_progress(progress) => unreachable!("progress reporting never ends"),
         () = ctx.ct.cancelled() => Err(RunnerError::Cancelled),
     }
@@ -206,11 +273,17 @@ impl ServerHandler for SandboxServer {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+        Ok(ListToolsResult::with_all_items(
+            self.catalog().tools().to_vec(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.shared.tools.iter().find(|t| t.name == name).cloned()
+        self.catalog()
+            .tools()
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
     }
 
     async fn call_tool(

@@ -23,6 +23,7 @@ pub enum StdioError {
 /// There is no authentication: the client started this process.
 pub async fn serve_stdio(config: ToolConfig) -> Result<(), StdioError> {
     let server = SandboxServer::new(&config)?;
+    let _stop_following = crate::http::AbortOnDrop(server.follow_runner_limits().await);
     tracing::info!(
         runner = config.runner.as_ref().map(|r| r.url.as_str()),
         exec_enabled = config.exec_enabled,

@@ -2,13 +2,11 @@
 //! descriptions, annotations) and the parsing of a call's arguments.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use sandbox_protocol::api::Limits;
 use sandbox_protocol::Lang;
 use serde_json::{json, Value};
-
-use crate::config::MAX_TIMEOUT_MS;
 
 /// The tool's name for a language.
 pub fn tool_name(lang: Lang) -> &'static str {
@@ -38,18 +36,46 @@ fn what_runs(lang: Lang) -> (&'static str, &'static str) {
     }
 }
 
-fn description(lang: Lang, default_timeout: Duration) -> String {
+fn description(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> String {
     let (_, program) = what_runs(lang);
+    let network = if limits.network {
+        "network access"
+    } else {
+        "no network access"
+    };
     format!(
         "Runs {program} in a fresh, isolated sandbox and returns its stdout, stderr and exit code. \
          Every call gets a new sandbox: nothing is kept between calls (no files, variables or \
-         installed packages), so send the complete program each time. The sandbox has no \
-         network access, 256 MB of memory and half a CPU. The program is killed after timeoutMs \
-         (default {default} ms, at most {MAX_TIMEOUT_MS} ms). Each output stream is capped at \
-         1 MiB (the program is stopped there), and long output is shown as its beginning and \
+         installed packages), so send the complete program each time. The sandbox has \
+         {network}, {memory} MB of memory and {cpu}. The program is killed after timeoutMs \
+         (default {default_timeout_ms} ms, at most {max} ms). Each output stream is capped at \
+         {cap} (the program is stopped there), and long output is shown as its beginning and \
          end with the number of bytes left out. Print the results you want to see.",
-        default = default_timeout.as_millis(),
+        memory = limits.memory_mb,
+        cpu = cpus(limits.cpus),
+        max = limits.max_timeout_ms,
+        cap = bytes(limits.output_cap_bytes),
     )
+}
+
+/// A CPU share as people say it: "half a CPU", "1 CPU", "1.5 CPUs".
+pub fn cpus(cpus: f64) -> String {
+    if cpus == 0.5 {
+        "half a CPU".to_owned()
+    } else if cpus == 1.0 {
+        "1 CPU".to_owned()
+    } else {
+        format!("{cpus} CPUs")
+    }
+}
+
+/// A byte count in the largest binary unit that divides it: "1 MiB", "64 KiB", "1000 bytes".
+pub fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
@@ -59,7 +85,7 @@ fn object(value: Value) -> Arc<JsonObject> {
     }
 }
 
-fn input_schema(lang: Lang, default_timeout: Duration) -> Arc<JsonObject> {
+fn input_schema(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> Arc<JsonObject> {
     let (_, program) = what_runs(lang);
     object(json!({
         "type": "object",
@@ -71,10 +97,9 @@ fn input_schema(lang: Lang, default_timeout: Duration) -> Arc<JsonObject> {
             "timeoutMs": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": MAX_TIMEOUT_MS,
+                "maximum": limits.max_timeout_ms,
                 "description": format!(
-                    "Wall-clock limit in milliseconds (default {}).",
-                    default_timeout.as_millis()
+                    "Wall-clock limit in milliseconds (default {default_timeout_ms})."
                 ),
             },
         },
@@ -87,7 +112,10 @@ fn nullable(kind: &str, description: &str) -> Value {
 }
 
 /// The schema of every result's `structuredContent` (see [`crate::report::RunReport`]).
-fn output_schema() -> Arc<JsonObject> {
+fn output_schema(limits: &Limits) -> Arc<JsonObject> {
+    let cap = bytes(limits.output_cap_bytes);
+    let stdout_cap = format!("Stdout passed the {cap} cap and the program was stopped.");
+    let stderr_cap = format!("Stderr passed the {cap} cap and the program was stopped.");
     let count = |d: &str| json!({ "type": "integer", "minimum": 0, "description": d });
     let flag = |d: &str| json!({ "type": "boolean", "description": d });
     let text = |d: &str| json!({ "type": "string", "description": d });
@@ -102,8 +130,8 @@ fn output_schema() -> Arc<JsonObject> {
             "durationMs": nullable("integer", "Run time in milliseconds; null when nothing ran."),
             "timedOut": flag("The program hit its timeout and was killed."),
             "oomKilled": flag("The program ran out of memory and was killed."),
-            "stdoutTruncated": flag("Stdout passed the 1 MiB cap and the program was stopped."),
-            "stderrTruncated": flag("Stderr passed the 1 MiB cap and the program was stopped."),
+            "stdoutTruncated": flag(&stdout_cap),
+            "stderrTruncated": flag(&stderr_cap),
             "error": {
                 "type": ["object", "null"],
                 "description": "Why the sandbox could not run the program; null when it ran.",
@@ -122,8 +150,8 @@ fn output_schema() -> Arc<JsonObject> {
     }))
 }
 
-/// The definition of one tool as `tools/list` shows it.
-pub fn definition(lang: Lang, default_timeout: Duration) -> Tool {
+/// The definition of one tool as `tools/list` shows it, for a runner with `limits`.
+pub fn definition(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> Tool {
     let (title, _) = what_runs(lang);
     let annotations = ToolAnnotations::with_title(title)
         .read_only(false)
@@ -132,11 +160,11 @@ pub fn definition(lang: Lang, default_timeout: Duration) -> Tool {
         .open_world(false);
     let mut tool = Tool::new(
         tool_name(lang),
-        description(lang, default_timeout),
-        input_schema(lang, default_timeout),
+        description(lang, limits, default_timeout_ms),
+        input_schema(lang, limits, default_timeout_ms),
     );
     tool.title = Some(title.to_owned());
-    tool.output_schema = Some(output_schema());
+    tool.output_schema = Some(output_schema(limits));
     tool.annotations = Some(annotations);
     tool
 }
@@ -157,14 +185,19 @@ pub enum ArgsError {
     #[error("invalid arguments: `code` (a string holding the program) is required")]
     MissingCode,
     /// `timeoutMs` is not an integer in range.
-    #[error("invalid arguments: `timeoutMs` must be an integer from 1 to {MAX_TIMEOUT_MS}")]
-    BadTimeout,
+    #[error("invalid arguments: `timeoutMs` must be an integer from 1 to {max}")]
+    BadTimeout {
+        /// The runner's largest timeout.
+        max: u64,
+    },
 }
 
-/// Reads `{code, timeoutMs?}` from a call's arguments.
+/// Reads `{code, timeoutMs?}` from a call's arguments: `default_timeout_ms` when it gives
+/// no timeout, and at most `max_timeout_ms`.
 pub fn parse_args(
     arguments: Option<&JsonObject>,
-    default_timeout: Duration,
+    default_timeout_ms: u64,
+    max_timeout_ms: u64,
 ) -> Result<RunArgs, ArgsError> {
     let empty = JsonObject::new();
     let arguments = arguments.unwrap_or(&empty);
@@ -173,10 +206,12 @@ pub fn parse_args(
         _ => return Err(ArgsError::MissingCode),
     };
     let timeout_ms = match arguments.get("timeoutMs") {
-        None | Some(Value::Null) => default_timeout.as_millis() as u64,
+        None | Some(Value::Null) => default_timeout_ms,
         Some(value) => whole_number(value)
-            .filter(|t| (1..=MAX_TIMEOUT_MS).contains(t))
-            .ok_or(ArgsError::BadTimeout)?,
+            .filter(|t| (1..=max_timeout_ms).contains(t))
+            .ok_or(ArgsError::BadTimeout {
+                max: max_timeout_ms,
+            })?,
     };
     Ok(RunArgs { code, timeout_ms })
 }
@@ -202,7 +237,8 @@ mod tests {
         }
     }
 
-    const DEFAULT: Duration = Duration::from_millis(15_000);
+    const DEFAULT: u64 = 15_000;
+    const MAX: u64 = 300_000;
 
     #[test]
     fn names_round_trip() {
@@ -214,7 +250,7 @@ mod tests {
 
     #[test]
     fn arguments_are_checked() {
-        let ok = parse_args(Some(&args(json!({"code": "print(1)"}))), DEFAULT);
+        let ok = parse_args(Some(&args(json!({"code": "print(1)"}))), DEFAULT, MAX);
         assert_eq!(
             ok,
             Ok(RunArgs {
@@ -225,11 +261,12 @@ mod tests {
         let ok = parse_args(
             Some(&args(json!({"code": "", "timeoutMs": 500.0}))),
             DEFAULT,
+            MAX,
         );
         assert_eq!(ok.map(|a| a.timeout_ms), Ok(500));
-        assert_eq!(parse_args(None, DEFAULT), Err(ArgsError::MissingCode));
+        assert_eq!(parse_args(None, DEFAULT, MAX), Err(ArgsError::MissingCode));
         assert_eq!(
-            parse_args(Some(&args(json!({"code": 1}))), DEFAULT),
+            parse_args(Some(&args(json!({"code": 1}))), DEFAULT, MAX),
             Err(ArgsError::MissingCode)
         );
         for bad in [
@@ -240,13 +277,16 @@ mod tests {
             json!(-1),
         ] {
             let call = args(json!({"code": "x", "timeoutMs": bad}));
-            assert_eq!(parse_args(Some(&call), DEFAULT), Err(ArgsError::BadTimeout));
+            assert_eq!(
+                parse_args(Some(&call), DEFAULT, MAX),
+                Err(ArgsError::BadTimeout { max: MAX })
+            );
         }
     }
 
     #[test]
     fn definitions_say_what_a_model_gets() {
-        let tool = definition(Lang::Python, DEFAULT);
+        let tool = definition(Lang::Python, &Limits::default(), DEFAULT);
         let text = tool.description.as_deref().unwrap_or_default();
         for needle in [
             "fresh",

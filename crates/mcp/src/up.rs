@@ -4,6 +4,7 @@
 //! when none is given, and prints the URL, the token and client settings.
 
 use crate::config::ServeArgs;
+use sandbox_protocol::api::defaults;
 use sandbox_runner::config::SandboxArgs;
 use std::io::Read;
 use std::net::SocketAddr;
@@ -125,9 +126,9 @@ fn runner_config(
         token: Some(token.to_owned()),
         no_auth: false,
         pool_size: args.pool_size,
-        queue_size: 32,
-        queue_timeout_ms: 5_000,
-        code_cap_bytes: 1 << 20,
+        queue_size: defaults::QUEUE_SIZE,
+        queue_timeout_ms: defaults::QUEUE_TIMEOUT_MS,
+        code_cap_bytes: defaults::CODE_CAP_BYTES as usize,
         shutdown_grace_ms: 30_000,
         http: sandbox_runner::config::HttpLimitArgs::default(),
         sandbox: args.sandbox.clone(),

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Instant;
 
-use common::{call, connect, start_mcp, start_runner, text};
+use common::{call, connect, start_mcp, start_runner, start_runner_with, text};
 
 #[tokio::test]
 async fn runs_each_language_and_reports_failures_and_timeouts() {
@@ -57,5 +57,56 @@ async fn runs_each_language_and_reports_failures_and_timeouts() {
         .expect("tools/call");
     assert_eq!(down.is_error, Some(true));
     assert!(text(&down).contains("unreachable"), "{}", text(&down));
+    client.cancel().await.expect("close");
+}
+
+/// The runner owns every limit: a runner started with other limits makes the tools
+/// describe those, and a call without a timeout gets the runner's default.
+#[tokio::test]
+async fn the_tools_describe_the_runners_own_limits() {
+    let runner = start_runner_with(&["--memory-mb", "384", "--default-timeout-ms", "9000"]);
+    let server = start_mcp(&[
+        ("SANDBOX_RUNNER_URL", runner.url.as_str()),
+        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
+    ]);
+    let client = connect(&server, &server.token).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.len(), 3);
+    for tool in &tools {
+        let description = tool.description.as_deref().unwrap_or_default();
+        assert!(description.contains("384 MB"), "{description}");
+        assert!(description.contains("default 9000 ms"), "{description}");
+        assert!(!description.contains("256 MB"), "{description}");
+        let schema = serde_json::Value::Object((*tool.input_schema).clone());
+        let timeout = &schema["properties"]["timeoutMs"];
+        assert!(
+            timeout["description"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("9000"),
+            "{schema}"
+        );
+        assert_eq!(timeout["maximum"], 300_000, "{schema}");
+    }
+    let started = Instant::now();
+    let result = client
+        .call_tool(call("run_bash", "echo started; sleep 12", None))
+        .await
+        .expect("tools/call");
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
+    assert_eq!(structured["timedOut"], true, "{}", text(&result));
+    assert!(
+        text(&result).contains("9000 ms timeout"),
+        "{}",
+        text(&result)
+    );
+    assert!(
+        started.elapsed().as_secs_f64() < 11.5,
+        "{:?}",
+        started.elapsed()
+    );
     client.cancel().await.expect("close");
 }

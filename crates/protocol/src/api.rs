@@ -41,8 +41,75 @@ pub struct RunResponse {
     pub stderr_truncated: bool,
 }
 
+/// The runner's defaults: the one place each default limit is written. The runner's
+/// flags take them as their defaults, and a client that cannot ask a runner (none
+/// configured, or not reachable yet) assumes them.
+pub mod defaults {
+    /// Memory of a sandbox, MiB.
+    pub const MEMORY_MB: u64 = 256;
+    /// CPUs of a sandbox.
+    pub const CPUS: f64 = 0.5;
+    /// Processes and threads of a sandbox.
+    pub const PIDS_MAX: u64 = 64;
+    /// Timeout of a run that gives none, ms.
+    pub const TIMEOUT_MS: u64 = 15_000;
+    /// Largest timeout a run may ask for, ms.
+    pub const MAX_TIMEOUT_MS: u64 = 300_000;
+    /// Bytes of stdout, and of stderr, kept per run.
+    pub const OUTPUT_CAP_BYTES: u64 = 1 << 20;
+    /// Largest program, bytes.
+    pub const CODE_CAP_BYTES: u64 = 1 << 20;
+    /// Requests that may wait for a sandbox.
+    pub const QUEUE_SIZE: usize = 32;
+    /// How long a request may wait for a sandbox, ms.
+    pub const QUEUE_TIMEOUT_MS: u64 = 5_000;
+}
+
+/// The limits every sandbox of a runner runs under and the caps of its API, as
+/// `GET /health` publishes them: a client tells its users these, never numbers of its
+/// own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Memory of a sandbox, MiB (no swap).
+    pub memory_mb: u64,
+    /// CPUs of a sandbox (a quota: 0.5 is half of one CPU).
+    pub cpus: f64,
+    /// Processes and threads of a sandbox.
+    pub pids_max: u64,
+    /// Timeout of a run that gives none, ms.
+    pub default_timeout_ms: u64,
+    /// Largest timeout a run may ask for, ms.
+    pub max_timeout_ms: u64,
+    /// Bytes of stdout, and of stderr, kept per run; more stops the program.
+    pub output_cap_bytes: u64,
+    /// Largest program, bytes (more gets 413).
+    pub code_cap_bytes: u64,
+    /// How long a request may wait for a free sandbox before 503, ms.
+    pub queue_timeout_ms: u64,
+    /// Whether a sandbox can reach any network (never, today).
+    pub network: bool,
+}
+
+impl Default for Limits {
+    /// The runner's defaults ([`defaults`]).
+    fn default() -> Self {
+        Limits {
+            memory_mb: defaults::MEMORY_MB,
+            cpus: defaults::CPUS,
+            pids_max: defaults::PIDS_MAX,
+            default_timeout_ms: defaults::TIMEOUT_MS,
+            max_timeout_ms: defaults::MAX_TIMEOUT_MS,
+            output_cap_bytes: defaults::OUTPUT_CAP_BYTES,
+            code_cap_bytes: defaults::CODE_CAP_BYTES,
+            queue_timeout_ms: defaults::QUEUE_TIMEOUT_MS,
+            network: false,
+        }
+    }
+}
+
 /// The answer of `GET /health`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Health {
     /// `"ok"` when sandboxes are being made, `"degraded"` when making them fails.
@@ -55,6 +122,10 @@ pub struct Health {
     pub backend: String,
     /// The runner's version.
     pub version: String,
+    /// The limits of its sandboxes and the caps of its API (absent from runners older
+    /// than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
 }
 
 /// Every error answer: `{"error": {"code": ..., "message": ...}}`.

@@ -6,6 +6,7 @@ use crate::backend::process::ProcessConfig;
 use crate::backend::vm::firecracker::FirecrackerConfig;
 use crate::backend::vm::{AccelChoice, VmConfig, Vmm};
 use crate::pool::PoolConfig;
+use sandbox_protocol::api::{defaults, Limits};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -38,23 +39,23 @@ pub struct SandboxArgs {
     #[arg(
         long = "default-timeout-ms",
         env = "SANDBOX_TIMEOUT_MS",
-        default_value_t = 15_000
+        default_value_t = defaults::TIMEOUT_MS
     )]
     pub default_timeout_ms: u64,
     /// Largest timeout a request may ask for, in milliseconds.
-    #[arg(long, env = "RUNNER_MAX_TIMEOUT_MS", default_value_t = 300_000)]
+    #[arg(long, env = "RUNNER_MAX_TIMEOUT_MS", default_value_t = defaults::MAX_TIMEOUT_MS)]
     pub max_timeout_ms: u64,
     /// Memory of one sandbox in MiB (no swap).
-    #[arg(long, env = "RUNNER_MEMORY_MB", default_value_t = 256)]
+    #[arg(long, env = "RUNNER_MEMORY_MB", default_value_t = defaults::MEMORY_MB)]
     pub memory_mb: u64,
     /// CPUs one sandbox may use (a CFS quota).
-    #[arg(long, env = "RUNNER_CPUS", default_value_t = 0.5)]
+    #[arg(long, env = "RUNNER_CPUS", default_value_t = defaults::CPUS)]
     pub cpus: f64,
     /// Most processes and threads in one sandbox.
-    #[arg(long, env = "RUNNER_PIDS_MAX", default_value_t = 64)]
+    #[arg(long, env = "RUNNER_PIDS_MAX", default_value_t = defaults::PIDS_MAX)]
     pub pids_max: u64,
     /// Bytes of stdout, and of stderr, kept per run; more stops the program.
-    #[arg(long, env = "RUNNER_OUTPUT_CAP_BYTES", default_value_t = 1 << 20)]
+    #[arg(long, env = "RUNNER_OUTPUT_CAP_BYTES", default_value_t = defaults::OUTPUT_CAP_BYTES as usize)]
     pub output_cap_bytes: usize,
     /// Size of /tmp, and of the home folder, in MiB (counted in the memory limit).
     #[arg(long, env = "RUNNER_TMPFS_MB", default_value_t = 64)]
@@ -119,13 +120,13 @@ pub struct ServeArgs {
     #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = 4)]
     pub pool_size: usize,
     /// Requests that may wait for a sandbox at once; more get 429.
-    #[arg(long, env = "RUNNER_QUEUE_SIZE", default_value_t = 32)]
+    #[arg(long, env = "RUNNER_QUEUE_SIZE", default_value_t = defaults::QUEUE_SIZE)]
     pub queue_size: usize,
     /// How long a request may wait for a sandbox before it gets 503, in milliseconds.
-    #[arg(long, env = "RUNNER_QUEUE_TIMEOUT_MS", default_value_t = 5_000)]
+    #[arg(long, env = "RUNNER_QUEUE_TIMEOUT_MS", default_value_t = defaults::QUEUE_TIMEOUT_MS)]
     pub queue_timeout_ms: u64,
     /// Largest program accepted, in bytes; more gets 413.
-    #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = 1 << 20)]
+    #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = defaults::CODE_CAP_BYTES as usize)]
     pub code_cap_bytes: usize,
     /// On SIGTERM, how long runs in flight may go on before they are killed, in milliseconds.
     #[arg(long, env = "RUNNER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
@@ -223,6 +224,8 @@ pub struct RunnerConfig {
     /// Limits on HTTP clients.
     pub http: http_limits::Limits,
     pub sandbox: SandboxConfig,
+    /// What `GET /health` publishes of the limits above.
+    pub limits: Limits,
 }
 
 fn check(
@@ -404,9 +407,22 @@ impl ServeArgs {
             "at least 1",
             self.code_cap_bytes,
         )?;
+        let sandbox = self.sandbox.validate()?;
+        let limits = Limits {
+            memory_mb: self.sandbox.memory_mb,
+            cpus: self.sandbox.cpus,
+            pids_max: self.sandbox.pids_max,
+            default_timeout_ms: self.sandbox.default_timeout_ms,
+            max_timeout_ms: self.sandbox.max_timeout_ms,
+            output_cap_bytes: self.sandbox.output_cap_bytes as u64,
+            code_cap_bytes: self.code_cap_bytes as u64,
+            queue_timeout_ms: self.queue_timeout_ms,
+            network: false,
+        };
         Ok(RunnerConfig {
             listen: self.listen,
             token,
+            limits,
             pool: PoolConfig {
                 size: self.pool_size,
                 queue_size: self.queue_size,
@@ -415,7 +431,7 @@ impl ServeArgs {
             code_cap_bytes: self.code_cap_bytes,
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
             http: self.http.validate()?,
-            sandbox: self.sandbox.validate()?,
+            sandbox,
         })
     }
 }

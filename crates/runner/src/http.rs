@@ -286,6 +286,7 @@ async fn health(State(state): State<Arc<AppState>>) -> Json<Health> {
         available: pool.available,
         backend: state.backend.to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        limits: Some(state.config.limits.clone()),
     })
 }
 

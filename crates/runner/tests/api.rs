@@ -147,6 +147,15 @@ async fn health_tells_the_pool_state() {
     assert_eq!(health["available"], 3);
     assert_eq!(health["backend"], common::backend().as_str());
     assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
+    let limits = &health["limits"];
+    assert_eq!(limits["memoryMb"], 256, "{health}");
+    assert_eq!(limits["cpus"], 0.5, "{health}");
+    assert_eq!(limits["pidsMax"], 64, "{health}");
+    assert_eq!(limits["defaultTimeoutMs"], 15_000, "{health}");
+    assert_eq!(limits["maxTimeoutMs"], 300_000, "{health}");
+    assert_eq!(limits["outputCapBytes"], 1 << 20, "{health}");
+    assert_eq!(limits["codeCapBytes"], 1 << 20, "{health}");
+    assert_eq!(limits["network"], false, "{health}");
     // While a run holds a sandbox, at most two are warm.
     let run = runner.run_with_timeout("bash", "sleep 1.5", None);
     let probe = async {

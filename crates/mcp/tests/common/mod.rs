@@ -121,6 +121,11 @@ pub fn runner_bin() -> PathBuf {
 
 /// Starts `sandbox-runner serve` on a free loopback port.
 pub fn start_runner() -> Server {
+    start_runner_with(&[])
+}
+
+/// Starts `sandbox-runner serve` on a free loopback port, with `extra` flags.
+pub fn start_runner_with(extra: &[&str]) -> Server {
     let token = token();
     let mut command = Command::new(runner_bin());
     command.args([
@@ -132,6 +137,7 @@ pub fn start_runner() -> Server {
         "--pool-size",
         "2",
     ]);
+    command.args(extra);
     start(command, "sandbox-runner listening on ", token)
 }
 

@@ -1,0 +1,105 @@
+//! The tools as this server offers them now: written from the limits its runner
+//! publishes in `GET /health` (memory, CPU, timeouts, output cap), so that what a model
+//! is told is what the runner enforces. The runner owns every number; this server asks
+//! at start and again every [`REFRESH`], and rewrites the tools when one changes. Until
+//! a runner answers (or with none configured) the runner's defaults stand.
+
+use std::time::Duration;
+
+use rmcp::model::Tool;
+use sandbox_protocol::api::Limits;
+use sandbox_protocol::Lang;
+
+use crate::tools;
+
+/// How often the runner's limits are asked for again.
+pub const REFRESH: Duration = Duration::from_secs(10);
+
+/// The limits in force and the tools written from them.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    limits: Limits,
+    default_timeout_ms: u64,
+    tools: Vec<Tool>,
+}
+
+impl Catalog {
+    /// The tools for `limits`; `default_timeout` is this server's own default for calls
+    /// that give none (`SANDBOX_TIMEOUT_MS`), the runner's when `None`. No tools at all
+    /// when execution is turned off.
+    pub fn new(limits: Limits, default_timeout: Option<Duration>, exec_enabled: bool) -> Self {
+        let default_timeout_ms = match default_timeout {
+            Some(own) => (own.as_millis() as u64).min(limits.max_timeout_ms),
+            None => limits.default_timeout_ms,
+        };
+        let tools = if exec_enabled {
+            Lang::ALL
+                .into_iter()
+                .map(|lang| tools::definition(lang, &limits, default_timeout_ms))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Catalog {
+            limits,
+            default_timeout_ms,
+            tools,
+        }
+    }
+
+    /// The limits the tools were written from.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The timeout of a call that gives none, in milliseconds.
+    pub fn default_timeout_ms(&self) -> u64 {
+        self.default_timeout_ms
+    }
+
+    /// The tools, as `tools/list` shows them.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tools_say_the_runners_limits() {
+        let limits = Limits {
+            memory_mb: 384,
+            default_timeout_ms: 9_000,
+            max_timeout_ms: 60_000,
+            output_cap_bytes: 64 * 1024,
+            cpus: 2.0,
+            ..Limits::default()
+        };
+        let catalog = Catalog::new(limits, None, true);
+        assert_eq!(catalog.default_timeout_ms(), 9_000);
+        let text = catalog.tools()[0].description.clone().unwrap_or_default();
+        for needle in [
+            "384 MB",
+            "2 CPUs",
+            "default 9000 ms",
+            "at most 60000 ms",
+            "64 KiB",
+        ] {
+            assert!(text.contains(needle), "{needle:?} missing from {text}");
+        }
+    }
+
+    #[test]
+    fn the_servers_own_default_stays_within_the_runners_maximum() {
+        let own = Some(Duration::from_millis(500_000));
+        let catalog = Catalog::new(Limits::default(), own, true);
+        assert_eq!(catalog.default_timeout_ms(), 300_000);
+        let catalog = Catalog::new(Limits::default(), Some(Duration::from_millis(2_000)), true);
+        assert_eq!(catalog.default_timeout_ms(), 2_000);
+        assert!(Catalog::new(Limits::default(), None, false)
+            .tools()
+            .is_empty());
+    }
+}
