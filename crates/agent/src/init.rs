@@ -154,7 +154,7 @@ fn boot_and_serve() -> Result<(), InitError> {
     write("/proc/sys/vm/overcommit_memory", "1")?;
     limit_processes(settings)?;
     nix::unistd::sethostname(HOSTNAME).map_err(InitError::Hostname)?;
-    loopback_up().map_err(InitError::Loopback)?;
+    crate::net::loopback_up().map_err(InitError::Loopback)?;
     match settings.vsock_port {
         Some(port) => serve_restorable(&mut VsockHost { port }, run_counting_oom)?,
         None => serve_with(&mut open_channel()?, run_counting_oom)?,
@@ -364,33 +364,6 @@ fn limit_processes(settings: Settings) -> Result<(), InitError> {
         &settings.pids_max.to_string(),
     )?;
     write(&format!("{JOB_CGROUP}/cgroup.procs"), "0")
-}
-
-fn loopback_up() -> io::Result<()> {
-    // SAFETY: socket() takes no pointers; the result is checked below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor; nothing else owns it.
-    let socket = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    // SAFETY: ifreq is plain data, for which all zeroes is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo") {
-        *dst = *src as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write the ifreq we own, whose
-    // name is NUL-terminated (zeroed beyond "lo").
-    unsafe {
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &req) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// Opens the virtio serial port the host named [`PORT_NAME`] (its device node is

@@ -22,6 +22,7 @@ mod identity;
 pub mod init;
 mod job;
 mod launch;
+pub mod net;
 mod tree;
 
 pub use identity::run_programs_as;
@@ -80,6 +81,32 @@ pub unsafe fn channel_from_fd(fd: RawFd) -> io::Result<UnixStream> {
     )
     .map_err(io::Error::from)?;
     Ok(UnixStream::from(owned))
+}
+
+/// The whole life of an agent whose runner hands it the channel as descriptor `fd`
+/// (the process backend's jail, or a launcher starting `sandbox-agent` by path): serves
+/// one job on it and returns the process's exit code, having said on standard error why
+/// it failed.
+///
+/// # Safety
+///
+/// `fd` must be an open socket that nothing else in the process owns or will close.
+pub unsafe fn serve_inherited(fd: RawFd) -> i32 {
+    // SAFETY: the caller hands over sole ownership of `fd`.
+    let mut channel = match unsafe { channel_from_fd(fd) } {
+        Ok(channel) => channel,
+        Err(e) => {
+            eprintln!("sandbox-agent: channel on descriptor {fd}: {e}");
+            return 1;
+        }
+    };
+    match serve(&mut channel) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sandbox-agent: {e}");
+            1
+        }
+    }
 }
 
 /// Serves one job over `channel`: Ready; optionally a Prepare, answered by starting the

@@ -1,29 +1,14 @@
-//! Bearer-token authentication on `/mcp`.
+//! Bearer-token authentication on `/mcp` (the check is http-bearer's, shared with the
+//! runner).
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use subtle::ConstantTimeEq;
+use http_bearer::Bearer;
 
 use crate::config::AuthToken;
-
-/// Whether the headers carry `Authorization: Bearer <token>`; compared in constant time.
-fn is_authorized(headers: &HeaderMap, token: &AuthToken) -> bool {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return false;
-    };
-    let value = value.as_bytes();
-    let Some(scheme) = value.get(..7) else {
-        return false;
-    };
-    if !scheme.eq_ignore_ascii_case(b"bearer ") {
-        return false;
-    }
-    let presented = value[7..].trim_ascii();
-    presented.ct_eq(token.expose().as_bytes()).into()
-}
 
 /// Middleware: 401 with `WWW-Authenticate: Bearer` unless the request carries the token.
 pub(crate) async fn require_bearer(
@@ -31,7 +16,7 @@ pub(crate) async fn require_bearer(
     request: Request,
     next: Next,
 ) -> Response {
-    if is_authorized(request.headers(), &token) {
+    if http_bearer::check(request.headers(), token.expose()) == Bearer::Valid {
         return next.run(request).await;
     }
     tracing::info!(method = %request.method(), "refused a request without a valid bearer token");
@@ -55,33 +40,4 @@ fn unauthorized() -> Response {
         Json(body),
     )
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(value: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
-        h
-    }
-
-    #[test]
-    fn only_the_exact_token_passes() {
-        let token = AuthToken::new("0123456789abcdef").unwrap();
-        assert!(is_authorized(&headers("Bearer 0123456789abcdef"), &token));
-        assert!(is_authorized(&headers("bearer 0123456789abcdef"), &token));
-        for bad in [
-            "Bearer 0123456789abcdeF",
-            "Bearer 0123456789abcde",
-            "Bearer 0123456789abcdef0",
-            "Basic 0123456789abcdef",
-            "Bearer",
-            "",
-        ] {
-            assert!(!is_authorized(&headers(bad), &token), "{bad:?}");
-        }
-        assert!(!is_authorized(&HeaderMap::new(), &token));
-    }
 }

@@ -31,22 +31,9 @@ pub fn dispatch() -> Option<i32> {
 }
 
 fn agent() -> i32 {
-    // SAFETY: the jail hands the channel over as this descriptor, and nothing else in
-    // this freshly executed process owns it.
-    let mut channel = match unsafe { sandbox_agent::channel_from_fd(CHANNEL_FD) } {
-        Ok(channel) => channel,
-        Err(e) => {
-            eprintln!("sandbox-agent: channel on descriptor {CHANNEL_FD}: {e}");
-            return 1;
-        }
-    };
     // The agent stays sandbox root; each program runs as the sandbox user.
     sandbox_agent::run_programs_as(SANDBOX_UID, SANDBOX_UID);
-    match sandbox_agent::serve(&mut channel) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("sandbox-agent: {e}");
-            1
-        }
-    }
+    // SAFETY: the jail hands the channel over as this descriptor, and nothing else in
+    // this freshly executed process owns it.
+    unsafe { sandbox_agent::serve_inherited(CHANNEL_FD) }
 }

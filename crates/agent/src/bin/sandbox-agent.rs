@@ -14,18 +14,8 @@ fn main() -> ExitCode {
     }
     // SAFETY: descriptor 3 is the channel by this program's contract with its launcher,
     // and nothing else in this process owns it.
-    let mut channel = match unsafe { sandbox_agent::channel_from_fd(CHANNEL_FD) } {
-        Ok(channel) => channel,
-        Err(e) => {
-            eprintln!("sandbox-agent: channel on descriptor {CHANNEL_FD}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match sandbox_agent::serve(&mut channel) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sandbox-agent: {e}");
-            ExitCode::FAILURE
-        }
+    match unsafe { sandbox_agent::serve_inherited(CHANNEL_FD) } {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
     }
 }

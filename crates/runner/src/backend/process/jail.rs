@@ -21,7 +21,7 @@
 //! inside (PID 1 of the new namespaces, root there):
 //! 6. [`rootfs::build_root`]: the sandbox's tree (see [`rootfs`]);
 //! 7. [`enter_root`]: pivot_root into it, detach the host's tree, make / read-only;
-//! 8. [`loopback_up`], [`set_rlimits`];
+//! 8. the loopback interface up ([`sandbox_agent::net::loopback_up`]), [`set_rlimits`];
 //! 9. [`agent_privileges`]: keep only the capabilities the agent needs to start the
 //!    program as the sandbox user and to end it ([`AGENT_CAPS`]), set no_new_privs;
 //! 10. install the seccomp filter and `execveat` the agent (this same binary, opened
@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 /// The first argument that selects the jail in a multicall binary.
@@ -309,7 +309,7 @@ fn inside(spec: &JailSpec, stage: &Stage, exe: OwnedFd, ready: OwnedFd) -> i32 {
         sethostname("sandbox").map_err(JailError::Hostname)?;
         rootfs::build_root(spec, stage)?;
         enter_root(&stage.root())?;
-        loopback_up()?;
+        sandbox_agent::net::loopback_up().map_err(JailError::Loopback)?;
         set_rlimits(spec)?;
         redirect_stdio()?;
         agent_privileges()?;
@@ -348,35 +348,6 @@ fn enter_root(root: &Path) -> Result<(), JailError> {
         MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
     )?;
     chdir(sandbox_agent::HOME).map_err(|e| prepare(Path::new(sandbox_agent::HOME), e.into()))
-}
-
-/// Step 8a: the network namespace has only `lo`; bring it up so programs can use
-/// localhost among their own processes.
-fn loopback_up() -> Result<(), JailError> {
-    // SAFETY: socket() takes plain integers and returns a new descriptor or -1.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(JailError::Loopback(io::Error::last_os_error()));
-    }
-    // SAFETY: fd was just returned by socket() and is owned by nothing else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS reads the flags of the interface named in req into req, which
-    // is a valid, writable ifreq for the duration of the call.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
-        return Err(JailError::Loopback(io::Error::last_os_error()));
-    }
-    // SAFETY: the flags member of the union is the one SIOCGIFFLAGS just filled.
-    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
-    // SAFETY: SIOCSIFFLAGS reads req, a valid ifreq naming lo with its new flags.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
-        return Err(JailError::Loopback(io::Error::last_os_error()));
-    }
-    Ok(())
 }
 
 /// Step 8b. No POSIX message queue (their bytes are a per-user kernel count), and a
