@@ -23,7 +23,10 @@ pub enum Bearer {
 
 /// Checks the request's headers against `token`.
 pub fn check(headers: &HeaderMap, token: &str) -> Bearer {
-    let Some(presented) = headers.get(AUTHORIZATION).and_then(|v| presented(v.as_bytes())) else {
+    let Some(presented) = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| presented(v.as_bytes()))
+    else {
         return Bearer::Missing;
     };
     if bool::from(presented.ct_eq(token.as_bytes())) {
@@ -72,7 +75,11 @@ mod tests {
             assert_eq!(check(&headers(wrong), token), Bearer::Wrong, "{wrong:?}");
         }
         for missing in ["Basic 0123456789abcdef", "Bearer", ""] {
-            assert_eq!(check(&headers(missing), token), Bearer::Missing, "{missing:?}");
+            assert_eq!(
+                check(&headers(missing), token),
+                Bearer::Missing,
+                "{missing:?}"
+            );
         }
         assert_eq!(check(&HeaderMap::new(), token), Bearer::Missing);
     }

@@ -28,9 +28,12 @@ pub struct UpArgs {
 /// Why `up` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum UpError {
-    /// A setting is not usable.
-    #[error("{0}")]
-    Config(String),
+    /// An MCP server setting is not usable.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// A runner setting is not usable.
+    #[error(transparent)]
+    RunnerConfig(#[from] sandbox_runner::config::ConfigError),
     /// No random token could be made.
     #[error("making a random token from /dev/urandom: {0}")]
     Random(std::io::Error),
@@ -41,8 +44,14 @@ pub enum UpError {
         source: std::io::Error,
     },
     /// The embedded runner failed.
-    #[error("the embedded runner: {0:#}")]
-    Runner(anyhow::Error),
+    #[error("the embedded runner: {0}")]
+    Runner(#[from] sandbox_runner::server::ServeError),
+    /// The embedded runner's task ended without saying why (it panicked or was cancelled).
+    #[error("the embedded runner stopped: {0}")]
+    RunnerTask(#[from] tokio::task::JoinError),
+    /// The embedded runner stopped before it was ready, without an error.
+    #[error("the embedded runner stopped before it was ready")]
+    RunnerGone,
     /// The MCP server failed.
     #[error(transparent)]
     Mcp(#[from] crate::ServeError),
@@ -78,12 +87,11 @@ pub async fn up(
     ));
     if ready_rx.await.is_err() {
         // The runner ended before it was ready: its error says why.
-        return match runner.await {
-            Ok(Err(e)) => Err(UpError::Runner(e)),
-            _ => Err(UpError::Runner(anyhow::anyhow!(
-                "it stopped before it was ready"
-            ))),
-        };
+        return Err(match runner.await {
+            Ok(Err(e)) => e.into(),
+            Ok(Ok(())) => UpError::RunnerGone,
+            Err(e) => e.into(),
+        });
     }
     let generated = args.serve.auth_token.is_none();
     let auth_token = match args.serve.auth_token.take() {
@@ -94,11 +102,7 @@ pub async fn up(
     args.serve.tools.runner_url = Some(format!("http://{runner_addr}"));
     args.serve.tools.runner_token = Some(runner_token);
     let mcp_addr = SocketAddr::new(args.serve.bind, args.serve.port);
-    let mcp_config = args
-        .serve
-        .clone()
-        .into_config()
-        .map_err(|e| UpError::Config(e.to_string()))?;
+    let mcp_config = args.serve.clone().into_config()?;
     let mcp_listener = bind(mcp_addr).await?;
     let bound = local_addr(&mcp_listener, mcp_addr)?;
     announce(&Banner {
@@ -110,8 +114,8 @@ pub async fn up(
     });
     let served = crate::serve(mcp_config, mcp_listener, stopped(stop_rx)).await;
     match runner.await {
-        Ok(Err(e)) => return Err(UpError::Runner(e)),
-        Err(e) => return Err(UpError::Runner(anyhow::anyhow!("runner task: {e}"))),
+        Ok(Err(e)) => return Err(e.into()),
+        Err(e) => return Err(e.into()),
         Ok(Ok(())) => {}
     }
     Ok(served?)
@@ -133,7 +137,7 @@ fn runner_config(
         http: sandbox_runner::config::HttpLimitArgs::default(),
         sandbox: args.sandbox.clone(),
     };
-    serve.validate().map_err(|e| UpError::Config(e.to_string()))
+    Ok(serve.validate()?)
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {

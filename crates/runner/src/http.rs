@@ -3,7 +3,7 @@
 //! Handlers are thin: decode and validate, hand the job to the pool, map the outcome.
 
 use crate::auth::{require_bearer, Token};
-use crate::backend::RunOutcome;
+use crate::backend::{BackendError, RunOutcome};
 use crate::config::RunnerConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::pool::{AcquireError, Pool};
@@ -62,8 +62,12 @@ pub enum ApiError {
     TooLarge(String),
     #[error(transparent)]
     Busy(#[from] AcquireError),
-    #[error("{0}")]
-    Sandbox(String),
+    #[error(transparent)]
+    Sandbox(#[from] BackendError),
+    #[error("the run was stopped before it ended")]
+    Cancelled,
+    #[error("the run's task failed: {0}")]
+    RunTask(#[from] tokio::task::JoinError),
     #[error("no such endpoint: the runner serves POST /run, GET /health and GET /metrics")]
     NotFound,
     #[error("method not allowed on this endpoint")]
@@ -85,7 +89,9 @@ impl ApiError {
             ApiError::Busy(AcquireError::Closed) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
             }
-            ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed"),
+            ApiError::Sandbox(_) | ApiError::Cancelled | ApiError::RunTask(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
+            }
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
         }
@@ -180,16 +186,16 @@ async fn execute(state: &AppState, job: Job) -> Result<RunResponse, ApiError> {
         Ok(Some(Ok(outcome))) => outcome,
         Ok(None) => {
             state.metrics.record(lang, Outcome::Error, seconds);
-            return Err(ApiError::Sandbox("the run was cancelled".into()));
+            return Err(ApiError::Cancelled);
         }
         Ok(Some(Err(e))) => {
             state.metrics.record(lang, Outcome::Error, seconds);
             tracing::error!(error = %e, "run failed");
-            return Err(ApiError::Sandbox(e.to_string()));
+            return Err(e.into());
         }
         Err(e) => {
             state.metrics.record(lang, Outcome::Error, seconds);
-            return Err(ApiError::Sandbox(format!("run task: {e}")));
+            return Err(e.into());
         }
     };
     let counted = classify(&outcome);

@@ -52,7 +52,9 @@ fn main() -> ExitCode {
     };
     let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
         Command::Serve(args) => runtime.block_on(serve(args)).map(|()| 0),
-        Command::Run(args) => runtime.block_on(sandbox_runner::oneshot::run(args)),
+        Command::Run(args) => runtime
+            .block_on(sandbox_runner::oneshot::run(args))
+            .map_err(anyhow::Error::from),
         Command::Image(command) => sandbox_runner::image::main(command)
             .map(|()| 0)
             .map_err(anyhow::Error::from),
@@ -74,7 +76,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
     let announce = move || println!("sandbox-runner listening on http://{addr}");
-    server::serve(config, listener, server::termination(), announce).await
+    Ok(server::serve(config, listener, server::termination(), announce).await?)
 }
 
 fn exit_code(code: i32) -> ExitCode {

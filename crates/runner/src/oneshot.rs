@@ -31,18 +31,48 @@ fn parse_lang(s: &str) -> Result<Lang, String> {
         .map_err(|e: sandbox_protocol::UnknownLang| e.to_string())
 }
 
+/// Why `sandbox-runner run` could not run the program.
+#[derive(Debug, thiserror::Error)]
+pub enum OneshotError {
+    /// Neither `-c`, a file nor `-` was given.
+    #[error("give the program with -c CODE, a FILE, or - for standard input")]
+    NoProgram,
+    /// The program could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file, or `-`.
+        path: std::path::PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A setting is out of range.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// `--timeout-ms` is out of range.
+    #[error("--timeout-ms must be between 1 and {max}")]
+    Timeout {
+        /// The largest timeout.
+        max: u128,
+    },
+    /// The sandbox failed.
+    #[error(transparent)]
+    Sandbox(#[from] crate::backend::BackendError),
+    /// The program's output could not be written out.
+    #[error("writing the program's output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
 /// Runs one program in a fresh sandbox, prints its output, and returns its exit code.
-pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
+pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
     let code = read_code(&args)?;
     let config = args.sandbox.validate()?;
     let timeout = args
         .timeout_ms
         .unwrap_or(config.default_timeout.as_millis() as u64);
     if timeout == 0 || timeout > config.max_timeout.as_millis() as u64 {
-        anyhow::bail!(
-            "--timeout-ms must be between 1 and {}",
-            config.max_timeout.as_millis()
-        );
+        return Err(OneshotError::Timeout {
+            max: config.max_timeout.as_millis(),
+        });
     }
     let backend = make_backend(&config)?;
     let mut sandbox = match backend.create(None).await {
@@ -78,18 +108,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     Ok(response.exit_code)
 }
 
-fn read_code(args: &RunArgs) -> anyhow::Result<String> {
+fn read_code(args: &RunArgs) -> Result<String, OneshotError> {
+    let read = |path: &std::path::Path, source| OneshotError::Read {
+        path: path.to_owned(),
+        source,
+    };
     match (&args.code, &args.file) {
         (Some(code), _) => Ok(code.clone()),
         (None, Some(path)) if path.as_os_str() == "-" => {
             let mut code = String::new();
-            std::io::stdin().read_to_string(&mut code)?;
+            std::io::stdin()
+                .read_to_string(&mut code)
+                .map_err(|e| read(path, e))?;
             Ok(code)
         }
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display())),
-        (None, None) => {
-            anyhow::bail!("give the program with -c CODE, a FILE, or - for standard input")
-        }
+        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| read(path, e)),
+        (None, None) => Err(OneshotError::NoProgram),
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::backend::process::ProcessBackend;
 use crate::backend::vm::VmBackend;
-use crate::backend::Backend;
+use crate::backend::{Backend, BackendError};
 use crate::config::{BackendKind, RunnerConfig, SandboxConfig};
 use crate::http::{router, AppState};
 use crate::pool::Pool;
@@ -15,8 +15,19 @@ use tokio::sync::watch;
 /// After the grace period, how long the callers of killed runs have to receive their answer.
 const KILLED_ANSWER_TIME: Duration = Duration::from_secs(2);
 
+/// Why a runner could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The backend cannot work on this host.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The backend started, but could not make the first sandbox.
+    #[error("the runner cannot make sandboxes on this host: {0}")]
+    FirstSandbox(BackendError),
+}
+
 /// Makes the backend a configuration names.
-pub fn make_backend(config: &SandboxConfig) -> anyhow::Result<Backend> {
+pub fn make_backend(config: &SandboxConfig) -> Result<Backend, BackendError> {
     match config.backend {
         BackendKind::Process => Ok(Backend::Process(ProcessBackend::new(
             config.process.clone(),
@@ -34,12 +45,12 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(),
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     let backend = Arc::new(make_backend(&config.sandbox)?);
     let name = backend.name();
     let pool = Pool::start(backend, config.pool)
         .await
-        .map_err(|e| anyhow::anyhow!("the runner cannot make sandboxes on this host: {e}"))?;
+        .map_err(ServeError::FirstSandbox)?;
     let grace = config.shutdown_grace;
     let limits = config.http;
     let state = Arc::new(AppState::new(config, pool, name));

@@ -75,9 +75,22 @@ pub enum ProcessError {
     /// The jail could not be started.
     #[error("starting the jail: {0}")]
     Spawn(std::io::Error),
-    /// The jail failed to set the sandbox up; the message says which step.
+    /// The jail failed to set the sandbox up: its own words, which name the step.
     #[error("sandbox setup failed: {0}")]
-    Setup(String),
+    Jail(String),
+    /// The task making the cgroup failed.
+    #[error("sandbox setup failed: the cgroup task: {0}")]
+    CgroupTask(tokio::task::JoinError),
+    /// The jail's spec could not be encoded.
+    #[error("sandbox setup failed: encoding the jail spec: {0}")]
+    Spec(serde_json::Error),
+    /// The jail was started without a pipe on its standard error.
+    #[error("sandbox setup failed: the jail's standard error is not piped")]
+    NoStderr,
+    /// The new sandbox's agent did not get ready (said nothing, or failed to start the
+    /// interpreter).
+    #[error("sandbox setup failed: {0}")]
+    NotReady(ChannelError),
     /// The sandbox was not ready in time.
     #[error("sandbox setup took longer than {0:?}")]
     SetupTimeout(Duration),
@@ -140,7 +153,7 @@ impl ProcessBackend {
         let limits = self.config.limits;
         let cgroup = tokio::task::spawn_blocking(move || hierarchy.create(&name, &limits))
             .await
-            .map_err(|e| ProcessError::Setup(format!("cgroup task: {e}")))??;
+            .map_err(ProcessError::CgroupTask)??;
         let identity = match self.identities.take() {
             Ok(identity) => identity,
             Err(e) => {
@@ -208,8 +221,7 @@ impl ProcessBackend {
 
 /// Starts the jail: this binary with the jail argument, the channel on descriptor 3.
 async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), ProcessError> {
-    let spec_json = serde_json::to_string(spec)
-        .map_err(|e| ProcessError::Setup(format!("encoding the jail spec: {e}")))?;
+    let spec_json = serde_json::to_string(spec).map_err(ProcessError::Spec)?;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(ProcessError::Spawn)?;
     let theirs = OwnedFd::from(theirs);
     let theirs_raw = theirs.as_raw_fd();
@@ -238,10 +250,7 @@ async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), Proc
     }
     let mut child = cmd.spawn().map_err(ProcessError::Spawn)?;
     drop(theirs);
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or_else(|| ProcessError::Setup("jail stderr was not piped".into()))?;
+    let stderr = child.stderr.take().ok_or(ProcessError::NoStderr)?;
     ours.set_nonblocking(true).map_err(ProcessError::Spawn)?;
     let channel = UnixStream::from_std(ours).map_err(ProcessError::Spawn)?;
     Ok((child, channel, stderr))
@@ -261,7 +270,7 @@ pub struct ProcessSandbox {
 
 impl ProcessSandbox {
     async fn await_ready(&mut self, prepare: Option<Lang>) -> Result<(), ProcessError> {
-        let setup = |e: ChannelError| ProcessError::Setup(e.to_string());
+        let setup = ProcessError::NotReady;
         channel::expect_ready(&mut self.channel)
             .await
             .map_err(setup)?;
@@ -287,7 +296,7 @@ impl ProcessSandbox {
         if said.is_empty() {
             e
         } else {
-            ProcessError::Setup(said.to_owned())
+            ProcessError::Jail(said.to_owned())
         }
     }
 
