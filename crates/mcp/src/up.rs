@@ -18,7 +18,7 @@ pub struct UpArgs {
     #[command(flatten)]
     pub serve: ServeArgs,
     /// Sandboxes the embedded runner keeps (warm plus running): the most runs at once.
-    #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = 4)]
+    #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = defaults::POOL_SIZE)]
     pub pool_size: usize,
     /// The embedded runner's sandboxes.
     #[command(flatten)]

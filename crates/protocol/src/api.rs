@@ -59,6 +59,8 @@ pub mod defaults {
     pub const OUTPUT_CAP_BYTES: u64 = 1 << 20;
     /// Largest program, bytes.
     pub const CODE_CAP_BYTES: u64 = 1 << 20;
+    /// Sandboxes a runner keeps (warm plus running).
+    pub const POOL_SIZE: usize = 4;
     /// Requests that may wait for a sandbox.
     pub const QUEUE_SIZE: usize = 32;
     /// How long a request may wait for a sandbox, ms.

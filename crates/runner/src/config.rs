@@ -117,7 +117,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_auth: bool,
     /// Sandboxes kept (warm plus running): the most runs at once.
-    #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = 4)]
+    #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = defaults::POOL_SIZE)]
     pub pool_size: usize,
     /// Requests that may wait for a sandbox at once; more get 429.
     #[arg(long, env = "RUNNER_QUEUE_SIZE", default_value_t = defaults::QUEUE_SIZE)]
