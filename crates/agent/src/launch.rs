@@ -62,7 +62,8 @@ pub(crate) fn cold(lang: Lang, file: &Path) -> io::Result<Child> {
     let mut cmd = command(program);
     cmd.args(options).arg(file);
     let user = program_user();
-    // SAFETY: as in `prepare`: the child only runs `harden` before exec.
+    // SAFETY: between fork and exec the child only runs `harden`, which is
+    // async-signal-safe and allocates nothing.
     unsafe {
         cmd.pre_exec(move || harden(user));
     }
@@ -83,11 +84,9 @@ pub fn prepare(lang: Lang) -> io::Result<Option<Prepared>> {
     cmd.args(options).args(loader);
     let go_raw = go_read.as_raw_fd();
     let user = program_user();
-    // SAFETY: the agent's only other thread (the hangup watcher) holds no lock while it
-    // waits in read(2), and glibc's fork keeps malloc usable in the child, so the child
-    // may use std before exec; dup2 gives the loader the read end as descriptor 3
-    // (without close-on-exec), and `harden` only writes /proc files of its own and
-    // makes raw credential calls.
+    // SAFETY: between fork and exec the child makes only async-signal-safe calls, and
+    // allocates nothing: dup2 gives the loader the read end as descriptor 3 (without
+    // close-on-exec), then `harden` (see there).
     unsafe {
         cmd.pre_exec(move || {
             if nix::libc::dup2(go_raw, GO_FD) < 0 {
@@ -126,9 +125,12 @@ fn command(program: &str) -> Command {
 /// its /proc files. Then it becomes the program user, if one is set (its exec makes it
 /// dumpable again, now as that user), and enters the home folder, which only that user
 /// may enter.
+///
+/// It runs in the child of a multi-threaded process between fork and exec: raw system
+/// calls on static strings only, no allocation, no lock.
 fn harden(user: Option<(u32, u32)>) -> io::Result<()> {
     nix::sys::prctl::set_dumpable(true)?;
-    std::fs::write("/proc/self/oom_score_adj", b"1000")?;
+    write_static(c"/proc/self/oom_score_adj", b"1000")?;
     if let Some(user) = user {
         become_program_user(user)?;
     }
@@ -137,6 +139,26 @@ fn harden(user: Option<(u32, u32)>) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Writes `contents` to the file at `path` with raw calls (async-signal-safe).
+fn write_static(path: &std::ffi::CStr, contents: &[u8]) -> io::Result<()> {
+    // SAFETY: open reads a NUL-terminated string that outlives the call.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: write reads `contents.len()` bytes of a live slice from a descriptor we
+    // own; close releases it once.
+    let written = unsafe { libc::write(fd, contents.as_ptr().cast(), contents.len()) };
+    let error = io::Error::last_os_error();
+    // SAFETY: as above.
+    unsafe { libc::close(fd) };
+    match written {
+        n if n == contents.len() as isize => Ok(()),
+        n if n < 0 => Err(error),
+        _ => Err(io::Error::from(io::ErrorKind::WriteZero)),
+    }
 }
 
 #[cfg(test)]
