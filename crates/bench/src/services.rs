@@ -3,10 +3,8 @@
 
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// How long a service may take to print its listening line.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -50,9 +48,9 @@ impl Binaries {
     }
 }
 
-/// A running service; killed if dropped without [`Service::stop`].
+/// A running service; stopped if dropped without [`Service::stop`].
 pub struct Service {
-    child: Child,
+    process: test_support::Service,
     /// The URL from its listening line.
     pub url: String,
     /// Its process id.
@@ -88,57 +86,37 @@ impl Service {
         Service::start(cmd, "sandbox-mcp listening on ").await
     }
 
-    /// Spawns and waits for the line that starts with `prefix`.
+    /// Spawns and waits for the line that starts with `prefix` (on a blocking thread:
+    /// the start is a child process and a pipe).
     async fn start(mut cmd: Command, prefix: &str) -> anyhow::Result<Service> {
-        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        let begun = Instant::now();
-        let mut child = cmd.spawn().with_context(|| format!("starting {program}"))?;
-        let pid = child.id().context("the service exited at once")?;
-        let stdout = child.stdout.take().context("stdout was not piped")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(START_TIMEOUT, lines.next_line())
-            .await
-            .with_context(|| format!("{program} printed nothing within {START_TIMEOUT:?}"))?
-            .with_context(|| format!("reading the output of {program}"))?
-            .with_context(|| format!("{program} exited before it listened"))?;
-        let started_in = begun.elapsed();
-        let Some(url) = line.trim().strip_prefix(prefix) else {
-            bail!("{program} printed {line:?}, not its listening line");
-        };
-        let url = url.to_owned();
-        // Keep reading, so that the service never writes into a closed pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        cmd.stderr(Stdio::inherit());
+        let prefix = prefix.to_owned();
+        let process = tokio::task::spawn_blocking(move || {
+            test_support::Service::start(cmd, &prefix, START_TIMEOUT)
+        })
+        .await
+        .context("the task starting a service")??;
         Ok(Service {
-            child,
-            url,
-            pid,
-            started_in,
+            url: process.url().to_owned(),
+            pid: process.pid(),
+            started_in: process.started_in(),
+            process,
         })
     }
 
     /// SIGTERM, so that the service shuts down cleanly (a runner destroys its
     /// sandboxes and cgroups), then a bounded wait; SIGKILL if it takes too long.
-    pub async fn stop(mut self) -> anyhow::Result<()> {
-        let pid = nix::unistd::Pid::from_raw(self.pid as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
-            .with_context(|| format!("sending SIGTERM to {}", self.pid))?;
-        match tokio::time::timeout(STOP_TIMEOUT, self.child.wait()).await {
-            Ok(status) => {
-                let status = status.context("waiting for a service to stop")?;
-                if !status.success() {
-                    bail!("service {} ended with {status}", self.pid);
-                }
-                Ok(())
-            }
-            Err(_) => {
-                let _ = self.child.kill().await;
-                bail!("service {} did not stop within {STOP_TIMEOUT:?}", self.pid)
-            }
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let pid = self.pid;
+        let mut process = self.process;
+        let status = tokio::task::spawn_blocking(move || process.stop(STOP_TIMEOUT))
+            .await
+            .context("the task stopping a service")?
+            .context("waiting for a service to stop")?;
+        if !status.success() {
+            bail!("service {pid} ended with {status} (killed if it took over {STOP_TIMEOUT:?})");
         }
+        Ok(())
     }
 }
 

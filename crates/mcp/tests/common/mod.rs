@@ -2,40 +2,27 @@
 // Each test crate uses its own part of these helpers.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
+use test_support::Service;
 
-/// A server started for one test; killed when dropped.
+/// How long a server may take to print its listening line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A server started for one test; stopped (SIGTERM, then SIGKILL) when dropped.
 pub struct Server {
-    child: Child,
+    service: Service,
     /// The URL the server printed.
     pub url: String,
     /// The token it was started with.
     pub token: String,
-}
-
-impl Drop for Server {
-    /// SIGTERM first, so that a runner removes its sandboxes' cgroups; SIGKILL if it has
-    /// not exited within ten seconds.
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        for _ in 0..200 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -58,24 +45,14 @@ fn rand_part() -> u128 {
 
 /// Starts a command and waits for its first stdout line, which must start with `prefix`.
 fn start(mut command: Command, prefix: &str, token: String) -> Server {
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .stdin(Stdio::null());
-    let mut child = command.spawn().expect("start the server binary");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read the listening line");
-    assert!(line.starts_with(prefix), "unexpected first line {line:?}");
-    let url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    Server { child, url, token }
+    command.stderr(Stdio::inherit());
+    let service = Service::start(command, prefix, START_TIMEOUT).unwrap_or_else(|e| panic!("{e}"));
+    let url = service.url().to_owned();
+    Server {
+        service,
+        url,
+        token,
+    }
 }
 
 /// Starts `sandbox-mcp serve` on a free loopback port with the given extra environment.
@@ -174,7 +151,7 @@ pub fn text(result: &CallToolResult) -> String {
 impl Server {
     /// The server's process id.
     pub fn pid(&self) -> nix::unistd::Pid {
-        nix::unistd::Pid::from_raw(self.child.id() as i32)
+        nix::unistd::Pid::from_raw(self.service.pid() as i32)
     }
 
     /// `host:port` of the server.
@@ -189,7 +166,7 @@ impl Server {
     ) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + limit;
         while std::time::Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Ok(Some(status)) = self.service.try_wait() {
                 return Some(status);
             }
             std::thread::sleep(std::time::Duration::from_millis(20));

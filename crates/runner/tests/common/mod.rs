@@ -4,16 +4,19 @@
 #![allow(dead_code)] // each test file uses a different part of the harness
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
+use test_support::Service;
 
 pub const TOKEN: &str = "test-token-4f9c2e1d";
+/// How long a runner may take to print its listening line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a runner may take to stop after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// A running runner.
 pub struct Runner {
-    child: Child,
+    service: Service,
     pub url: String,
     pub client: reqwest::Client,
 }
@@ -53,41 +56,30 @@ impl Runner {
 
     pub fn with(options: Options) -> Runner {
         require_root();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-runner"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sandbox-runner"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--pool-size"])
             .arg(options.pool_size.to_string())
             .args(&options.extra)
             .env("SANDBOX_RUNNER_TOKEN", TOKEN)
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start sandbox-runner");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
-            for _ in lines {}
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("runner announced its address");
-        let url = line
-            .strip_prefix("sandbox-runner listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
+            .stderr(Stdio::inherit());
+        let service = Service::start(command, "sandbox-runner listening on ", START_TIMEOUT)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = service.url().to_owned();
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
             .build()
             .expect("http client");
-        Runner { child, url, client }
+        Runner {
+            service,
+            url,
+            client,
+        }
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.service.pid()
     }
 
     /// POST /run with the token; returns status and JSON body.
@@ -142,34 +134,12 @@ impl Runner {
 
     /// SIGKILL: the runner gets no chance to clean up.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.service.kill();
     }
 
     /// SIGTERM, and wait for a clean exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
-        self.terminate()
-    }
-
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        for _ in 0..300 {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        self.child.wait().expect("runner reaped")
-    }
-}
-
-impl Drop for Runner {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.terminate();
-        }
+        self.service.stop(STOP_GRACE).expect("runner reaped")
     }
 }
 
