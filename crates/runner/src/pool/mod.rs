@@ -10,8 +10,15 @@
 //! there is one, else any (the agent then starts the interpreter cold), and the
 //! sandbox made to replace it is prepared for the language of that request: the mix
 //! of the pool follows the traffic.
+//!
+//! The pool is generic over what makes its sandboxes ([`SandboxFactory`]): the real
+//! [`Backend`], or a fake one in the unit tests.
 
-use crate::backend::{Backend, BackendError, RunOutcome, Sandbox};
+mod factory;
+
+pub use factory::{PooledSandbox, SandboxFactory};
+
+use crate::backend::{Backend, RunOutcome};
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::collections::VecDeque;
@@ -67,19 +74,19 @@ fn preparation(lang: Lang) -> Option<Lang> {
 }
 
 /// A warm sandbox and the slot it holds.
-struct Warm {
-    sandbox: Sandbox,
+struct Warm<S> {
+    sandbox: S,
     prepared: Option<Lang>,
     slot: OwnedSemaphorePermit,
 }
 
 /// A sandbox handed to one request.
-pub struct Lease {
-    warm: Warm,
-    shared: Arc<Shared>,
+pub struct Lease<B: SandboxFactory = Backend> {
+    warm: Warm<B::Sandbox>,
+    shared: Arc<Shared<B>>,
 }
 
-impl Lease {
+impl<B: SandboxFactory> Lease<B> {
     /// Runs the job, or stops it when `cancelled` completes first (`None`: the caller went
     /// away). The sandbox is destroyed after, in the background, so the answer does not
     /// wait for it (a little later when the pool has warm sandboxes to spare: see
@@ -88,7 +95,7 @@ impl Lease {
         self,
         job: Job,
         cancelled: impl std::future::Future<Output = ()>,
-    ) -> Option<Result<RunOutcome, BackendError>> {
+    ) -> Option<Result<RunOutcome, B::Error>> {
         let Warm {
             mut sandbox, slot, ..
         } = self.warm;
@@ -112,10 +119,10 @@ impl Lease {
     }
 }
 
-struct Shared {
-    backend: Arc<Backend>,
+struct Shared<B: SandboxFactory> {
+    backend: Arc<B>,
     config: PoolConfig,
-    ready: Mutex<VecDeque<Warm>>,
+    ready: Mutex<VecDeque<Warm<B::Sandbox>>>,
     readied: Notify,
     /// What the next sandboxes are to be prepared for, oldest demand first.
     wanted: Mutex<VecDeque<Option<Lang>>>,
@@ -124,7 +131,7 @@ struct Shared {
     last_error: Mutex<Option<String>>,
 }
 
-impl Shared {
+impl<B: SandboxFactory> Shared<B> {
     fn available(&self) -> usize {
         self.ready.lock().map(|r| r.len()).unwrap_or(0)
     }
@@ -135,7 +142,7 @@ impl Shared {
     }
 
     /// Takes the best warm sandbox for `lang`: prepared for it, else unprepared, else any.
-    fn take(&self, lang: Lang) -> Option<Warm> {
+    fn take(&self, lang: Lang) -> Option<Warm<B::Sandbox>> {
         let mut ready = self.ready.lock().ok()?;
         let want = preparation(lang);
         let index = ready
@@ -151,7 +158,7 @@ impl Shared {
         Some(warm)
     }
 
-    fn hand_over(&self, warm: Warm) {
+    fn hand_over(&self, warm: Warm<B::Sandbox>) {
         if let Ok(mut last) = self.last_error.lock() {
             *last = None;
         }
@@ -163,8 +170,8 @@ impl Shared {
 }
 
 /// The pool of one runner.
-pub struct Pool {
-    shared: Arc<Shared>,
+pub struct Pool<B: SandboxFactory = Backend> {
+    shared: Arc<Shared<B>>,
     slots: Arc<Semaphore>,
     fillers: Mutex<Vec<JoinHandle<()>>>,
     closing: watch::Sender<bool>,
@@ -183,11 +190,11 @@ pub struct PoolState {
     pub failing: Option<String>,
 }
 
-impl Pool {
+impl<B: SandboxFactory> Pool<B> {
     /// Makes the first sandbox now, so that a runner that cannot make sandboxes
     /// fails at start with the reason (and releases what the backend holds); then
-    /// starts the fillers.
-    pub async fn start(backend: Arc<Backend>, config: PoolConfig) -> Result<Pool, BackendError> {
+    /// starts the fillers. `config.size` is at least 1.
+    pub async fn start(backend: Arc<B>, config: PoolConfig) -> Result<Self, B::Error> {
         let slots = Arc::new(Semaphore::new(config.size));
         let wanted = FIRST_MIX
             .iter()
@@ -245,7 +252,7 @@ impl Pool {
     }
 
     /// Takes a warm sandbox for a job in `lang`, waiting in the queue if none is free.
-    pub async fn acquire(&self, lang: Lang) -> Result<Lease, AcquireError> {
+    pub async fn acquire(&self, lang: Lang) -> Result<Lease<B>, AcquireError> {
         let shared = &self.shared;
         let queue = shared.config.queue_size;
         let waiting = shared.waiting.fetch_add(1, Ordering::SeqCst);
@@ -307,7 +314,7 @@ impl Pool {
         for filler in fillers {
             let _ = filler.await;
         }
-        let warm: Vec<Warm> = match self.shared.ready.lock() {
+        let warm: Vec<_> = match self.shared.ready.lock() {
             Ok(mut ready) => ready.drain(..).collect(),
             Err(_) => Vec::new(),
         };
@@ -332,13 +339,13 @@ impl Drop for Leave<'_> {
 
 /// A filler: takes a free slot, makes a sandbox in it, hands it to the queue; until
 /// the pool closes (a creation under way is finished and its sandbox destroyed).
-struct Filler {
-    shared: Arc<Shared>,
+struct Filler<B: SandboxFactory> {
+    shared: Arc<Shared<B>>,
     slots: Arc<Semaphore>,
     closing: watch::Receiver<bool>,
 }
 
-impl Filler {
+impl<B: SandboxFactory> Filler<B> {
     async fn run(mut self) {
         loop {
             let slot = tokio::select! {
@@ -374,7 +381,7 @@ impl Filler {
         wanted.pop_front().unwrap_or(None)
     }
 
-    fn record_failure(&self, e: &BackendError, prepared: Option<Lang>) {
+    fn record_failure(&self, e: &B::Error, prepared: Option<Lang>) {
         tracing::error!(error = %e, "making a sandbox failed");
         if let Ok(mut last) = self.shared.last_error.lock() {
             *last = Some(e.to_string());
