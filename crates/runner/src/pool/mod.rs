@@ -23,7 +23,7 @@ use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
@@ -71,6 +71,20 @@ fn preparation(lang: Lang) -> Option<Lang> {
         Lang::Bash => None,
         other => Some(other),
     }
+}
+
+/// Locks one of the pool's mutexes. A poisoned one means that a thread panicked while
+/// holding it: a bug, said in the log; the pool then goes on with the data as it was
+/// left rather than lose track of it (a warm sandbox forgotten would never be destroyed).
+fn lock<'a, T>(mutex: &'a Mutex<T>, what: &'static str) -> MutexGuard<'a, T> {
+    mutex.lock().unwrap_or_else(|poisoned| {
+        tracing::error!(
+            lock = what,
+            "bug: a thread panicked while holding this pool lock; going on with its data"
+        );
+        mutex.clear_poison();
+        poisoned.into_inner()
+    })
 }
 
 /// A warm sandbox and the slot it holds.
@@ -133,7 +147,7 @@ struct Shared<B: SandboxFactory> {
 
 impl<B: SandboxFactory> Shared<B> {
     fn available(&self) -> usize {
-        self.ready.lock().map(|r| r.len()).unwrap_or(0)
+        lock(&self.ready, "ready").len()
     }
 
     /// A refill may wait while warm sandboxes remain and no request waits for one.
@@ -143,7 +157,7 @@ impl<B: SandboxFactory> Shared<B> {
 
     /// Takes the best warm sandbox for `lang`: prepared for it, else unprepared, else any.
     fn take(&self, lang: Lang) -> Option<Warm<B::Sandbox>> {
-        let mut ready = self.ready.lock().ok()?;
+        let mut ready = lock(&self.ready, "ready");
         let want = preparation(lang);
         let index = ready
             .iter()
@@ -152,19 +166,13 @@ impl<B: SandboxFactory> Shared<B> {
             .or(if ready.is_empty() { None } else { Some(0) })?;
         let warm = ready.remove(index)?;
         drop(ready);
-        if let Ok(mut wanted) = self.wanted.lock() {
-            wanted.push_back(want);
-        }
+        lock(&self.wanted, "wanted").push_back(want);
         Some(warm)
     }
 
     fn hand_over(&self, warm: Warm<B::Sandbox>) {
-        if let Ok(mut last) = self.last_error.lock() {
-            *last = None;
-        }
-        if let Ok(mut ready) = self.ready.lock() {
-            ready.push_back(warm);
-        }
+        *lock(&self.last_error, "last_error") = None;
+        lock(&self.ready, "ready").push_back(warm);
         self.readied.notify_one();
     }
 }
@@ -291,7 +299,7 @@ impl<B: SandboxFactory> Pool<B> {
             size: s.config.size,
             available: s.available(),
             waiting: s.waiting.load(Ordering::SeqCst),
-            failing: s.last_error.lock().ok().and_then(|e| e.clone()),
+            failing: lock(&s.last_error, "last_error").clone(),
         }
     }
 
@@ -307,17 +315,11 @@ impl<B: SandboxFactory> Pool<B> {
         let _ = self.closing.send(true);
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.readied.notify_waiters();
-        let fillers = match self.fillers.lock() {
-            Ok(mut fillers) => std::mem::take(&mut *fillers),
-            Err(_) => Vec::new(),
-        };
+        let fillers = std::mem::take(&mut *lock(&self.fillers, "fillers"));
         for filler in fillers {
             let _ = filler.await;
         }
-        let warm: Vec<_> = match self.shared.ready.lock() {
-            Ok(mut ready) => ready.drain(..).collect(),
-            Err(_) => Vec::new(),
-        };
+        let warm: Vec<_> = lock(&self.shared.ready, "ready").drain(..).collect();
         for w in warm {
             w.sandbox.destroy().await;
         }
@@ -374,21 +376,15 @@ impl<B: SandboxFactory> Filler<B> {
     }
 
     fn next_preparation(&self) -> Option<Lang> {
-        let mut wanted = match self.shared.wanted.lock() {
-            Ok(wanted) => wanted,
-            Err(_) => return None,
-        };
-        wanted.pop_front().unwrap_or(None)
+        lock(&self.shared.wanted, "wanted")
+            .pop_front()
+            .unwrap_or(None)
     }
 
     fn record_failure(&self, e: &B::Error, prepared: Option<Lang>) {
         tracing::error!(error = %e, "making a sandbox failed");
-        if let Ok(mut last) = self.shared.last_error.lock() {
-            *last = Some(e.to_string());
-        }
+        *lock(&self.shared.last_error, "last_error") = Some(e.to_string());
         // Try the same preparation again next time.
-        if let Ok(mut wanted) = self.shared.wanted.lock() {
-            wanted.push_front(prepared);
-        }
+        lock(&self.shared.wanted, "wanted").push_front(prepared);
     }
 }
