@@ -15,6 +15,8 @@
 //! [`Backend`], or a fake one in the unit tests.
 
 mod factory;
+#[cfg(test)]
+mod tests;
 
 pub use factory::{PooledSandbox, SandboxFactory};
 
