@@ -7,9 +7,9 @@
 //!
 //! A warm sandbox may have its interpreter started already (python and node; bash
 //! starts in a millisecond). A request takes a sandbox prepared for its language when
-//! there is one, else any (the agent then starts the interpreter cold), and the
-//! sandbox made to replace it is prepared for the language of that request: the mix
-//! of the pool follows the traffic.
+//! there is one, else an unprepared one, else any (the agent then starts the
+//! interpreter cold), and the sandbox made to replace it is prepared for the language
+//! of that request: the mix of the pool follows the traffic.
 //!
 //! The pool is generic over what makes its sandboxes ([`SandboxFactory`]): the real
 //! [`Backend`], or a fake one in the unit tests.
