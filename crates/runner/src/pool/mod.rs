@@ -7,16 +7,25 @@
 //!
 //! A warm sandbox may have its interpreter started already (python and node; bash
 //! starts in a millisecond). A request takes a sandbox prepared for its language when
-//! there is one, else any (the agent then starts the interpreter cold), and the
-//! sandbox made to replace it is prepared for the language of that request: the mix
-//! of the pool follows the traffic.
+//! there is one, else an unprepared one, else any (the agent then starts the
+//! interpreter cold), and the sandbox made to replace it is prepared for the language
+//! of that request: the mix of the pool follows the traffic.
+//!
+//! The pool is generic over what makes its sandboxes ([`SandboxFactory`]): the real
+//! [`Backend`], or a fake one in the unit tests.
 
-use crate::backend::{Backend, BackendError, RunOutcome, Sandbox};
+mod factory;
+#[cfg(test)]
+mod tests;
+
+pub use factory::{PooledSandbox, SandboxFactory};
+
+use crate::backend::{Backend, RunOutcome};
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
@@ -66,20 +75,34 @@ fn preparation(lang: Lang) -> Option<Lang> {
     }
 }
 
+/// Locks one of the pool's mutexes. A poisoned one means that a thread panicked while
+/// holding it: a bug, said in the log; the pool then goes on with the data as it was
+/// left rather than lose track of it (a warm sandbox forgotten would never be destroyed).
+fn lock<'a, T>(mutex: &'a Mutex<T>, what: &'static str) -> MutexGuard<'a, T> {
+    mutex.lock().unwrap_or_else(|poisoned| {
+        tracing::error!(
+            lock = what,
+            "bug: a thread panicked while holding this pool lock; going on with its data"
+        );
+        mutex.clear_poison();
+        poisoned.into_inner()
+    })
+}
+
 /// A warm sandbox and the slot it holds.
-struct Warm {
-    sandbox: Sandbox,
+struct Warm<S> {
+    sandbox: S,
     prepared: Option<Lang>,
     slot: OwnedSemaphorePermit,
 }
 
 /// A sandbox handed to one request.
-pub struct Lease {
-    warm: Warm,
-    shared: Arc<Shared>,
+pub struct Lease<B: SandboxFactory = Backend> {
+    warm: Warm<B::Sandbox>,
+    shared: Arc<Shared<B>>,
 }
 
-impl Lease {
+impl<B: SandboxFactory> Lease<B> {
     /// Runs the job, or stops it when `cancelled` completes first (`None`: the caller went
     /// away). The sandbox is destroyed after, in the background, so the answer does not
     /// wait for it (a little later when the pool has warm sandboxes to spare: see
@@ -88,7 +111,7 @@ impl Lease {
         self,
         job: Job,
         cancelled: impl std::future::Future<Output = ()>,
-    ) -> Option<Result<RunOutcome, BackendError>> {
+    ) -> Option<Result<RunOutcome, B::Error>> {
         let Warm {
             mut sandbox, slot, ..
         } = self.warm;
@@ -112,10 +135,10 @@ impl Lease {
     }
 }
 
-struct Shared {
-    backend: Arc<Backend>,
+struct Shared<B: SandboxFactory> {
+    backend: Arc<B>,
     config: PoolConfig,
-    ready: Mutex<VecDeque<Warm>>,
+    ready: Mutex<VecDeque<Warm<B::Sandbox>>>,
     readied: Notify,
     /// What the next sandboxes are to be prepared for, oldest demand first.
     wanted: Mutex<VecDeque<Option<Lang>>>,
@@ -124,9 +147,9 @@ struct Shared {
     last_error: Mutex<Option<String>>,
 }
 
-impl Shared {
+impl<B: SandboxFactory> Shared<B> {
     fn available(&self) -> usize {
-        self.ready.lock().map(|r| r.len()).unwrap_or(0)
+        lock(&self.ready, "ready").len()
     }
 
     /// A refill may wait while warm sandboxes remain and no request waits for one.
@@ -135,8 +158,8 @@ impl Shared {
     }
 
     /// Takes the best warm sandbox for `lang`: prepared for it, else unprepared, else any.
-    fn take(&self, lang: Lang) -> Option<Warm> {
-        let mut ready = self.ready.lock().ok()?;
+    fn take(&self, lang: Lang) -> Option<Warm<B::Sandbox>> {
+        let mut ready = lock(&self.ready, "ready");
         let want = preparation(lang);
         let index = ready
             .iter()
@@ -145,26 +168,20 @@ impl Shared {
             .or(if ready.is_empty() { None } else { Some(0) })?;
         let warm = ready.remove(index)?;
         drop(ready);
-        if let Ok(mut wanted) = self.wanted.lock() {
-            wanted.push_back(want);
-        }
+        lock(&self.wanted, "wanted").push_back(want);
         Some(warm)
     }
 
-    fn hand_over(&self, warm: Warm) {
-        if let Ok(mut last) = self.last_error.lock() {
-            *last = None;
-        }
-        if let Ok(mut ready) = self.ready.lock() {
-            ready.push_back(warm);
-        }
+    fn hand_over(&self, warm: Warm<B::Sandbox>) {
+        *lock(&self.last_error, "last_error") = None;
+        lock(&self.ready, "ready").push_back(warm);
         self.readied.notify_one();
     }
 }
 
 /// The pool of one runner.
-pub struct Pool {
-    shared: Arc<Shared>,
+pub struct Pool<B: SandboxFactory = Backend> {
+    shared: Arc<Shared<B>>,
     slots: Arc<Semaphore>,
     fillers: Mutex<Vec<JoinHandle<()>>>,
     closing: watch::Sender<bool>,
@@ -183,11 +200,11 @@ pub struct PoolState {
     pub failing: Option<String>,
 }
 
-impl Pool {
+impl<B: SandboxFactory> Pool<B> {
     /// Makes the first sandbox now, so that a runner that cannot make sandboxes
     /// fails at start with the reason (and releases what the backend holds); then
-    /// starts the fillers.
-    pub async fn start(backend: Arc<Backend>, config: PoolConfig) -> Result<Pool, BackendError> {
+    /// starts the fillers. `config.size` is at least 1.
+    pub async fn start(backend: Arc<B>, config: PoolConfig) -> Result<Self, B::Error> {
         let slots = Arc::new(Semaphore::new(config.size));
         let wanted = FIRST_MIX
             .iter()
@@ -245,7 +262,7 @@ impl Pool {
     }
 
     /// Takes a warm sandbox for a job in `lang`, waiting in the queue if none is free.
-    pub async fn acquire(&self, lang: Lang) -> Result<Lease, AcquireError> {
+    pub async fn acquire(&self, lang: Lang) -> Result<Lease<B>, AcquireError> {
         let shared = &self.shared;
         let queue = shared.config.queue_size;
         let waiting = shared.waiting.fetch_add(1, Ordering::SeqCst);
@@ -284,7 +301,7 @@ impl Pool {
             size: s.config.size,
             available: s.available(),
             waiting: s.waiting.load(Ordering::SeqCst),
-            failing: s.last_error.lock().ok().and_then(|e| e.clone()),
+            failing: lock(&s.last_error, "last_error").clone(),
         }
     }
 
@@ -300,17 +317,11 @@ impl Pool {
         let _ = self.closing.send(true);
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.readied.notify_waiters();
-        let fillers = match self.fillers.lock() {
-            Ok(mut fillers) => std::mem::take(&mut *fillers),
-            Err(_) => Vec::new(),
-        };
+        let fillers = std::mem::take(&mut *lock(&self.fillers, "fillers"));
         for filler in fillers {
             let _ = filler.await;
         }
-        let warm: Vec<Warm> = match self.shared.ready.lock() {
-            Ok(mut ready) => ready.drain(..).collect(),
-            Err(_) => Vec::new(),
-        };
+        let warm: Vec<_> = lock(&self.shared.ready, "ready").drain(..).collect();
         for w in warm {
             w.sandbox.destroy().await;
         }
@@ -332,13 +343,13 @@ impl Drop for Leave<'_> {
 
 /// A filler: takes a free slot, makes a sandbox in it, hands it to the queue; until
 /// the pool closes (a creation under way is finished and its sandbox destroyed).
-struct Filler {
-    shared: Arc<Shared>,
+struct Filler<B: SandboxFactory> {
+    shared: Arc<Shared<B>>,
     slots: Arc<Semaphore>,
     closing: watch::Receiver<bool>,
 }
 
-impl Filler {
+impl<B: SandboxFactory> Filler<B> {
     async fn run(mut self) {
         loop {
             let slot = tokio::select! {
@@ -367,21 +378,15 @@ impl Filler {
     }
 
     fn next_preparation(&self) -> Option<Lang> {
-        let mut wanted = match self.shared.wanted.lock() {
-            Ok(wanted) => wanted,
-            Err(_) => return None,
-        };
-        wanted.pop_front().unwrap_or(None)
+        lock(&self.shared.wanted, "wanted")
+            .pop_front()
+            .unwrap_or(None)
     }
 
-    fn record_failure(&self, e: &BackendError, prepared: Option<Lang>) {
+    fn record_failure(&self, e: &B::Error, prepared: Option<Lang>) {
         tracing::error!(error = %e, "making a sandbox failed");
-        if let Ok(mut last) = self.shared.last_error.lock() {
-            *last = Some(e.to_string());
-        }
+        *lock(&self.shared.last_error, "last_error") = Some(e.to_string());
         // Try the same preparation again next time.
-        if let Ok(mut wanted) = self.shared.wanted.lock() {
-            wanted.push_front(prepared);
-        }
+        lock(&self.shared.wanted, "wanted").push_front(prepared);
     }
 }

@@ -1,0 +1,76 @@
+//! What the pool needs of a backend, as a trait: the real backends implement it, and the
+//! pool's unit tests use a fake one, without root or real sandboxes.
+
+use crate::backend::{Backend, BackendError, RunOutcome, Sandbox};
+use sandbox_protocol::agent::Job;
+use sandbox_protocol::Lang;
+use std::future::Future;
+
+/// Makes the sandboxes of a pool, and releases what they hold on the host.
+///
+/// The pool holds it in an `Arc` and uses it from spawned tasks: it is shared between
+/// threads and its futures are `Send`.
+pub trait SandboxFactory: Send + Sync + 'static {
+    /// A sandbox it makes.
+    type Sandbox: PooledSandbox<Error = Self::Error>;
+    /// Why a sandbox could not be made or could not run its job.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Makes a sandbox and waits until it is ready for its job, with the interpreter of
+    /// `prepare` started ahead when one is given.
+    fn create(
+        &self,
+        prepare: Option<Lang>,
+    ) -> impl Future<Output = Result<Self::Sandbox, Self::Error>> + Send;
+
+    /// Kills every process of every sandbox it made (their runs end at once).
+    fn kill_all(&self);
+
+    /// Releases what it holds on the host, once every sandbox is destroyed.
+    fn shutdown(&self);
+}
+
+/// A sandbox of a pool: it runs one job, then is destroyed.
+pub trait PooledSandbox: Send + 'static {
+    /// Why the job could not be run.
+    type Error;
+
+    /// Runs the job. The sandbox is spent whatever happened (and also when this future
+    /// is dropped before it completes): [`destroy`](Self::destroy) must follow.
+    fn run(&mut self, job: Job) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send;
+
+    /// Kills every process of the sandbox and releases what it holds on the host.
+    fn destroy(self) -> impl Future<Output = ()> + Send;
+}
+
+impl SandboxFactory for Backend {
+    type Sandbox = Sandbox;
+    type Error = BackendError;
+
+    fn create(
+        &self,
+        prepare: Option<Lang>,
+    ) -> impl Future<Output = Result<Sandbox, BackendError>> + Send {
+        Backend::create(self, prepare)
+    }
+
+    fn kill_all(&self) {
+        Backend::kill_all(self)
+    }
+
+    fn shutdown(&self) {
+        Backend::shutdown(self)
+    }
+}
+
+impl PooledSandbox for Sandbox {
+    type Error = BackendError;
+
+    fn run(&mut self, job: Job) -> impl Future<Output = Result<RunOutcome, BackendError>> + Send {
+        Sandbox::run(self, job)
+    }
+
+    fn destroy(self) -> impl Future<Output = ()> + Send {
+        Sandbox::destroy(self)
+    }
+}

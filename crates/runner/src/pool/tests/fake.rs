@@ -1,0 +1,204 @@
+//! A fake backend: it makes no sandbox, it keeps a log of what the pool asked of it, and
+//! it can be told to fail, or to take its time.
+
+use crate::backend::RunOutcome;
+use crate::pool::{PooledSandbox, SandboxFactory};
+use sandbox_protocol::agent::{Job, JobOutcome};
+use sandbox_protocol::Lang;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Why the fake failed.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FakeError {
+    /// Told to fail a creation.
+    #[error("fake: the creation failed")]
+    Create,
+    /// Told to fail a run.
+    #[error("fake: the run failed")]
+    Run,
+    /// `kill_all` ended the run.
+    #[error("fake: the run was killed")]
+    Killed,
+}
+
+/// What the fake is told to do, and what it saw.
+#[derive(Debug, Default)]
+pub struct Log {
+    /// The next this many creations fail.
+    pub fail_creations: usize,
+    /// How long a creation takes.
+    pub create_time: Duration,
+    /// How long a run takes.
+    pub run_time: Duration,
+    /// Runs fail (after `run_time`).
+    pub fail_runs: bool,
+
+    /// The preparation of every creation asked for, failed or not.
+    pub attempts: Vec<Option<Lang>>,
+    /// The preparation of each sandbox made; its index is the sandbox's id.
+    pub made: Vec<Option<Lang>>,
+    /// Runs started: the sandbox's id and the job's language.
+    pub runs: Vec<(usize, Lang)>,
+    /// Runs that went to their end (neither stopped nor killed).
+    pub finished: Vec<usize>,
+    /// Sandboxes destroyed, and when.
+    pub destroyed: Vec<(usize, Instant)>,
+    /// Sandboxes dropped without being destroyed.
+    pub leaked: Vec<usize>,
+    /// Calls to `kill_all`.
+    pub kills: usize,
+    /// Calls to `shutdown`, each with how many sandboxes were destroyed by then.
+    pub shutdowns: Vec<(Instant, usize)>,
+}
+
+impl Log {
+    /// When the sandbox `id` was destroyed.
+    pub fn destroyed_at(&self, id: usize) -> Instant {
+        match self.destroyed.iter().find(|(d, _)| *d == id) {
+            Some((_, at)) => *at,
+            None => panic!("sandbox {id} was not destroyed: {self:?}"),
+        }
+    }
+}
+
+/// The fake backend; clones share their log.
+#[derive(Clone)]
+pub struct Fake {
+    log: Arc<Mutex<Log>>,
+    killed: Arc<watch::Sender<bool>>,
+}
+
+impl Fake {
+    /// A fake that makes sandboxes at once, whose runs end at once.
+    pub fn new() -> Self {
+        Fake {
+            log: Arc::default(),
+            killed: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// Its log, to read or to tell it what to do.
+    pub fn log(&self) -> MutexGuard<'_, Log> {
+        self.log.lock().expect("the fake's log is not poisoned")
+    }
+
+    /// Checks that every sandbox made was destroyed exactly once, none was dropped, and the
+    /// backend was shut down once, after the last destruction.
+    pub fn assert_all_destroyed_once(&self) {
+        let log = self.log();
+        let mut destroyed: Vec<usize> = log.destroyed.iter().map(|(id, _)| *id).collect();
+        destroyed.sort_unstable();
+        let made: Vec<usize> = (0..log.made.len()).collect();
+        assert_eq!(
+            destroyed, made,
+            "each sandbox made is destroyed once: {log:?}"
+        );
+        assert!(log.leaked.is_empty(), "sandboxes dropped: {log:?}");
+        assert_eq!(log.shutdowns.len(), 1, "one backend shutdown: {log:?}");
+        assert_eq!(
+            log.shutdowns[0].1,
+            made.len(),
+            "shutdown comes last: {log:?}"
+        );
+    }
+}
+
+/// A sandbox of the fake backend.
+pub struct FakeSandbox {
+    /// Its index in [`Log::made`].
+    pub id: usize,
+    fake: Fake,
+    destroyed: bool,
+}
+
+impl SandboxFactory for Fake {
+    type Sandbox = FakeSandbox;
+    type Error = FakeError;
+
+    async fn create(&self, prepare: Option<Lang>) -> Result<FakeSandbox, FakeError> {
+        let time = {
+            let mut log = self.log();
+            log.attempts.push(prepare);
+            log.create_time
+        };
+        if !time.is_zero() {
+            tokio::time::sleep(time).await;
+        }
+        let mut log = self.log();
+        if log.fail_creations > 0 {
+            log.fail_creations -= 1;
+            return Err(FakeError::Create);
+        }
+        log.made.push(prepare);
+        Ok(FakeSandbox {
+            id: log.made.len() - 1,
+            fake: self.clone(),
+            destroyed: false,
+        })
+    }
+
+    fn kill_all(&self) {
+        self.log().kills += 1;
+        self.killed.send_replace(true);
+    }
+
+    fn shutdown(&self) {
+        let mut log = self.log();
+        let destroyed = log.destroyed.len();
+        log.shutdowns.push((Instant::now(), destroyed));
+    }
+}
+
+impl PooledSandbox for FakeSandbox {
+    type Error = FakeError;
+
+    async fn run(&mut self, job: Job) -> Result<RunOutcome, FakeError> {
+        let (time, fail) = {
+            let mut log = self.fake.log();
+            log.runs.push((self.id, job.lang));
+            (log.run_time, log.fail_runs)
+        };
+        let mut killed = self.fake.killed.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep(time) => {}
+            _ = killed.wait_for(|killed| *killed) => return Err(FakeError::Killed),
+        }
+        self.fake.log().finished.push(self.id);
+        if fail {
+            return Err(FakeError::Run);
+        }
+        Ok(RunOutcome {
+            job: JobOutcome {
+                stdout: format!("sandbox {}", self.id),
+                stderr: String::new(),
+                exit_code: 0,
+                signal: None,
+                duration_ms: time.as_millis() as u64,
+                timed_out: false,
+                stdout_truncated: false,
+                stderr_truncated: false,
+                oom_killed: None,
+            },
+            oom_killed: false,
+        })
+    }
+
+    async fn destroy(mut self) {
+        self.destroyed = true;
+        let now = Instant::now();
+        self.fake.log().destroyed.push((self.id, now));
+    }
+}
+
+impl Drop for FakeSandbox {
+    fn drop(&mut self) {
+        if !self.destroyed {
+            if let Ok(mut log) = self.fake.log.lock() {
+                log.leaked.push(self.id);
+            }
+        }
+    }
+}
