@@ -61,22 +61,45 @@ pub enum InitError {
     /// A file system could not be mounted (or moved).
     #[error("mounting {what} on {target}: {source}")]
     Mount {
+        /// What was being mounted.
         what: &'static str,
+        /// The mount point.
         target: PathBuf,
+        /// What failed underneath.
         source: nix::Error,
     },
     /// A folder could not be made.
     #[error("creating {path}: {source}")]
-    CreateDir { path: PathBuf, source: io::Error },
+    CreateDir {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// A file could not be read.
     #[error("reading {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// A control file could not be written.
     #[error("writing {path}: {source}")]
-    Write { path: PathBuf, source: io::Error },
+    Write {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// A kernel module could not be loaded.
     #[error("loading kernel module {path}: {source}")]
-    Module { path: PathBuf, source: io::Error },
+    Module {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// A device did not show up in time.
     #[error("{0} did not appear within {DEVICE_WAIT:?}")]
     NoDevice(String),
@@ -91,7 +114,12 @@ pub enum InitError {
     Loopback(io::Error),
     /// The channel device could not be opened.
     #[error("opening the agent channel {path}: {source}")]
-    Channel { path: PathBuf, source: io::Error },
+    Channel {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// Serving the job failed.
     #[error(transparent)]
     Agent(#[from] AgentError),

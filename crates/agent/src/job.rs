@@ -26,11 +26,18 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 pub enum JobError {
     /// The code file could not be written.
     #[error("writing the program to {path}: {source}")]
-    WriteCode { path: PathBuf, source: io::Error },
+    WriteCode {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// The interpreter could not be started.
     #[error("starting {program}: {source}")]
     Spawn {
+        /// The program concerned.
         program: &'static str,
+        /// What failed underneath.
         source: io::Error,
     },
     /// Watching the program failed.

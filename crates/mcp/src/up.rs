@@ -40,7 +40,9 @@ pub enum UpError {
     /// A port could not be bound.
     #[error("listening on {addr}: {source}")]
     Listen {
+        /// The address concerned.
         addr: SocketAddr,
+        /// What failed underneath.
         source: std::io::Error,
     },
     /// The embedded runner failed.
