@@ -204,12 +204,33 @@ pub enum ConfigError {
 /// Validated sandbox settings.
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
-    pub backend: BackendKind,
+    /// The timeout of a run that gives none.
     pub default_timeout: Duration,
+    /// The largest timeout a run may ask for.
     pub max_timeout: Duration,
+    /// Bytes of stdout, and of stderr, kept per run.
     pub output_cap_bytes: usize,
-    pub process: ProcessConfig,
-    pub vm: VmConfig,
+    /// The backend and its own settings.
+    pub backend: BackendConfig,
+}
+
+/// The settings of the one backend in use (the other's flags are not read into it).
+#[derive(Debug, Clone)]
+pub enum BackendConfig {
+    /// Namespaces, cgroups and seccomp.
+    Process(ProcessConfig),
+    /// A microVM per sandbox.
+    Vm(VmConfig),
+}
+
+impl BackendConfig {
+    /// Which backend this is.
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            BackendConfig::Process(_) => BackendKind::Process,
+            BackendConfig::Vm(_) => BackendKind::Vm,
+        }
+    }
 }
 
 /// Validated `serve` settings.
@@ -303,28 +324,34 @@ impl SandboxArgs {
             "at least 1",
             self.vm_boot_timeout_ms,
         )?;
-        let mib = 1024 * 1024;
+        let backend = match self.backend {
+            BackendKind::Process => BackendConfig::Process(self.process_config()),
+            BackendKind::Vm => BackendConfig::Vm(self.vm_config()),
+        };
         Ok(SandboxConfig {
-            backend: self.backend,
             default_timeout: Duration::from_millis(self.default_timeout_ms),
             max_timeout: Duration::from_millis(self.max_timeout_ms),
             output_cap_bytes: self.output_cap_bytes,
-            process: ProcessConfig {
-                cgroup_mount: self.cgroup_root.clone(),
-                state_dir: self.state_dir.clone(),
-                id_base: self.id_base,
-                limits: CgroupLimits {
-                    memory_bytes: self.memory_mb * mib,
-                    cpu_quota_us: (self.cpus * CPU_PERIOD_US as f64).round() as u64,
-                    cpu_period_us: CPU_PERIOD_US,
-                    pids_max: self.pids_max,
-                },
-                tmpfs_bytes: self.tmpfs_mb * mib,
-                nofile: 1024,
-                create_timeout: Duration::from_secs(10),
-            },
-            vm: self.vm_config(),
+            backend,
         })
+    }
+
+    fn process_config(&self) -> ProcessConfig {
+        let mib = 1024 * 1024;
+        ProcessConfig {
+            cgroup_mount: self.cgroup_root.clone(),
+            state_dir: self.state_dir.clone(),
+            id_base: self.id_base,
+            limits: CgroupLimits {
+                memory_bytes: self.memory_mb * mib,
+                cpu_quota_us: (self.cpus * CPU_PERIOD_US as f64).round() as u64,
+                cpu_period_us: CPU_PERIOD_US,
+                pids_max: self.pids_max,
+            },
+            tmpfs_bytes: self.tmpfs_mb * mib,
+            nofile: 1024,
+            create_timeout: Duration::from_secs(10),
+        }
     }
 
     fn vm_config(&self) -> VmConfig {
@@ -437,83 +464,92 @@ impl ServeArgs {
 }
 
 /// The vm backend's settings, in the start-up log when it is the backend.
-struct VmSummary<'a>(&'a SandboxConfig);
+/// The backend's own settings, for the start-up line.
+struct BackendSummary<'a>(&'a BackendConfig);
 
-impl fmt::Display for VmSummary<'_> {
+impl fmt::Display for BackendSummary<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = self.0;
-        if s.backend != BackendKind::Vm {
-            return Ok(());
+        match self.0 {
+            BackendConfig::Process(p) => write!(
+                f,
+                "memory_bytes={} cpu_quota={}us/{}us pids_max={} tmpfs_bytes={} id_base={} \
+                 state_dir={} cgroup_root={}",
+                p.limits.memory_bytes,
+                p.limits.cpu_quota_us,
+                p.limits.cpu_period_us,
+                p.limits.pids_max,
+                p.tmpfs_bytes,
+                p.id_base,
+                p.state_dir.display(),
+                p.cgroup_mount.display(),
+            ),
+            BackendConfig::Vm(vm) => write_vm(f, vm),
         }
-        let vm = &s.vm;
-        write!(
-            f,
-            " vmm={:?} accel={:?} vm_image={} vm_memory_mb={} vmm_memory_cap_bytes={} vm_boot_timeout={:?}",
-            vm.vmm,
-            vm.accel,
-            vm.image_dir.display(),
-            vm.memory_mb,
-            vm.vmm_limits.memory_bytes,
-            vm.boot_timeout,
-        )?;
-        if vm.vmm != Vmm::Firecracker {
-            return Ok(());
-        }
-        let fc = &vm.firecracker;
-        write!(
-            f,
-            " firecracker={} jailer={} vm_snapshots={}",
-            fc.binary.display(),
-            fc.jailer
-                .as_ref()
-                .map_or("NONE (--firecracker-without-jailer)".into(), |j| j
-                    .display()
-                    .to_string()),
-            fc.snapshots
-        )
     }
 }
 
-/// The effective configuration, without secrets, for the start-up log.
+fn write_vm(f: &mut fmt::Formatter<'_>, vm: &VmConfig) -> fmt::Result {
+    write!(
+        f,
+        "vmm={:?} accel={:?} vm_image={} vm_memory_mb={} vmm_memory_cap_bytes={} \
+         vm_boot_timeout={:?} vm_pids_max={} tmpfs_mb={} state_dir={} cgroup_root={}",
+        vm.vmm,
+        vm.accel,
+        vm.image_dir.display(),
+        vm.memory_mb,
+        vm.vmm_limits.memory_bytes,
+        vm.boot_timeout,
+        vm.pids_max,
+        vm.tmpfs_mb,
+        vm.state_dir.display(),
+        vm.cgroup_mount.display(),
+    )?;
+    if vm.vmm != Vmm::Firecracker {
+        return Ok(());
+    }
+    let fc = &vm.firecracker;
+    write!(
+        f,
+        " firecracker={} jailer={} vm_snapshots={}",
+        fc.binary.display(),
+        fc.jailer
+            .as_ref()
+            .map_or("NONE (--firecracker-without-jailer)".into(), |j| j
+                .display()
+                .to_string()),
+        fc.snapshots
+    )
+}
+
 impl fmt::Display for RunnerConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.sandbox;
-        let limits = &s.process.limits;
         write!(
             f,
             "listen={} auth={} backend={:?} pool_size={} queue_size={} queue_timeout={:?} \
-             default_timeout={:?} max_timeout={:?} memory_bytes={} cpu_quota={}us/{}us pids_max={} \
-             output_cap_bytes={} code_cap_bytes={} shutdown_grace={:?} tmpfs_bytes={} id_base={} \
-             state_dir={} cgroup_root={} header_timeout={:?} max_header_bytes={} \
-             max_connections={} body_timeout={:?}{}",
+             default_timeout={:?} max_timeout={:?} output_cap_bytes={} code_cap_bytes={} \
+             shutdown_grace={:?} header_timeout={:?} max_header_bytes={} max_connections={} \
+             body_timeout={:?} {}",
             self.listen,
             if self.token.is_some() {
                 "bearer"
             } else {
                 "none"
             },
-            s.backend,
+            s.backend.kind(),
             self.pool.size,
             self.pool.queue_size,
             self.pool.queue_timeout,
             s.default_timeout,
             s.max_timeout,
-            limits.memory_bytes,
-            limits.cpu_quota_us,
-            limits.cpu_period_us,
-            limits.pids_max,
             s.output_cap_bytes,
             self.code_cap_bytes,
             self.shutdown_grace,
-            s.process.tmpfs_bytes,
-            s.process.id_base,
-            s.process.state_dir.display(),
-            s.process.cgroup_mount.display(),
             self.http.header_read_timeout,
             self.http.max_header_bytes,
             self.http.max_connections,
             self.http.body_read_timeout,
-            VmSummary(s),
+            BackendSummary(&s.backend),
         )
     }
 }

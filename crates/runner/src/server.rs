@@ -3,7 +3,7 @@
 use crate::backend::process::ProcessBackend;
 use crate::backend::vm::VmBackend;
 use crate::backend::{Backend, BackendError};
-use crate::config::{BackendKind, RunnerConfig, SandboxConfig};
+use crate::config::{BackendConfig, RunnerConfig, SandboxConfig};
 use crate::http::{router, AppState};
 use crate::pool::Pool;
 use std::future::Future;
@@ -28,11 +28,11 @@ pub enum ServeError {
 
 /// Makes the backend a configuration names.
 pub fn make_backend(config: &SandboxConfig) -> Result<Backend, BackendError> {
-    match config.backend {
-        BackendKind::Process => Ok(Backend::Process(ProcessBackend::new(
-            config.process.clone(),
-        )?)),
-        BackendKind::Vm => Ok(Backend::Vm(Box::new(VmBackend::new(config.vm.clone())?))),
+    match &config.backend {
+        BackendConfig::Process(process) => {
+            Ok(Backend::Process(ProcessBackend::new(process.clone())?))
+        }
+        BackendConfig::Vm(vm) => Ok(Backend::Vm(Box::new(VmBackend::new(vm.clone())?))),
     }
 }
 
