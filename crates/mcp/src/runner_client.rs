@@ -7,9 +7,9 @@ use sandbox_protocol::api::{ErrorBody, Health, Limits, RunRequest, RunResponse};
 
 use crate::config::RunnerTarget;
 
-/// Time allowed beyond a run's own timeout and the runner's queue wait for the program's
-/// report, the sandbox's teardown and the network.
-pub const RUN_MARGIN: Duration = Duration::from_secs(10);
+/// Time allowed beyond a run's own timeout and the runner's queue wait for the sandbox
+/// to report and the network (the process backend's report grace).
+pub const RUN_MARGIN: Duration = Duration::from_secs(5);
 /// How long `GET /health` may take before the runner counts as unreachable.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
