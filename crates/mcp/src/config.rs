@@ -146,6 +146,10 @@ pub struct ToolConfig {
     pub default_timeout: Option<Duration>,
     /// Whether the three tools exist at all (`FEATURE_SANDBOX_EXEC`).
     pub exec_enabled: bool,
+    /// Whether a program that ran and failed (non-zero exit, timeout, out of memory) is
+    /// reported with `isError` (`MCP_FAILED_RUN_IS_ERROR`); by default it is a normal
+    /// result, and `isError` is kept for calls that could not run.
+    pub failed_run_is_error: bool,
 }
 
 impl Default for ToolConfig {
@@ -155,6 +159,7 @@ impl Default for ToolConfig {
             runner: None,
             default_timeout: None,
             exec_enabled: true,
+            failed_run_is_error: false,
         }
     }
 }
@@ -249,6 +254,11 @@ pub struct ToolArgs {
     #[arg(long, env = "FEATURE_SANDBOX_EXEC", default_value = "true",
           value_parser = BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub feature_sandbox_exec: bool,
+    /// Report a program that ran and failed (non-zero exit, timeout, out of memory) with
+    /// `isError: true`, as before 0.2; by default it is a normal result (true/false).
+    #[arg(long, env = "MCP_FAILED_RUN_IS_ERROR", default_value = "false",
+          value_parser = BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    pub failed_run_is_error: bool,
 }
 
 /// The limits of `sandbox-mcp serve` against slow and greedy clients.
@@ -363,6 +373,7 @@ impl ToolArgs {
             runner,
             default_timeout: self.timeout_ms.map(Duration::from_millis),
             exec_enabled: self.feature_sandbox_exec,
+            failed_run_is_error: self.failed_run_is_error,
         })
     }
 }

@@ -81,12 +81,21 @@ fn head_and_tail(s: &str, budget: usize) -> Shown {
     }
 }
 
-/// A result from the program's run (which had `timeout_ms`, on a runner with `limits`):
-/// `isError` unless it exited 0.
-pub fn from_run(response: RunResponse, timeout_ms: u64, limits: &Limits) -> CallToolResult {
+/// A result from the program's run (which had `timeout_ms`, on a runner with `limits`).
+/// A program that ran is a result whatever its exit: frameworks treat `isError` as a
+/// broken call (pydantic-ai, for one, retries it and ends the agent after two), and a
+/// failing test is a fact for the model to read. With `failed_is_error` (an operator's
+/// choice) a failed run sets `isError` as well.
+pub fn from_run(
+    response: RunResponse,
+    timeout_ms: u64,
+    limits: &Limits,
+    failed_is_error: bool,
+) -> CallToolResult {
     let stdout = head_and_tail(&response.stdout, STDOUT_BUDGET);
     let stderr = head_and_tail(&response.stderr, STDERR_BUDGET);
-    let failed = response.exit_code != 0 || response.timed_out || response.oom_killed;
+    let failed =
+        failed_is_error && (response.exit_code != 0 || response.timed_out || response.oom_killed);
     let report = RunReport {
         stdout: stdout.text,
         stderr: stderr.text,
@@ -249,28 +258,37 @@ mod tests {
     }
 
     #[test]
-    fn success_and_failure_set_is_error() {
-        let ok = from_run(response("1\n", 0), 100, &Limits::default());
+    fn a_program_that_ran_is_a_result_whatever_its_exit() {
+        let ok = from_run(response("1\n", 0), 100, &Limits::default(), false);
         assert_eq!(ok.is_error, Some(false));
         assert!(text_of(&ok).contains("exit code: 0"));
         assert!(text_of(&ok).contains("--- stdout ---\n1\n--- end of stdout ---"));
-        let failed = from_run(response("", 3), 100, &Limits::default());
-        assert_eq!(failed.is_error, Some(true));
+        let failed = from_run(response("", 3), 100, &Limits::default(), false);
+        assert_eq!(failed.is_error, Some(false));
+        assert!(text_of(&failed).contains("exit code: 3"));
         let structured = failed.structured_content.unwrap();
         assert_eq!(structured["exitCode"], 3);
         assert!(structured["error"].is_null());
     }
 
     #[test]
+    fn the_operator_may_have_a_failed_run_set_is_error() {
+        let failed = from_run(response("", 3), 100, &Limits::default(), true);
+        assert_eq!(failed.is_error, Some(true));
+        let ok = from_run(response("1\n", 0), 100, &Limits::default(), true);
+        assert_eq!(ok.is_error, Some(false));
+    }
+
+    #[test]
     fn timeouts_and_out_of_memory_are_stated() {
         let mut timed_out = response("", 137);
         timed_out.timed_out = true;
-        let result = from_run(timed_out, 1000, &Limits::default());
-        assert_eq!(result.is_error, Some(true));
+        let result = from_run(timed_out, 1000, &Limits::default(), false);
+        assert_eq!(result.is_error, Some(false));
         assert!(text_of(&result).contains("1000 ms timeout"));
         let mut oom = response("", 137);
         oom.oom_killed = true;
-        assert!(text_of(&from_run(oom, 1000, &Limits::default())).contains("out of memory"));
+        assert!(text_of(&from_run(oom, 1000, &Limits::default(), false)).contains("out of memory"));
     }
 
     #[test]
@@ -279,6 +297,7 @@ mod tests {
             response(&"x".repeat(1024 * 1024), 0),
             100,
             &Limits::default(),
+            false,
         );
         let text = text_of(&result);
         assert!(text.len() < STDOUT_BUDGET + 1024);

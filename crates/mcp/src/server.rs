@@ -38,6 +38,7 @@ struct Shared {
     /// This server's own default timeout (`SANDBOX_TIMEOUT_MS`), if it has one.
     default_timeout: Option<Duration>,
     exec_enabled: bool,
+    failed_run_is_error: bool,
     max_calls: usize,
 }
 
@@ -71,6 +72,7 @@ impl SandboxServer {
                 runner,
                 default_timeout: config.default_timeout,
                 exec_enabled: config.exec_enabled,
+                failed_run_is_error: config.failed_run_is_error,
                 max_calls,
             }),
             calls: Arc::new(Semaphore::new(max_calls)),
@@ -186,7 +188,12 @@ impl SandboxServer {
         let outcome = run_while_reporting(runner, &request, limits, &ctx).await;
         log_outcome(&outcome, started.elapsed());
         match outcome {
-            Ok(response) => report::from_run(response, args.timeout_ms, limits),
+            Ok(response) => report::from_run(
+                response,
+                args.timeout_ms,
+                limits,
+                self.shared.failed_run_is_error,
+            ),
             Err(error) => report::from_runner_error(&error),
         }
     }

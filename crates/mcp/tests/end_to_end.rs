@@ -35,7 +35,11 @@ async fn runs_each_language_and_reports_failures_and_timeouts() {
         .call_tool(call("run_python", "import sys; sys.exit(5)", None))
         .await
         .expect("tools/call");
-    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(
+        failed.is_error,
+        Some(false),
+        "a program that ran is a result"
+    );
     assert!(text(&failed).contains("exit code: 5"));
 
     let started = Instant::now();
@@ -44,7 +48,7 @@ async fn runs_each_language_and_reports_failures_and_timeouts() {
         .await
         .expect("tools/call");
     assert!(started.elapsed().as_secs() < 8);
-    assert_eq!(slow.is_error, Some(true));
+    assert_eq!(slow.is_error, Some(false));
     assert_eq!(
         slow.structured_content.expect("structured")["timedOut"],
         true
@@ -108,5 +112,29 @@ async fn the_tools_describe_the_runners_own_limits() {
         "{:?}",
         started.elapsed()
     );
+    client.cancel().await.expect("close");
+}
+
+/// An operator who wants failed runs flagged sets `MCP_FAILED_RUN_IS_ERROR`.
+#[tokio::test]
+async fn failed_runs_set_is_error_when_the_operator_asks() {
+    let runner = start_runner();
+    let server = start_mcp(&[
+        ("SANDBOX_RUNNER_URL", runner.url.as_str()),
+        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
+        ("MCP_FAILED_RUN_IS_ERROR", "true"),
+    ]);
+    let client = connect(&server, &server.token).await.expect("initialize");
+    let failed = client
+        .call_tool(call("run_bash", "echo no >&2; exit 1", None))
+        .await
+        .expect("tools/call");
+    assert_eq!(failed.is_error, Some(true), "{}", text(&failed));
+    assert!(text(&failed).contains("exit code: 1"), "{}", text(&failed));
+    let ok = client
+        .call_tool(call("run_bash", "echo yes", None))
+        .await
+        .expect("tools/call");
+    assert_eq!(ok.is_error, Some(false), "{}", text(&ok));
     client.cancel().await.expect("close");
 }

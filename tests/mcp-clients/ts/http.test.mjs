@@ -146,7 +146,7 @@ withRunner("with a runner", () => {
     const { client } = await connect(server);
     await client.listTools();
     const result = await client.callTool({ name: "run_node", arguments: { code: "console.error('bad'); process.exit(4)" } });
-    assert.equal(result.isError, true);
+    assert.equal(result.isError, false);
     assert.equal(result.structuredContent.exitCode, 4);
     assert.match(text(result), /bad/);
     await client.close();
@@ -157,7 +157,7 @@ withRunner("with a runner", () => {
     const started = Date.now();
     const result = await client.callTool({ name: "run_python", arguments: { code: "import time\ntime.sleep(30)", timeoutMs: 1000 } });
     assert.ok(Date.now() - started < 8000);
-    assert.equal(result.isError, true);
+    assert.equal(result.isError, false);
     assert.equal(result.structuredContent.timedOut, true);
     await client.close();
   });
