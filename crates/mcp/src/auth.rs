@@ -1,5 +1,13 @@
 //! Bearer-token authentication on `/mcp` (the check is http-bearer's, shared with the
-//! runner).
+//! runner), and what clients that look for OAuth are told: there is none.
+//!
+//! A refused request gets 401 with a JSON body that names `MCP_AUTH_TOKEN`, and no
+//! `WWW-Authenticate` challenge: MCP clients read a `Bearer` challenge as the start of an
+//! OAuth flow (discovery, dynamic client registration), which this server does not offer.
+//! The OAuth discovery documents (`/.well-known/oauth-protected-resource`,
+//! `/.well-known/oauth-authorization-server`, `/.well-known/openid-configuration`, with or
+//! without a path suffix) and every other unknown path answer 404 without asking for a
+//! token, so a client that looks finds no authorization server.
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -26,18 +34,29 @@ pub(crate) async fn require_bearer(
 fn unauthorized() -> Response {
     let body = sandbox_protocol::api::ErrorBody::new(
         "unauthorized",
-        "send Authorization: Bearer <MCP_AUTH_TOKEN>",
+        "send Authorization: Bearer <MCP_AUTH_TOKEN>: this server uses a static bearer \
+         token, not OAuth",
     );
-    let challenge = HeaderValue::from_static(r#"Bearer realm="sandbox-mcp""#);
     // The request body is left unread, so the connection cannot carry another request.
     let close = HeaderValue::from_static("close");
     (
         StatusCode::UNAUTHORIZED,
-        [
-            (header::WWW_AUTHENTICATE, challenge),
-            (header::CONNECTION, close),
-        ],
+        [(header::CONNECTION, close)],
         Json(body),
     )
         .into_response()
+}
+
+/// Any path but `/mcp` and `/health`, the OAuth discovery documents among them: 404, no
+/// token asked.
+pub(crate) async fn not_found(uri: axum::http::Uri) -> Response {
+    let oauth = uri.path().starts_with("/.well-known/");
+    let message = if oauth {
+        "no OAuth here: this server takes a static bearer token \
+         (Authorization: Bearer <MCP_AUTH_TOKEN>) on /mcp"
+    } else {
+        "no such endpoint: this server serves /mcp (MCP over Streamable HTTP) and /health"
+    };
+    let body = sandbox_protocol::api::ErrorBody::new("not_found", message);
+    (StatusCode::NOT_FOUND, Json(body)).into_response()
 }

@@ -80,7 +80,7 @@ fn router(
         ))
         .layer(axum::middleware::map_response(session_ended))
         .layer(axum::middleware::from_fn(accept::answer_as_accepted))
-        .layer(axum::middleware::from_fn_with_state(
+        .route_layer(axum::middleware::from_fn_with_state(
             config.auth_token.clone(),
             auth::require_bearer,
         ))
@@ -92,6 +92,7 @@ fn router(
         .route("/health", get(health::health))
         .with_state(server)
         .merge(mcp)
+        .fallback(auth::not_found)
 }
 
 /// The `/mcp` and `/health` routes for `config`, without the connection limits and the

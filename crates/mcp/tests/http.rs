@@ -63,10 +63,51 @@ async fn a_wrong_token_cannot_initialize() {
         .await
         .expect("POST /mcp");
     assert_eq!(response.status(), 401);
-    assert!(response.headers()["www-authenticate"]
-        .to_str()
-        .unwrap_or_default()
-        .starts_with("Bearer"));
+    assert!(
+        response.headers().get("www-authenticate").is_none(),
+        "no challenge that starts an OAuth flow"
+    );
+    let body: serde_json::Value = response.json().await.expect("JSON body");
+    assert_eq!(body["error"]["code"], "unauthorized");
+}
+
+#[tokio::test]
+async fn oauth_discovery_finds_no_authorization_server() {
+    let server = start_mcp(&[]);
+    let http = reqwest::Client::new();
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-authorization-server/mcp",
+        "/.well-known/openid-configuration",
+        "/register",
+        "/authorize",
+    ] {
+        let response = http
+            .get(format!("{}{path}", server.base()))
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(response.status(), 404, "{path}");
+        assert!(
+            response.headers().get("www-authenticate").is_none(),
+            "{path}"
+        );
+        let body: serde_json::Value = response.json().await.expect("JSON body");
+        assert_eq!(body["error"]["code"], "not_found", "{path}");
+    }
+    let oauth = http
+        .get(format!(
+            "{}/.well-known/oauth-protected-resource",
+            server.base()
+        ))
+        .send()
+        .await
+        .expect("GET");
+    let body: serde_json::Value = oauth.json().await.expect("JSON body");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no OAuth"), "{message}");
 }
 
 #[tokio::test]

@@ -91,7 +91,7 @@ async def test_401_without_or_with_a_wrong_token(mcp_unconfigured: Mcp, token: s
     async with httpx2.AsyncClient() as http:
         response = await http.post(mcp_unconfigured.url, headers=headers, json=INITIALIZE)
         assert response.status_code == 401
-        assert response.headers["www-authenticate"].startswith("Bearer")
+        assert "www-authenticate" not in response.headers  # no OAuth flow to start
         get = await http.get(mcp_unconfigured.url, headers={"Accept": "text/event-stream"})
         assert get.status_code == 401
     statuses: list[int] = []
@@ -255,10 +255,10 @@ async def test_each_tool_runs_its_language(mcp: Mcp) -> None:
 
 
 @pytest.mark.runner
-async def test_a_failing_program_is_an_error_with_its_stderr(mcp: Mcp) -> None:
+async def test_a_failing_program_is_a_result_with_its_stderr(mcp: Mcp) -> None:
     async with mcp.client() as client:
         result = await client.call_tool("run_python", {"code": "import sys\nprint('oops', file=sys.stderr)\nsys.exit(3)"})
-    assert result.is_error is True
+    assert result.is_error is False
     assert result.structured_content["exitCode"] == 3
     assert "oops" in result.structured_content["stderr"]
     assert "exit code: 3" in text(result) and "oops" in text(result)
@@ -270,7 +270,7 @@ async def test_a_timeout_is_reported_and_bounded(mcp: Mcp) -> None:
         started = time.monotonic()
         result = await client.call_tool("run_bash", {"code": "sleep 30", "timeoutMs": 1000})
         elapsed = time.monotonic() - started
-    assert result.is_error is True
+    assert result.is_error is False
     assert result.structured_content["timedOut"] is True
     assert "timed out" in text(result) and "1000 ms" in text(result)
     assert elapsed < 1 + 5 + 2
@@ -430,7 +430,7 @@ async def test_cancelling_a_call_stops_the_wait(runner) -> None:
 async def test_running_out_of_memory_is_reported(mcp: Mcp) -> None:
     async with mcp.client() as client:
         result = await client.call_tool("run_python", {"code": "x = bytearray(400 * 1024 * 1024)\nprint(len(x))"})
-    assert result.is_error is True
+    assert result.is_error is False
     assert result.structured_content["oomKilled"] is True
     assert "out of memory" in text(result)
 
