@@ -35,6 +35,7 @@ pub mod health;
 pub mod report;
 pub mod runner_client;
 pub mod server;
+pub mod token_store;
 pub mod tools;
 pub mod up;
 

@@ -4,6 +4,7 @@
 //! when none is given, and prints the URL, the token and client settings.
 
 use crate::config::ServeArgs;
+use crate::token_store::{self, Origin};
 use sandbox_protocol::api::defaults;
 use sandbox_runner::config::SandboxArgs;
 use std::io::Read;
@@ -23,6 +24,10 @@ pub struct UpArgs {
     /// The embedded runner's sandboxes.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    /// Make a new bearer token and save it in place of the one kept from earlier starts
+    /// (clients configured with the old one must be given the new one).
+    #[arg(long)]
+    pub new_token: bool,
 }
 
 /// Why `up` could not start.
@@ -37,6 +42,9 @@ pub enum UpError {
     /// No random token could be made.
     #[error("making a random token from /dev/urandom: {0}")]
     Random(std::io::Error),
+    /// The saved token could not be read or a new one saved.
+    #[error(transparent)]
+    TokenStore(#[from] crate::token_store::TokenStoreError),
     /// A port could not be bound.
     #[error("listening on {addr}: {source}")]
     Listen {
@@ -95,10 +103,13 @@ pub async fn up(
             Err(e) => e.into(),
         });
     }
-    let generated = args.serve.auth_token.is_none();
-    let auth_token = match args.serve.auth_token.take() {
-        Some(token) => token,
-        None => random_token()?,
+    let (auth_token, token_origin) = match args.serve.auth_token.take() {
+        Some(token) => (token, Origin::Given),
+        None => token_store::load_or_make(
+            token_store::default_path().as_deref(),
+            args.new_token,
+            random_hex,
+        )?,
     };
     args.serve.auth_token = Some(auth_token.clone());
     args.serve.tools.runner_url = Some(format!("http://{runner_addr}"));
@@ -110,7 +121,7 @@ pub async fn up(
     announce(&Banner {
         url: format!("http://{bound}/mcp"),
         token: auth_token,
-        token_generated: generated,
+        token_origin,
         runner: format!("http://{runner_addr}"),
         pool_size: args.pool_size,
     });
@@ -160,10 +171,12 @@ fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, Up
 
 /// 32 random bytes from the kernel, as hex.
 fn random_token() -> Result<String, UpError> {
+    random_hex().map_err(UpError::Random)
+}
+
+fn random_hex() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(UpError::Random)?;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -174,8 +187,8 @@ pub struct Banner {
     pub url: String,
     /// The bearer token clients send.
     pub token: String,
-    /// The token was made by `up` (none was given).
-    pub token_generated: bool,
+    /// Where the token comes from.
+    pub token_origin: Origin,
     /// The embedded runner's URL (loopback).
     pub runner: String,
     /// The embedded runner's pool size.
@@ -185,10 +198,18 @@ pub struct Banner {
 impl std::fmt::Display for Banner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (url, token) = (&self.url, &self.token);
-        let made = if self.token_generated {
-            " (generated; set MCP_AUTH_TOKEN to choose one)"
-        } else {
-            ""
+        let made = match &self.token_origin {
+            Origin::Given => String::new(),
+            Origin::Saved(path) => {
+                format!(" (kept in {}; --new-token replaces it)", path.display())
+            }
+            Origin::New(path) => format!(
+                " (new, saved in {} for the next start; set MCP_AUTH_TOKEN to choose one)",
+                path.display()
+            ),
+            Origin::Unsaved => {
+                " (generated; no $HOME to keep it in: set MCP_AUTH_TOKEN to keep one)".to_owned()
+            }
         };
         writeln!(
             f,

@@ -43,16 +43,8 @@ async fn up_prints_working_settings_and_runs_each_language() {
         nix::unistd::geteuid().is_root(),
         "`up` makes sandboxes and must run as root (the README's test command does)"
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-mcp"))
-        .arg("up")
-        .env_remove("MCP_AUTH_TOKEN")
-        .env("PORT", "0")
-        .env("RUNNER_POOL_SIZE", "2")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start sandbox-mcp up");
+    let state = state_dir("languages");
+    let mut child = start_up(&state, &[]);
     let lines = banner(child.stdout.take().expect("stdout"));
     let url = field(&lines, "MCP endpoint:").to_owned();
     let token = field(&lines, "Bearer token:").to_owned();
@@ -107,4 +99,59 @@ async fn up_prints_working_settings_and_runs_each_language() {
             .join(&instance);
         assert!(!dir.exists(), "{} left behind", dir.display());
     }
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+/// `up` with its state folder (`XDG_STATE_HOME`) in `state` and `args`.
+fn start_up(state: &std::path::Path, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_sandbox-mcp"))
+        .arg("up")
+        .args(args)
+        .env_remove("MCP_AUTH_TOKEN")
+        .env("XDG_STATE_HOME", state)
+        .env("PORT", "0")
+        .env("RUNNER_POOL_SIZE", "1")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start sandbox-mcp up")
+}
+
+fn state_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("up-state-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Starts `up`, reads the token from its banner, and stops it.
+fn token_of_one_start(state: &std::path::Path, args: &[&str]) -> (String, Vec<String>) {
+    let mut child = start_up(state, args);
+    let lines = banner(child.stdout.take().expect("stdout"));
+    let token = field(&lines, "Bearer token:").to_owned();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    assert!(child.wait().expect("up exits").success());
+    (token, lines)
+}
+
+#[tokio::test]
+async fn the_token_survives_a_restart_until_rotated() {
+    assert!(nix::unistd::geteuid().is_root(), "`up` makes sandboxes");
+    let state = state_dir("token");
+    let (first, lines) = token_of_one_start(&state, &[]);
+    let file = state.join("sandbox-mcp/token");
+    assert!(lines.iter().any(|l| l.contains("saved in")), "{lines:#?}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&file).expect("token file").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let (second, lines) = token_of_one_start(&state, &[]);
+    assert_eq!(second, first, "a restart keeps the token");
+    assert!(lines.iter().any(|l| l.contains("kept in")), "{lines:#?}");
+    let (third, _) = token_of_one_start(&state, &["--new-token"]);
+    assert_ne!(third, first, "--new-token makes a new one");
+    let (fourth, _) = token_of_one_start(&state, &[]);
+    assert_eq!(fourth, third, "and keeps that one");
+    let _ = std::fs::remove_dir_all(&state);
 }
