@@ -15,8 +15,8 @@
 pub mod firecracker;
 mod qemu;
 
+use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::channel::{self, ChannelError};
-use super::process::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::RunOutcome;
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
