@@ -1,8 +1,8 @@
 //! `sandbox-runner`: serve the runner API, or run one program.
 
 use clap::{Parser, Subcommand};
+use sandbox_image::build::ImageCommand;
 use sandbox_runner::config::ServeArgs;
-use sandbox_runner::image::ImageCommand;
 use sandbox_runner::oneshot::RunArgs;
 use sandbox_runner::server;
 use std::process::ExitCode;
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
         Command::Serve(args) => runtime.block_on(serve(args)).map(|()| 0),
         Command::Run(args) => runtime.block_on(sandbox_runner::oneshot::run(args)),
-        Command::Image(command) => sandbox_runner::image::main(command)
+        Command::Image(command) => sandbox_image::build::main(command)
             .map(|()| 0)
             .map_err(anyhow::Error::from),
     };

@@ -36,7 +36,7 @@ pub enum VmError {
     },
     /// The image could not be leased (see `image prune`).
     #[error(transparent)]
-    ImageLease(#[from] crate::image::ImageError),
+    ImageLease(#[from] sandbox_image::LeaseError),
     /// Firecracker's API refused a request.
     #[error("Firecracker API: {0}")]
     Api(String),

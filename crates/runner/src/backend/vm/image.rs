@@ -2,6 +2,7 @@
 //! keeps `image prune` from removing it while this runner runs.
 
 use super::VmError;
+use sandbox_image::{Lease, INFO_FILE, INITRD_FILE, KERNEL_FILE, ROOTFS_FILE};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -17,7 +18,7 @@ pub struct VmImage {
     pub rootfs: PathBuf,
     /// Held while the image is in use (`None`: a folder not made by `image build`,
     /// which pruning never touches).
-    _lease: Option<crate::image::Lease>,
+    _lease: Option<Lease>,
 }
 
 impl VmImage {
@@ -34,13 +35,13 @@ impl VmImage {
                 .map(|_| path.clone())
                 .map_err(|source| VmError::Image { path, source })
         };
-        let leased = dir.join(crate::image::INFO_FILE).exists();
+        let leased = dir.join(INFO_FILE).exists();
         Ok(VmImage {
-            kernel: file(crate::image::KERNEL_FILE)?,
-            initrd: file(crate::image::INITRD_FILE)?,
-            rootfs: file(crate::image::ROOTFS_FILE)?,
+            kernel: file(KERNEL_FILE)?,
+            initrd: file(INITRD_FILE)?,
+            rootfs: file(ROOTFS_FILE)?,
             _lease: match leased {
-                true => Some(crate::image::lease(&dir)?),
+                true => Some(sandbox_image::lease(&dir)?),
                 false => None,
             },
         })
