@@ -1,7 +1,7 @@
 //! The runner's configuration: flags and environment variables (clap), validated once
 //! into [`RunnerConfig`] and [`SandboxConfig`].
 
-use crate::backend::process::cgroup::CgroupLimits;
+use crate::backend::cgroup::CgroupLimits;
 use crate::backend::process::ProcessConfig;
 use crate::backend::vm::firecracker::FirecrackerConfig;
 use crate::backend::vm::{AccelChoice, VmConfig, Vmm};

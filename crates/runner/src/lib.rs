@@ -16,7 +16,6 @@ pub mod auth;
 pub mod backend;
 pub mod config;
 pub mod http;
-pub mod image;
 pub mod metrics;
 pub mod multicall;
 pub mod oneshot;

@@ -1,8 +1,8 @@
 //! `sandbox-runner`: serve the runner API, or run one program.
 
 use clap::{Parser, Subcommand};
+use sandbox_image::build::ImageCommand;
 use sandbox_runner::config::ServeArgs;
-use sandbox_runner::image::ImageCommand;
 use sandbox_runner::oneshot::RunArgs;
 use sandbox_runner::server;
 use std::process::ExitCode;
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
         Command::Run(args) => runtime
             .block_on(sandbox_runner::oneshot::run(args))
             .map_err(anyhow::Error::from),
-        Command::Image(command) => sandbox_runner::image::main(command)
+        Command::Image(command) => sandbox_image::build::main(command)
             .map(|()| 0)
             .map_err(anyhow::Error::from),
     };

@@ -2,16 +2,15 @@
 //! cgroup of its own, under a seccomp filter (see [`jail`] for the steps and
 //! docs/security.md for what each one stops).
 
-pub mod cgroup;
 pub mod identity;
 pub mod jail;
 pub mod owner;
 pub mod rootfs;
 pub mod seccomp;
 
+use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::channel::{self, ChannelError};
 use super::RunOutcome;
-use cgroup::{Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use identity::{Identities, Identity};
 use jail::{JailSpec, CHANNEL_FD};
 use sandbox_protocol::agent::Job;

@@ -1,7 +1,8 @@
 //! The QEMU command line of one VM sandbox: the `microvm` machine with one vCPU, no
 //! network device, the root image read-only, the agent channel on a virtio serial port.
 
-use super::{Accel, VmImage};
+use super::Accel;
+use crate::backend::vm::VmImage;
 use std::ffi::OsString;
 use std::path::Path;
 use tokio::process::Command;

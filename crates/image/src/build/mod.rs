@@ -1,5 +1,5 @@
 //! `sandbox-runner image build`: everything a VM sandbox boots, made from Debian's
-//! packages and this machine only.
+//! packages and this machine only (the crate's `builder` feature).
 //!
 //! An image is a folder with three files:
 //! - `vmlinux`: Debian's cloud kernel (`apt-get download`, unpacked with `dpkg-deb`),
@@ -15,6 +15,13 @@
 //! same inputs only checks them. Every build then prunes the cache: images other than
 //! `current` go, unless a running runner holds a lease on them (`image prune` does only
 //! that).
+//!
+//! - `mod.rs`: the subcommands' flags, the build's steps in order, the cache's lock;
+//! - `kernel.rs`: Debian's kernel package and the modules the guest loads;
+//! - `vmlinux.rs`: the ELF kernel taken out of the bzImage;
+//! - `cpio.rs`: the initramfs archive;
+//! - `rootfs.rs`: the root file system's files, staged and written as ext4;
+//! - `cache.rs`: pruning the cache.
 
 mod cache;
 mod cpio;
@@ -22,7 +29,7 @@ mod kernel;
 mod rootfs;
 mod vmlinux;
 
-pub use cache::{lease, Lease};
+use crate::{INFO_FILE, INITRD_FILE, KERNEL_FILE, ROOTFS_FILE};
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
 use std::fs;
@@ -35,14 +42,6 @@ use std::time::Instant;
 
 /// Changes when the builder makes different images from the same inputs.
 const BUILDER_VERSION: u32 = 2;
-/// The file that marks a finished image and describes it.
-pub const INFO_FILE: &str = "image.json";
-/// The image's files.
-pub const KERNEL_FILE: &str = "vmlinux";
-/// See [`KERNEL_FILE`].
-pub const INITRD_FILE: &str = "initrd.img";
-/// See [`KERNEL_FILE`].
-pub const ROOTFS_FILE: &str = "rootfs.ext4";
 /// The number of steps the progress lines count.
 const STEPS: u32 = 5;
 /// Where `image build` and `image prune` keep the cache by default.

@@ -1,39 +1,16 @@
-//! The image cache's upkeep: runners hold a lease on the image they boot from, and
-//! pruning removes every finished image but `current` and those leased.
-//!
-//! A lease is a shared `flock` on the image's `image.json`, held for the runner's
-//! lifetime; pruning takes the exclusive lock without waiting, and removes the image
-//! only if it got it, while holding it. A runner that opens an image just as it is
-//! pruned finds it gone once it holds its lock, and says so.
+//! The image cache's upkeep: pruning removes every finished image but `current` and
+//! those a running runner leases (see [`crate::Lease`]): it takes each image's
+//! exclusive lock without waiting, and removes the image only if it got it, while
+//! holding it.
 
-use super::{ImageError, INFO_FILE};
+use super::ImageError;
+use crate::INFO_FILE;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Folders of the cache that are not images.
 const NOT_IMAGES: [&str; 2] = ["downloads", "agent-target"];
-
-/// A running runner's hold on an image folder.
-#[derive(Debug)]
-pub struct Lease {
-    _lock: Flock<fs::File>,
-}
-
-/// Takes a lease on the finished image in `dir` (already resolved, not `current`).
-pub fn lease(dir: &Path) -> Result<Lease, ImageError> {
-    let info = dir.join(INFO_FILE);
-    let file = fs::File::open(&info).map_err(|e| ImageError::io("opening", &info, e))?;
-    let lock = Flock::lock(file, FlockArg::LockShared)
-        .map_err(|(_, e)| ImageError::io("locking", &info, e.into()))?;
-    if !info.exists() {
-        return Err(ImageError::Step(format!(
-            "the image {} was pruned as it was opened",
-            dir.display()
-        )));
-    }
-    Ok(Lease { _lock: lock })
-}
 
 /// What a prune did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -113,6 +90,7 @@ fn size(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease;
 
     fn image(out: &Path, key: &str) -> PathBuf {
         let dir = out.join(key);

@@ -1,24 +1,35 @@
-//! Control groups: one per sandbox, holding its memory, CPU and process limits.
+//! Control groups: one per sandbox (process backend) or per VMM process (vm backend),
+//! holding its memory, CPU and process limits.
 //!
 //! Layout, v1 (one tree per controller) and v2 (one unified tree) alike:
 //! `<controller root>/sandbox-runner/<instance>/<sandbox>`, where `<instance>` names one
 //! life of one runner (`r<pid>`), so that several runners share a host, and a runner
 //! that starts again can tell what a dead one left behind ([`Hierarchy::remove_stale`]).
+//!
+//! - `mod.rs`: the API both versions share: [`Hierarchy`] (this runner's place in the
+//!   trees, making cgroups, removing what dead runners left), [`Cgroup`] (one cgroup:
+//!   joining, its OOM counter, kill and remove), [`CgroupLimits`], [`CgroupError`];
+//! - `v1.rs` and `v2.rs`: what differs between the versions (finding the hierarchy,
+//!   enabling controllers, the limit files, the OOM counter's file, `cgroup.kill`);
+//! - `fs.rs`: every file access goes through [`CgroupFs`], which unit tests replace
+//!   with a fake tree in a temporary folder (`tests.rs`).
 
+mod fs;
+#[cfg(test)]
+mod tests;
+mod v1;
+mod v2;
+
+pub use fs::{CgroupFs, HostFs};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The folder below each controller root that holds every runner's cgroups.
 const TOP: &str = "sandbox-runner";
-/// Controllers a v1 host must mount.
-const V1_CONTROLLERS: [&str; 3] = ["memory", "cpu", "pids"];
-/// On v1, the share of the memory limit set aside for socket buffers (see
-/// [`CgroupLimits::v1_socket_bytes`]).
-const V1_SOCKET_SHARE: u64 = 16;
 /// How long a sandbox's processes may take to die before its cgroup is left behind.
 const REMOVE_LIMIT: Duration = Duration::from_secs(5);
 
@@ -78,7 +89,7 @@ impl CgroupLimits {
     /// the memory limit is set aside for them, and the rest is the limit of everything
     /// else, so that the two together stay within `memory_bytes`.
     pub fn v1_socket_bytes(&self) -> u64 {
-        self.memory_bytes / V1_SOCKET_SHARE
+        self.memory_bytes / v1::SOCKET_SHARE
     }
 }
 
@@ -98,20 +109,26 @@ pub struct Hierarchy {
     /// The `sandbox-runner` folder of each tree (one for v2, one per controller for v1).
     tops: Vec<PathBuf>,
     instance: String,
+    fs: Arc<dyn CgroupFs>,
 }
 
 impl Hierarchy {
     /// Finds the hierarchy under `mount` (normally `/sys/fs/cgroup`) and makes this
     /// instance's folders, with the controllers enabled.
     pub fn open(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
-        let (version, tops) = if mount.join("cgroup.controllers").exists() {
+        Self::open_with(Arc::new(HostFs), mount, instance)
+    }
+
+    /// [`open`](Self::open) on the cgroup file systems `fs` gives access to.
+    pub fn open_with(
+        fs: Arc<dyn CgroupFs>,
+        mount: &Path,
+        instance: &str,
+    ) -> Result<Self, CgroupError> {
+        let (version, tops) = if v2::detect(&*fs, mount) {
             (Version::V2, vec![mount.join(TOP)])
-        } else if V1_CONTROLLERS
-            .iter()
-            .all(|c| mount.join(c).join("tasks").exists())
-        {
-            let tops = V1_CONTROLLERS.iter().map(|c| mount.join(c).join(TOP));
-            (Version::V1, tops.collect())
+        } else if v1::detect(&*fs, mount) {
+            (Version::V1, v1::tops(mount))
         } else {
             return Err(CgroupError::NoHierarchy(mount.to_owned()));
         };
@@ -119,18 +136,20 @@ impl Hierarchy {
             version,
             tops,
             instance: instance.to_owned(),
+            fs,
         };
+        let fs = &*hierarchy.fs;
         if version == Version::V2 {
-            enable_v2_controllers(mount)?;
+            v2::enable_controllers(fs, mount)?;
         }
         for top in &hierarchy.tops {
-            make_dir(top)?;
+            make_dir(fs, top)?;
             if version == Version::V2 {
-                enable_v2_controllers(top)?;
+                v2::enable_controllers(fs, top)?;
             }
-            make_dir(&top.join(instance))?;
+            make_dir(fs, &top.join(instance))?;
             if version == Version::V2 {
-                enable_v2_controllers(&top.join(instance))?;
+                v2::enable_controllers(fs, &top.join(instance))?;
             }
         }
         Ok(hierarchy)
@@ -149,12 +168,9 @@ impl Hierarchy {
             .map(|t| t.join(&self.instance).join(name))
             .collect();
         for dir in &dirs {
-            make_dir(dir)?;
+            make_dir(&*self.fs, dir)?;
         }
-        let cgroup = Cgroup {
-            version: self.version,
-            dirs,
-        };
+        let cgroup = self.cgroup(dirs);
         if let Err(e) = cgroup.set_limits(limits) {
             let _ = cgroup.kill_and_remove();
             return Err(e);
@@ -166,18 +182,19 @@ impl Hierarchy {
     /// sandboxes' processes are killed and their cgroups removed. Returns how many
     /// sandbox cgroups were removed.
     pub fn remove_stale(&self) -> Result<usize, CgroupError> {
+        let fs = &*self.fs;
         let mut removed = 0;
         for top in &self.tops {
-            for instance in list_dirs(top)? {
+            for instance in list_dirs(fs, top)? {
                 let name = file_name(&instance);
                 if name == self.instance || instance_alive(&name) {
                     continue;
                 }
-                for sandbox in list_dirs(&instance)? {
-                    Cgroup::v(self.version, vec![sandbox]).kill_and_remove()?;
+                for sandbox in list_dirs(fs, &instance)? {
+                    self.cgroup(vec![sandbox]).kill_and_remove()?;
                     removed += 1;
                 }
-                remove_dir(&instance)?;
+                remove_dir(fs, &instance)?;
             }
         }
         Ok(removed)
@@ -186,9 +203,10 @@ impl Hierarchy {
     /// Kills every process in this instance's sandbox cgroups (they stay, to be removed
     /// by their sandboxes' destruction).
     pub fn kill_all(&self) {
+        let fs = &*self.fs;
         for top in &self.tops {
-            for sandbox in list_dirs(&top.join(&self.instance)).unwrap_or_default() {
-                kill_procs(&sandbox);
+            for sandbox in list_dirs(fs, &top.join(&self.instance)).unwrap_or_default() {
+                kill_procs(fs, &sandbox);
             }
         }
     }
@@ -196,9 +214,17 @@ impl Hierarchy {
     /// Removes this instance's (by now empty) folders, at shutdown.
     pub fn remove_instance(&self) -> Result<(), CgroupError> {
         for top in &self.tops {
-            remove_dir(&top.join(&self.instance))?;
+            remove_dir(&*self.fs, &top.join(&self.instance))?;
         }
         Ok(())
+    }
+
+    fn cgroup(&self, dirs: Vec<PathBuf>) -> Cgroup {
+        Cgroup {
+            version: self.version,
+            dirs,
+            fs: self.fs.clone(),
+        }
     }
 }
 
@@ -219,60 +245,17 @@ fn instance_alive(name: &str) -> bool {
 #[derive(Debug)]
 pub struct Cgroup {
     version: Version,
+    /// One folder for v2; for v1, one per controller, in [`v1::CONTROLLERS`]'s order.
     dirs: Vec<PathBuf>,
+    fs: Arc<dyn CgroupFs>,
 }
 
 impl Cgroup {
-    fn v(version: Version, dirs: Vec<PathBuf>) -> Self {
-        Cgroup { version, dirs }
-    }
-
-    fn dir(&self, controller: &str) -> &Path {
-        let index = match self.version {
-            Version::V2 => 0,
-            Version::V1 => V1_CONTROLLERS
-                .iter()
-                .position(|c| *c == controller)
-                .unwrap_or(0),
-        };
-        &self.dirs[index]
-    }
-
     fn set_limits(&self, limits: &CgroupLimits) -> Result<(), CgroupError> {
         match self.version {
-            Version::V1 => {
-                let mem = self.dir("memory");
-                let sockets = limits.v1_socket_bytes();
-                let rest = limits.memory_bytes - sockets;
-                let tcp = mem.join("memory.kmem.tcp.limit_in_bytes");
-                if !tcp.exists() {
-                    return Err(CgroupError::NoSocketLimit(tcp));
-                }
-                write(&tcp, sockets)?;
-                write(&mem.join("memory.limit_in_bytes"), rest)?;
-                let memsw = mem.join("memory.memsw.limit_in_bytes");
-                if memsw.exists() {
-                    write(&memsw, rest)?;
-                }
-                write(&mem.join("memory.swappiness"), 0)?;
-                let cpu = self.dir("cpu");
-                write(&cpu.join("cpu.cfs_period_us"), limits.cpu_period_us)?;
-                write(&cpu.join("cpu.cfs_quota_us"), limits.cpu_quota_us)?;
-                write(&self.dir("pids").join("pids.max"), limits.pids_max)?;
-            }
-            Version::V2 => {
-                let dir = &self.dirs[0];
-                write(&dir.join("memory.max"), limits.memory_bytes)?;
-                let swap = dir.join("memory.swap.max");
-                if swap.exists() {
-                    write(&swap, 0)?;
-                }
-                let cpu_max = format!("{} {}", limits.cpu_quota_us, limits.cpu_period_us);
-                write(&dir.join("cpu.max"), cpu_max)?;
-                write(&dir.join("pids.max"), limits.pids_max)?;
-            }
+            Version::V1 => v1::set_limits(&*self.fs, &self.dirs, limits),
+            Version::V2 => v2::set_limits(&*self.fs, &self.dirs[0], limits),
         }
-        Ok(())
     }
 
     /// The `cgroup.procs` files a process writes its pid to, to join this cgroup.
@@ -283,10 +266,10 @@ impl Cgroup {
     /// How many processes the out-of-memory killer has killed in this cgroup.
     pub fn oom_kills(&self) -> Result<u64, CgroupError> {
         let path = match self.version {
-            Version::V1 => self.dir("memory").join("memory.oom_control"),
-            Version::V2 => self.dirs[0].join("memory.events"),
+            Version::V1 => v1::oom_control(&self.dirs),
+            Version::V2 => v2::memory_events(&self.dirs[0]),
         };
-        let text = fs::read_to_string(&path).map_err(|source| CgroupError::Read {
+        let text = self.fs.read(&path).map_err(|source| CgroupError::Read {
             path: path.clone(),
             source,
         })?;
@@ -302,26 +285,23 @@ impl Cgroup {
     pub fn kill_and_remove(&self) -> Result<(), CgroupError> {
         let deadline = Instant::now() + REMOVE_LIMIT;
         if self.version == Version::V2 {
-            let kill_file = self.dirs[0].join("cgroup.kill");
-            if kill_file.exists() {
-                let _ = fs::write(&kill_file, "1");
-            }
+            v2::kill(&*self.fs, &self.dirs[0]);
         }
         for dir in &self.dirs {
-            remove_when_empty(dir, deadline)?;
+            remove_when_empty(&*self.fs, dir, deadline)?;
         }
         Ok(())
     }
 }
 
 /// Kills what is in `dir` until it is empty, then removes it.
-fn remove_when_empty(dir: &Path, deadline: Instant) -> Result<(), CgroupError> {
+fn remove_when_empty(fs: &dyn CgroupFs, dir: &Path, deadline: Instant) -> Result<(), CgroupError> {
     loop {
-        if !dir.exists() {
+        if !fs.exists(dir) {
             return Ok(());
         }
-        kill_procs(dir);
-        match fs::remove_dir(dir) {
+        kill_procs(fs, dir);
+        match fs.remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(source) if Instant::now() >= deadline => {
@@ -336,42 +316,25 @@ fn remove_when_empty(dir: &Path, deadline: Instant) -> Result<(), CgroupError> {
 }
 
 /// Sends SIGKILL to every process listed in a cgroup.
-fn kill_procs(dir: &Path) {
-    let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+fn kill_procs(fs: &dyn CgroupFs, dir: &Path) {
+    let procs = fs.read(&dir.join("cgroup.procs")).unwrap_or_default();
     for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
         // ESRCH: it died between the read and the kill.
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
 }
 
-fn enable_v2_controllers(dir: &Path) -> Result<(), CgroupError> {
-    let available =
-        fs::read_to_string(dir.join("cgroup.controllers")).map_err(|source| CgroupError::Read {
-            path: dir.join("cgroup.controllers"),
-            source,
-        })?;
-    for controller in ["memory", "cpu", "pids"] {
-        if !available.split_whitespace().any(|c| c == controller) {
-            return Err(CgroupError::MissingController {
-                controller: controller.to_owned(),
-                path: dir.to_owned(),
-            });
-        }
-    }
-    write(&dir.join("cgroup.subtree_control"), "+memory +cpu +pids")
-}
-
-fn write(path: &Path, value: impl ToString) -> Result<(), CgroupError> {
+fn write(fs: &dyn CgroupFs, path: &Path, value: impl ToString) -> Result<(), CgroupError> {
     let value = value.to_string();
-    fs::write(path, &value).map_err(|source| CgroupError::Write {
+    fs.write(path, &value).map_err(|source| CgroupError::Write {
         path: path.to_owned(),
         value,
         source,
     })
 }
 
-fn make_dir(path: &Path) -> Result<(), CgroupError> {
-    match fs::create_dir(path) {
+fn make_dir(fs: &dyn CgroupFs, path: &Path) -> Result<(), CgroupError> {
+    match fs.create_dir(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
         Err(source) => Err(CgroupError::Create {
@@ -381,8 +344,8 @@ fn make_dir(path: &Path) -> Result<(), CgroupError> {
     }
 }
 
-fn remove_dir(path: &Path) -> Result<(), CgroupError> {
-    match fs::remove_dir(path) {
+fn remove_dir(fs: &dyn CgroupFs, path: &Path) -> Result<(), CgroupError> {
+    match fs.remove_dir(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(CgroupError::Remove {
@@ -392,22 +355,15 @@ fn remove_dir(path: &Path) -> Result<(), CgroupError> {
     }
 }
 
-fn list_dirs(path: &Path) -> Result<Vec<PathBuf>, CgroupError> {
-    let entries = match fs::read_dir(path) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(CgroupError::Read {
-                path: path.to_owned(),
-                source,
-            })
-        }
-    };
-    Ok(entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect())
+fn list_dirs(fs: &dyn CgroupFs, path: &Path) -> Result<Vec<PathBuf>, CgroupError> {
+    match fs.list_dirs(path) {
+        Ok(dirs) => Ok(dirs),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(CgroupError::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
 }
 
 fn file_name(path: &Path) -> String {

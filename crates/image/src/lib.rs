@@ -1,0 +1,29 @@
+//! sandbox-image: the image VM sandboxes boot.
+//!
+//! An image is a folder with three files, [`KERNEL_FILE`], [`INITRD_FILE`] and
+//! [`ROOTFS_FILE`], and [`INFO_FILE`], which marks it finished. What a running runner
+//! needs is always here: those names, and the [`Lease`] it holds on the image it boots
+//! from (a shared `flock`), which keeps pruning from removing it.
+//!
+//! With the `builder` feature, [`build`] is `sandbox-runner image build|prune`: it makes
+//! images from Debian's packages and this machine (shelling out to `cargo`, `apt-get`,
+//! `dpkg-deb` and `mkfs.ext4`), caches them and prunes the cache. Only the runner's
+//! binary enables it: programs that embed the runner library (sandbox-mcp) do not
+//! compile the builder.
+//!
+//! This crate boots nothing: the vm backend of `sandbox-runner` does.
+
+#[cfg(feature = "builder")]
+pub mod build;
+mod lease;
+
+pub use lease::{lease, Lease, LeaseError};
+
+/// The file that marks a finished image and describes it.
+pub const INFO_FILE: &str = "image.json";
+/// The image's files.
+pub const KERNEL_FILE: &str = "vmlinux";
+/// See [`KERNEL_FILE`].
+pub const INITRD_FILE: &str = "initrd.img";
+/// See [`KERNEL_FILE`].
+pub const ROOTFS_FILE: &str = "rootfs.ext4";

@@ -1,0 +1,90 @@
+//! Why a VM sandbox could not be made or run: one error type for both VMMs, with a
+//! variant per step that can fail.
+
+use crate::backend::cgroup::CgroupError;
+use crate::backend::channel::ChannelError;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Why a VM sandbox could not be made or run.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// The runner is not root, which the VMM cgroups need.
+    #[error("the vm backend needs root (euid 0) to put each VMM in a cgroup")]
+    NotRoot,
+    /// The VMM binary is not installed.
+    #[error("{0} is not on PATH (Debian: apt-get install qemu-system-x86)")]
+    NoVmm(&'static str),
+    /// A Firecracker binary is missing.
+    #[error(
+        "{0} not found: install firecracker and jailer from Firecracker's releases \
+         (see docs/operations.md), or point --firecracker-bin / --jailer-bin at them"
+    )]
+    NoFirecracker(PathBuf),
+    /// Firecracker runs guests with KVM only.
+    #[error("--vmm firecracker needs KVM: --accel tcg is QEMU's alone")]
+    FirecrackerTcg,
+    /// A file could not be hard-linked into a jail.
+    #[error(
+        "linking {file} into the jail as {link}: {source} (the jailer needs the image and \
+         the state folder on one file system: set RUNNER_STATE_DIR or RUNNER_VM_IMAGE)"
+    )]
+    HardLink {
+        file: PathBuf,
+        link: PathBuf,
+        source: io::Error,
+    },
+    /// The image could not be leased (see `image prune`).
+    #[error(transparent)]
+    ImageLease(#[from] sandbox_image::LeaseError),
+    /// Firecracker's API refused a request.
+    #[error("Firecracker API: {0}")]
+    Api(String),
+    /// KVM was asked for and /dev/kvm cannot be used.
+    #[error("--accel kvm: opening /dev/kvm: {0}")]
+    NoKvm(io::Error),
+    /// /dev/kvm is not open to a group QEMU can run in.
+    #[error(
+        "/dev/kvm has mode {0:o} and group {1}: the VMM runs unprivileged and needs a \
+         non-root group with read-write access (Debian's udev rule makes it root:kvm \
+         0660; or chgrp kvm /dev/kvm && chmod 0660 /dev/kvm)"
+    )]
+    KvmGroup(u32, u32),
+    /// An image file is missing.
+    #[error("VM image file {path}: {source} (build it with `sandbox-runner image build`)")]
+    Image { path: PathBuf, source: io::Error },
+    /// A cgroup step failed.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    /// A folder or socket of the VM could not be made or removed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The VMM could not be started.
+    #[error("starting {0}: {1}")]
+    Spawn(String, io::Error),
+    /// The VM did not reach its agent; the message holds what the VM and VMM said.
+    #[error("the VM did not boot to its agent: {0}")]
+    Boot(String),
+    /// The exchange with the agent failed.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    /// The VM has no channel to its agent (it never became ready).
+    #[error("the VM has no channel to its agent")]
+    NoChannel,
+}
+
+/// Maps an `io::Error` of `action` on `path` to [`VmError::Io`].
+pub(super) fn io_error<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> VmError + 'a {
+    move |source| VmError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}

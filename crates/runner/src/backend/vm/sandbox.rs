@@ -1,0 +1,181 @@
+//! One VM sandbox, whichever VMM runs it: reaching its agent within the boot timeout
+//! (accepting the VMM's connection, reading Ready, preparing the interpreter), failing
+//! with what the VMM and the guest's console said, running the job, and destroying the
+//! VM with what it left on the host.
+
+use super::VmError;
+use crate::backend::cgroup::Cgroup;
+use crate::backend::channel;
+use crate::backend::RunOutcome;
+use sandbox_protocol::agent::Job;
+use sandbox_protocol::Lang;
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::process::Child;
+
+/// How long the agent may take, past the job's own timeout, to report.
+const REPORT_GRACE: Duration = Duration::from_secs(10);
+/// The most bytes of the console log and the VMM's messages put in an error.
+const LOG_TAIL: usize = 2048;
+
+/// What a VM leaves on the host until it is destroyed: its cgroup and its folder.
+/// Removed on destroy, and on drop should a sandbox be dropped without it.
+pub(super) struct Leftovers {
+    pub(super) cgroup: Option<Cgroup>,
+    pub(super) dir: Option<PathBuf>,
+}
+
+impl Leftovers {
+    fn remove(&mut self) {
+        if let Some(cgroup) = self.cgroup.take() {
+            if let Err(e) = cgroup.kill_and_remove() {
+                tracing::error!(error = %e, "VM cgroup left behind");
+            }
+        }
+        if let Some(dir) = self.dir.take() {
+            if let Err(e) = fs::remove_dir_all(&dir) {
+                tracing::error!(error = %e, dir = %dir.display(), "VM folder left behind");
+            }
+        }
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// One warm VM: its VMM process, the channel to its agent, and what to remove.
+pub struct VmSandbox {
+    pub(super) id: u64,
+    pub(super) child: Child,
+    pub(super) channel: Option<UnixStream>,
+    leftovers: Leftovers,
+}
+
+impl VmSandbox {
+    /// A VM whose VMM `child` has just started, before its agent is reached.
+    pub(super) fn started(id: u64, child: Child, leftovers: Leftovers) -> VmSandbox {
+        VmSandbox {
+            id,
+            child,
+            channel: None,
+            leftovers,
+        }
+    }
+
+    /// Accepts the VMM's connection to the agent's channel; fails early if the VMM
+    /// exits.
+    pub(super) async fn accept(&mut self, listener: &UnixListener) -> Result<(), VmError> {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            status = self.child.wait() => {
+                return Err(VmError::Boot(format!("the VMM exited ({})", describe(status))));
+            }
+        };
+        let (channel, _) =
+            accepted.map_err(|e| VmError::Boot(format!("accepting the VMM: {e}")))?;
+        self.channel = Some(channel);
+        Ok(())
+    }
+
+    /// Reads the agent's Ready (twice with `prepare`); fails early if the VMM exits.
+    pub(super) async fn ready(&mut self, prepare: Option<Lang>) -> Result<(), VmError> {
+        let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
+        let ready = async {
+            channel::expect_ready(channel).await?;
+            match prepare {
+                Some(lang) => channel::prepare(channel, lang).await,
+                None => Ok(()),
+            }
+        };
+        tokio::select! {
+            ready = ready => ready.map_err(|e| VmError::Boot(e.to_string())),
+            status = self.child.wait() => {
+                Err(VmError::Boot(format!("the VMM exited ({})", describe(status))))
+            }
+        }
+    }
+
+    /// What a boot bounded by `timeout` came to: the sandbox, or the error with what the
+    /// VM said (the VM is then destroyed).
+    pub(super) async fn booted(
+        self,
+        outcome: Result<Result<(), VmError>, tokio::time::error::Elapsed>,
+        timeout: Duration,
+    ) -> Result<VmSandbox, VmError> {
+        match outcome {
+            Ok(Ok(())) => Ok(self),
+            Ok(Err(e)) => Err(self.fail(e).await),
+            Err(_) => {
+                let e = VmError::Boot(format!("no Ready from the agent within {timeout:?}"));
+                Err(self.fail(e).await)
+            }
+        }
+    }
+
+    /// Destroys a VM that failed to boot, and puts what the VMM and the guest's console
+    /// said into the error.
+    pub(super) async fn fail(mut self, e: VmError) -> VmError {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        let said = self.last_words();
+        self.destroy().await;
+        match (e, said.is_empty()) {
+            (e, true) => e,
+            (VmError::Boot(m), false) => VmError::Boot(format!("{m}; the VM said: {said}")),
+            (e, false) => VmError::Boot(format!("{e}; the VM said: {said}")),
+        }
+    }
+
+    /// The ends of the VMM's messages and of the guest console.
+    fn last_words(&self) -> String {
+        let Some(dir) = &self.leftovers.dir else {
+            return String::new();
+        };
+        ["vmm.log", "console.log"]
+            .iter()
+            .filter_map(|name| fs::read(dir.join(name)).ok())
+            .map(|bytes| {
+                let tail = &bytes[bytes.len().saturating_sub(LOG_TAIL)..];
+                String::from_utf8_lossy(tail).trim().to_owned()
+            })
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    /// Sends the job and waits for the result. The VM is spent: destroy must follow.
+    pub async fn run(&mut self, job: Job) -> Result<RunOutcome, VmError> {
+        let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
+        let job = channel::run_job(channel, &job, REPORT_GRACE).await?;
+        // The agent is alone in its kernel: its count of OOM kills is exact.
+        let oom_killed = job.oom_killed.unwrap_or(false);
+        Ok(RunOutcome { job, oom_killed })
+    }
+
+    /// Kills the VMM, then removes the VM's cgroup and folder.
+    pub async fn destroy(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        let mut leftovers = Leftovers {
+            cgroup: self.leftovers.cgroup.take(),
+            dir: self.leftovers.dir.take(),
+        };
+        let id = self.id;
+        if let Err(e) = tokio::task::spawn_blocking(move || leftovers.remove()).await {
+            tracing::error!(vm = id, error = %e, "VM removal task failed");
+        }
+    }
+}
+
+fn describe(status: io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(status) => status.to_string(),
+        Err(e) => e.to_string(),
+    }
+}
