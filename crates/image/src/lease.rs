@@ -16,8 +16,11 @@ pub enum LeaseError {
     /// The image's `image.json` could not be opened or locked.
     #[error("{action} {path}: {source}")]
     Io {
+        /// What was being done.
         action: &'static str,
+        /// The file or folder concerned.
         path: PathBuf,
+        /// What failed underneath.
         source: io::Error,
     },
     /// The image was removed between opening and locking it.

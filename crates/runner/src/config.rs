@@ -131,8 +131,10 @@ pub struct ServeArgs {
     /// On SIGTERM, how long runs in flight may go on before they are killed, in milliseconds.
     #[arg(long, env = "RUNNER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
     pub shutdown_grace_ms: u64,
+    /// Limits on HTTP clients.
     #[command(flatten)]
     pub http: HttpLimitArgs,
+    /// The sandboxes.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -185,18 +187,26 @@ impl HttpLimitArgs {
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// An HTTP limit cannot be used.
     #[error("RUNNER_HEADER_TIMEOUT_MS, RUNNER_MAX_HEADER_BYTES, RUNNER_MAX_CONNECTIONS or RUNNER_BODY_TIMEOUT_MS: {0}")]
     HttpLimit(http_limits::LimitError),
+    /// No token, and no --no-auth.
     #[error("SANDBOX_RUNNER_TOKEN (or --token) is required; --no-auth serves without one, on loopback only")]
     MissingToken,
+    /// --no-auth on an address others can reach.
     #[error("--no-auth is accepted on a loopback address only, not {0}")]
     NoAuthNotLoopback(SocketAddr),
+    /// An empty token.
     #[error("the token must not be empty")]
     EmptyToken,
+    /// A value outside its range.
     #[error("{name} must be {rule}, not {value}")]
     OutOfRange {
+        /// The name concerned.
         name: &'static str,
+        /// The range it must be in.
         rule: &'static str,
+        /// The value concerned.
         value: String,
     },
 }
@@ -236,14 +246,19 @@ impl BackendConfig {
 /// Validated `serve` settings.
 #[derive(Clone)]
 pub struct RunnerConfig {
+    /// The address to listen on.
     pub listen: SocketAddr,
     /// `None` only with --no-auth on loopback.
     pub token: Option<String>,
+    /// The pool's size and queue.
     pub pool: PoolConfig,
+    /// The largest program, bytes.
     pub code_cap_bytes: usize,
+    /// On SIGTERM, how long runs in flight may go on.
     pub shutdown_grace: Duration,
     /// Limits on HTTP clients.
     pub http: http_limits::Limits,
+    /// The sandboxes.
     pub sandbox: SandboxConfig,
     /// What `GET /health` publishes of the limits above.
     pub limits: Limits,

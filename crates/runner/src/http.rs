@@ -54,22 +54,31 @@ impl AppState {
 /// An error answer: a status and `{"error": {"code", "message"}}`.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// The request is not a valid run request (400).
     #[error("{0}")]
     BadRequest(String),
+    /// No token, or the wrong one (401).
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// The program or the body is over its cap (413).
     #[error("{0}")]
     TooLarge(String),
+    /// No sandbox could be had: the queue is full (429), the wait ran out or the runner is shutting down (503).
     #[error(transparent)]
     Busy(#[from] AcquireError),
+    /// The sandbox failed (500).
     #[error(transparent)]
     Sandbox(#[from] BackendError),
+    /// The run was stopped before it ended (500).
     #[error("the run was stopped before it ended")]
     Cancelled,
+    /// The run's task failed (500).
     #[error("the run's task failed: {0}")]
     RunTask(#[from] tokio::task::JoinError),
+    /// No such endpoint (404).
     #[error("no such endpoint: the runner serves POST /run, GET /health and GET /metrics")]
     NotFound,
+    /// The endpoint does not take this method (405).
     #[error("method not allowed on this endpoint")]
     MethodNotAllowed,
 }

@@ -22,6 +22,7 @@ pub struct RunArgs {
     /// Timeout in milliseconds (default: SANDBOX_TIMEOUT_MS).
     #[arg(long)]
     pub timeout_ms: Option<u64>,
+    /// The sandbox.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }

@@ -86,18 +86,29 @@ pub enum ImageError {
     /// A file operation failed.
     #[error("{action} {path}: {source}")]
     Io {
+        /// What was being done.
         action: &'static str,
+        /// The file or folder concerned.
         path: PathBuf,
+        /// What failed underneath.
         source: io::Error,
     },
     /// A tool could not be started.
     #[error("starting {tool}: {source}")]
-    Spawn { tool: String, source: io::Error },
+    Spawn {
+        /// The tool that was run.
+        tool: String,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// A tool failed.
     #[error("{tool} failed ({status}): {stderr}")]
     Tool {
+        /// The tool that was run.
         tool: String,
+        /// The HTTP status.
         status: std::process::ExitStatus,
+        /// The end of what it wrote to standard error.
         stderr: String,
     },
     /// Another check failed.

@@ -22,7 +22,9 @@ pub enum ChannelError {
     /// The agent answered with a message that does not fit the exchange.
     #[error("the agent sent {got} where {expected} was expected")]
     Unexpected {
+        /// What came instead.
         got: &'static str,
+        /// What was expected.
         expected: &'static str,
     },
     /// The agent closed the channel.

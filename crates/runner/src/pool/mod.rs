@@ -58,7 +58,12 @@ pub struct PoolConfig {
 pub enum AcquireError {
     /// The wait queue is full.
     #[error("all {size} sandboxes are busy and {queue} requests are already waiting")]
-    QueueFull { size: usize, queue: usize },
+    QueueFull {
+        /// The size concerned.
+        size: usize,
+        /// Requests already waiting.
+        queue: usize,
+    },
     /// No sandbox became free in time.
     #[error("no sandbox became free within {0:?}")]
     Timeout(Duration),

@@ -44,20 +44,38 @@ pub enum CgroupError {
     NoHierarchy(PathBuf),
     /// A v2 controller could not be enabled for our subtree.
     #[error("cgroup v2 controller {controller} is not available in {path}")]
-    MissingController { controller: String, path: PathBuf },
+    MissingController {
+        /// The controller concerned.
+        controller: String,
+        /// The file or folder concerned.
+        path: PathBuf,
+    },
     /// A cgroup folder could not be made.
     #[error("creating cgroup {path}: {source}")]
-    Create { path: PathBuf, source: io::Error },
+    Create {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// A control file could not be written.
     #[error("writing {value:?} to {path}: {source}")]
     Write {
+        /// The file or folder concerned.
         path: PathBuf,
+        /// The value concerned.
         value: String,
+        /// What failed underneath.
         source: io::Error,
     },
     /// A control file could not be read.
     #[error("reading {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// A v1 memory controller without socket-buffer accounting: loopback socket
     /// buffers would be held by the kernel outside every limit.
     #[error(
@@ -67,7 +85,12 @@ pub enum CgroupError {
     NoSocketLimit(PathBuf),
     /// A cgroup still held processes, or could not be removed, after the time allowed.
     #[error("removing cgroup {path}: {source}")]
-    Remove { path: PathBuf, source: io::Error },
+    Remove {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
 }
 
 /// The limits every sandbox's cgroup gets.

@@ -62,7 +62,9 @@ pub enum ProcessError {
     /// The state folder could not be made.
     #[error("creating state folder {path}: {source}")]
     StateDir {
+        /// The file or folder concerned.
         path: PathBuf,
+        /// What failed underneath.
         source: std::io::Error,
     },
     /// The state folder's path cannot name an overlay layer.

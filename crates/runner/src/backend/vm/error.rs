@@ -30,8 +30,11 @@ pub enum VmError {
          the state folder on one file system: set RUNNER_STATE_DIR or RUNNER_VM_IMAGE)"
     )]
     HardLink {
+        /// The file concerned.
         file: PathBuf,
+        /// The link that could not be made.
         link: PathBuf,
+        /// What failed underneath.
         source: io::Error,
     },
     /// The image could not be leased (see `image prune`).
@@ -52,15 +55,23 @@ pub enum VmError {
     KvmGroup(u32, u32),
     /// An image file is missing.
     #[error("VM image file {path}: {source} (build it with `sandbox-runner image build`)")]
-    Image { path: PathBuf, source: io::Error },
+    Image {
+        /// The file or folder concerned.
+        path: PathBuf,
+        /// What failed underneath.
+        source: io::Error,
+    },
     /// A cgroup step failed.
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
     /// A folder or socket of the VM could not be made or removed.
     #[error("{action} {path}: {source}")]
     Io {
+        /// What was being done.
         action: &'static str,
+        /// The file or folder concerned.
         path: PathBuf,
+        /// What failed underneath.
         source: io::Error,
     },
     /// The VMM could not be started.
