@@ -18,6 +18,7 @@
 //! back to killing the program's process group.
 
 mod capture;
+pub mod guest;
 mod identity;
 pub mod init;
 mod job;
@@ -43,6 +44,8 @@ use std::thread::JoinHandle;
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// The home directory and working directory of programs.
 pub const HOME: &str = "/home/sandbox";
+/// The sandbox user's id inside a sandbox: the user programs run as.
+pub const SANDBOX_UID: u32 = 1000;
 /// [`HOME`] as a C string, for the child between fork and exec.
 const HOME_C: &std::ffi::CStr = c"/home/sandbox";
 

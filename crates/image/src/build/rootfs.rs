@@ -236,21 +236,12 @@ fn relative(path: &Path) -> PathBuf {
         .collect()
 }
 
-/// A minimal /etc: users, host name resolution for loopback, the loader cache.
+/// A minimal /etc: the one every sandbox gets (`sandbox_agent::guest`), and the loader
+/// cache.
 fn write_etc(root: &Path) -> Result<(), ImageError> {
     let etc = root.join("etc");
     make_dir(&etc)?;
-    let files = [
-        (
-            "passwd",
-            "root:x:0:0:root:/root:/bin/bash\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/bash\n",
-        ),
-        ("group", "root:x:0:\nsandbox:x:1000:\n"),
-        ("hostname", "sandbox\n"),
-        ("hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n"),
-        ("nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"),
-    ];
-    for (name, text) in files {
+    for (name, text) in sandbox_agent::guest::etc_files() {
         let path = etc.join(name);
         fs::write(&path, text).map_err(|e| ImageError::io("writing", &path, e))?;
     }

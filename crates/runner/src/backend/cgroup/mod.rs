@@ -256,8 +256,9 @@ pub fn instance_name() -> String {
     format!("r{}", std::process::id())
 }
 
-/// Whether the runner that owns an instance folder (`r<pid>`) still runs.
-fn instance_alive(name: &str) -> bool {
+/// Whether the runner that owns an instance's folders (`r<pid>`: its cgroups, its VM
+/// folders) still runs; a name of another form is not ours, and counts as alive.
+pub fn instance_alive(name: &str) -> bool {
     match name.strip_prefix('r').and_then(|p| p.parse::<i32>().ok()) {
         Some(pid) => Path::new(&format!("/proc/{pid}")).exists(),
         None => true, // not ours to remove

@@ -53,7 +53,7 @@ pub const AGENT_ARG: &str = "__sandbox-agent";
 /// The descriptor the agent channel is inherited on.
 pub const CHANNEL_FD: RawFd = 3;
 /// The sandbox user's id inside the sandbox.
-pub const SANDBOX_UID: u32 = 1000;
+pub use sandbox_agent::SANDBOX_UID;
 /// What the agent keeps of sandbox root's capabilities (in the sandbox's user namespace
 /// only): to make the program the sandbox user (SETUID, SETGID), to empty the program's
 /// bounding set (SETPCAP), and to end it (KILL).

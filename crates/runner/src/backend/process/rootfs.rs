@@ -259,33 +259,7 @@ fn share_python_etc(root: &Path, stage: &Stage) -> Result<(), JailError> {
 }
 
 fn write_etc(root: &Path) -> Result<(), JailError> {
-    let uid = SANDBOX_UID;
-    let files = [
-        (
-            "passwd",
-            format!(
-                "root:x:0:0:root:/root:/usr/sbin/nologin\n\
-                 sandbox:x:{uid}:{uid}:sandbox:{}:/bin/bash\n\
-                 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-                sandbox_agent::HOME
-            ),
-        ),
-        (
-            "group",
-            format!("root:x:0:\nsandbox:x:{uid}:\nnogroup:x:65534:\n"),
-        ),
-        (
-            "hosts",
-            "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n".to_owned(),
-        ),
-        ("hostname", "sandbox\n".to_owned()),
-        (
-            "nsswitch.conf",
-            "passwd: files\ngroup: files\nhosts: files\n".to_owned(),
-        ),
-        ("resolv.conf", String::new()),
-    ];
-    for (name, content) in files {
+    for (name, content) in sandbox_agent::guest::etc_files() {
         let path = root.join("etc").join(name);
         fs::write(&path, content).map_err(|source| prepare(&path, source))?;
     }

@@ -124,11 +124,7 @@ fn remove_stale_dirs(vm_root: &Path, instance: &str) -> Result<(), VmError> {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let alive = name
-            .strip_prefix('r')
-            .and_then(|p| p.parse::<u32>().ok())
-            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        if name != instance && !alive {
+        if name != instance && !crate::backend::cgroup::instance_alive(&name) {
             let path = entry.path();
             fs::remove_dir_all(&path).map_err(io_error("removing stale", &path))?;
         }

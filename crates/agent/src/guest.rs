@@ -1,0 +1,34 @@
+//! What every sandbox's `/etc` holds, whichever backend made it: the process backend's
+//! jail writes these files into its tmpfs root, and the VM image builder into the image.
+
+use crate::{HOME, SANDBOX_UID};
+
+/// The generated files of `/etc`: name and content. Users: root, the sandbox user (the
+/// one programs run as) and nobody; host names for loopback only; no DNS server.
+pub fn etc_files() -> [(&'static str, String); 6] {
+    let uid = SANDBOX_UID;
+    [
+        (
+            "passwd",
+            format!(
+                "root:x:0:0:root:/root:/usr/sbin/nologin\n\
+                 sandbox:x:{uid}:{uid}:sandbox:{HOME}:/bin/bash\n\
+                 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            ),
+        ),
+        (
+            "group",
+            format!("root:x:0:\nsandbox:x:{uid}:\nnogroup:x:65534:\n"),
+        ),
+        (
+            "hosts",
+            "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n".to_owned(),
+        ),
+        ("hostname", "sandbox\n".to_owned()),
+        (
+            "nsswitch.conf",
+            "passwd: files\ngroup: files\nhosts: files\n".to_owned(),
+        ),
+        ("resolv.conf", String::new()),
+    ]
+}
