@@ -23,6 +23,7 @@
 //! It is not for body size limits (each service knows its own, and answers 413 in its own
 //! words), authentication, or TLS (put a proxy in front), and it speaks HTTP/1.1 only.
 
+mod args;
 mod body;
 mod refuse;
 

@@ -261,22 +261,19 @@ pub struct ToolArgs {
     pub failed_run_is_error: bool,
 }
 
+http_limits::limit_args!(
+    /// Limits on HTTP clients (see the `http-limits` crate): `MCP_HEADER_TIMEOUT_MS`,
+    /// `MCP_MAX_HEADER_BYTES`, `MCP_MAX_CONNECTIONS`, `MCP_BODY_TIMEOUT_MS`.
+    pub struct HttpLimitArgs,
+    "MCP"
+);
+
 /// The limits of `sandbox-mcp serve` against slow and greedy clients.
 #[derive(Clone, Debug, clap::Args)]
 pub struct LimitArgs {
-    /// Time a client has to send a request's headers (and that a keep-alive connection may
-    /// stay idle), in milliseconds; slower connections are closed.
-    #[arg(long, env = "MCP_HEADER_TIMEOUT_MS", default_value_t = http_limits::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64)]
-    pub header_timeout_ms: u64,
-    /// Largest request head (request line and headers) in bytes; more gets 431.
-    #[arg(long, env = "MCP_MAX_HEADER_BYTES", default_value_t = http_limits::DEFAULT_MAX_HEADER_BYTES)]
-    pub max_header_bytes: usize,
-    /// Connections served at once; more get 503.
-    #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = http_limits::DEFAULT_MAX_CONNECTIONS)]
-    pub max_connections: usize,
-    /// Time a client has to send a whole request body, in milliseconds; slower gets 408.
-    #[arg(long, env = "MCP_BODY_TIMEOUT_MS", default_value_t = http_limits::DEFAULT_BODY_READ_TIMEOUT.as_millis() as u64)]
-    pub body_timeout_ms: u64,
+    /// Limits on HTTP clients.
+    #[command(flatten)]
+    pub http: HttpLimitArgs,
     /// Largest /mcp request body in bytes; more gets 413.
     #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
@@ -295,13 +292,7 @@ pub struct LimitArgs {
 impl LimitArgs {
     /// Validates the limits into `config`.
     fn apply(&self, config: &mut McpConfig) -> Result<(), ConfigError> {
-        config.http = http_limits::Limits {
-            header_read_timeout: Duration::from_millis(self.header_timeout_ms),
-            max_header_bytes: self.max_header_bytes,
-            max_connections: self.max_connections,
-            body_read_timeout: Duration::from_millis(self.body_timeout_ms),
-        }
-        .validate()?;
+        config.http = self.http.to_limits()?;
         for (value, name) in [
             (self.max_body_bytes, "MCP_MAX_BODY_BYTES"),
             (self.max_sessions, "MCP_MAX_SESSIONS"),

@@ -139,50 +139,12 @@ pub struct ServeArgs {
     pub sandbox: SandboxArgs,
 }
 
-/// Limits on HTTP clients (see the `http-limits` crate).
-#[derive(Debug, Clone, clap::Args)]
-pub struct HttpLimitArgs {
-    /// Time a client has to send a request's headers (and that a keep-alive connection may
-    /// stay idle), in milliseconds; slower connections are closed.
-    #[arg(long, env = "RUNNER_HEADER_TIMEOUT_MS", default_value_t = http_limits::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64)]
-    pub header_timeout_ms: u64,
-    /// Largest request head (request line and headers) in bytes; more gets 431.
-    #[arg(long, env = "RUNNER_MAX_HEADER_BYTES", default_value_t = http_limits::DEFAULT_MAX_HEADER_BYTES)]
-    pub max_header_bytes: usize,
-    /// Connections served at once; more get 503.
-    #[arg(long, env = "RUNNER_MAX_CONNECTIONS", default_value_t = http_limits::DEFAULT_MAX_CONNECTIONS)]
-    pub max_connections: usize,
-    /// Time a client has to send a whole request body, in milliseconds; slower gets 408.
-    #[arg(long, env = "RUNNER_BODY_TIMEOUT_MS", default_value_t = http_limits::DEFAULT_BODY_READ_TIMEOUT.as_millis() as u64)]
-    pub body_timeout_ms: u64,
-}
-
-impl Default for HttpLimitArgs {
-    /// The defaults of `http_limits::Limits`.
-    fn default() -> Self {
-        let limits = http_limits::Limits::default();
-        HttpLimitArgs {
-            header_timeout_ms: limits.header_read_timeout.as_millis() as u64,
-            max_header_bytes: limits.max_header_bytes,
-            max_connections: limits.max_connections,
-            body_timeout_ms: limits.body_read_timeout.as_millis() as u64,
-        }
-    }
-}
-
-impl HttpLimitArgs {
-    /// Checks the values.
-    pub fn validate(&self) -> Result<http_limits::Limits, ConfigError> {
-        http_limits::Limits {
-            header_read_timeout: Duration::from_millis(self.header_timeout_ms),
-            max_header_bytes: self.max_header_bytes,
-            max_connections: self.max_connections,
-            body_read_timeout: Duration::from_millis(self.body_timeout_ms),
-        }
-        .validate()
-        .map_err(ConfigError::HttpLimit)
-    }
-}
+http_limits::limit_args!(
+    /// Limits on HTTP clients (see the `http-limits` crate): `RUNNER_HEADER_TIMEOUT_MS`,
+    /// `RUNNER_MAX_HEADER_BYTES`, `RUNNER_MAX_CONNECTIONS`, `RUNNER_BODY_TIMEOUT_MS`.
+    pub struct HttpLimitArgs,
+    "RUNNER"
+);
 
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -472,7 +434,7 @@ impl ServeArgs {
             },
             code_cap_bytes: self.code_cap_bytes,
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
-            http: self.http.validate()?,
+            http: self.http.to_limits().map_err(ConfigError::HttpLimit)?,
             sandbox,
         })
     }
