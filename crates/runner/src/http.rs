@@ -3,10 +3,10 @@
 //! Handlers are thin: decode and validate, hand the job to the pool, map the outcome.
 
 use crate::auth::{require_bearer, Token};
-use crate::backend::{BackendError, RunOutcome};
+use crate::backend::{Backend, RunOutcome};
 use crate::config::RunnerConfig;
 use crate::metrics::{Metrics, Outcome};
-use crate::pool::{AcquireError, Pool};
+use crate::pool::{AcquireError, Pool, SandboxFactory};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -25,12 +25,13 @@ use tracing::Instrument;
 /// JSON escaping can make a program's text up to six times longer on the wire.
 const JSON_OVERHEAD: usize = 6;
 
-/// What the handlers share.
-pub struct AppState {
+/// What the handlers share; `B` makes the sandboxes (the real [`Backend`], or a fake in
+/// the router's unit tests).
+pub struct AppState<B: SandboxFactory = Backend> {
     /// Validated settings.
     pub config: RunnerConfig,
     /// The warm pool.
-    pub pool: Pool,
+    pub pool: Pool<B>,
     /// The metrics.
     pub metrics: Metrics,
     /// The backend's name, for /health.
@@ -38,9 +39,9 @@ pub struct AppState {
     next_request: AtomicU64,
 }
 
-impl AppState {
+impl<B: SandboxFactory> AppState<B> {
     /// The state of a runner.
-    pub fn new(config: RunnerConfig, pool: Pool, backend: &'static str) -> Self {
+    pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str) -> Self {
         AppState {
             config,
             pool,
@@ -68,7 +69,7 @@ pub enum ApiError {
     Busy(#[from] AcquireError),
     /// The sandbox failed (500).
     #[error(transparent)]
-    Sandbox(#[from] BackendError),
+    Sandbox(Box<dyn std::error::Error + Send + Sync>),
     /// The run was stopped before it ended (500).
     #[error("the run was stopped before it ended")]
     Cancelled,
@@ -126,25 +127,25 @@ impl IntoResponse for ApiError {
 }
 
 /// The runner's routes, with auth on `/run` when a token is configured.
-pub fn router(state: Arc<AppState>) -> Router {
+pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     let body_limit = state.config.code_cap_bytes.saturating_mul(JSON_OVERHEAD) + 64 * 1024;
-    let mut run = post(run);
+    let mut run = post(run::<B>);
     if let Some(token) = &state.config.token {
         let token = Token(Arc::from(token.as_str()));
         run = run.layer(middleware::from_fn_with_state(token, require_bearer));
     }
     Router::new()
         .route("/run", run)
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
+        .route("/health", get(health::<B>))
+        .route("/metrics", get(metrics::<B>))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
 
-async fn run(
-    State(state): State<Arc<AppState>>,
+async fn run<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
     let body = body.map_err(|rejection| {
@@ -167,7 +168,10 @@ async fn run(
 }
 
 /// Takes a sandbox, runs the job in it, counts and logs the outcome.
-async fn execute(state: &AppState, job: Job) -> Result<RunResponse, ApiError> {
+async fn execute<B: SandboxFactory>(
+    state: &AppState<B>,
+    job: Job,
+) -> Result<RunResponse, ApiError> {
     let started = Instant::now();
     let lang = job.lang;
     let lease = match state.pool.acquire(lang).await {
@@ -200,7 +204,7 @@ async fn execute(state: &AppState, job: Job) -> Result<RunResponse, ApiError> {
         Ok(Some(Err(e))) => {
             state.metrics.record(lang, Outcome::Error, seconds);
             tracing::error!(error = %e, "run failed");
-            return Err(e.into());
+            return Err(ApiError::Sandbox(Box::new(e)));
         }
         Err(e) => {
             state.metrics.record(lang, Outcome::Error, seconds);
@@ -288,7 +292,7 @@ pub fn to_response(outcome: RunOutcome) -> RunResponse {
     }
 }
 
-async fn health(State(state): State<Arc<AppState>>) -> Json<Health> {
+async fn health<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> Json<Health> {
     let pool = state.pool.state();
     Json(Health {
         status: if pool.failing.is_some() && pool.available == 0 {
@@ -305,7 +309,7 @@ async fn health(State(state): State<Arc<AppState>>) -> Json<Health> {
     })
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+async fn metrics<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> impl IntoResponse {
     let body = state.metrics.render(&state.pool.state());
     (
         [(
@@ -314,4 +318,191 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
         )],
         body,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! The router driven in-process, over a pool of the fake backend: every answer of
+    //! the API contract, without root or a real sandbox.
+
+    use super::*;
+    use crate::config::ServeArgs;
+    use crate::pool::tests::fake::Fake;
+    use crate::pool::PoolConfig;
+    use axum::body::Body;
+    use axum::http::{HeaderMap, Request};
+    use clap::Parser;
+    use http_body_util::BodyExt;
+    use serde_json::{json, Value};
+    use std::time::Duration;
+    use tower::ServiceExt;
+
+    const TOKEN: &str = "router-test-token";
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    /// A router over a pool of `size` fake sandboxes whose runs take `run_time`.
+    async fn router_with(fake: &Fake, size: usize, queue_size: usize) -> Router {
+        let argv = [
+            "sandbox-runner",
+            "--token",
+            TOKEN,
+            "--code-cap-bytes",
+            "1000",
+        ];
+        let config = Cli::parse_from(argv).serve.validate().expect("config");
+        let pool_config = PoolConfig {
+            size,
+            queue_size,
+            queue_timeout: Duration::from_millis(200),
+        };
+        let pool = Pool::start(Arc::new(fake.clone()), pool_config)
+            .await
+            .expect("pool");
+        router(Arc::new(AppState::new(config, pool, "fake")))
+    }
+
+    async fn send(router: &Router, request: Request<Body>) -> (StatusCode, HeaderMap, Value) {
+        let response = router.clone().oneshot(request).await.expect("an answer");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, headers, body)
+    }
+
+    fn post_run(body: &str, token: Option<&str>) -> Request<Body> {
+        let mut request = Request::post("/run").header("content-type", "application/json");
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        request.body(Body::from(body.to_owned())).expect("request")
+    }
+
+    fn run_body(code: &str) -> String {
+        json!({"lang": "python", "code": code, "timeoutMs": 1000}).to_string()
+    }
+
+    #[tokio::test]
+    async fn a_run_answers_200_with_every_field() {
+        let fake = Fake::new();
+        let router = router_with(&fake, 1, 4).await;
+        let (status, _, body) = send(&router, post_run(&run_body("print(1)"), Some(TOKEN))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        for field in [
+            "stdout",
+            "stderr",
+            "exitCode",
+            "durationMs",
+            "timedOut",
+            "oomKilled",
+            "stdoutTruncated",
+            "stderrTruncated",
+        ] {
+            assert!(body.get(field).is_some(), "{field} missing: {body}");
+        }
+        assert_eq!(body["stdout"], "sandbox 0");
+    }
+
+    #[tokio::test]
+    async fn without_the_token_401_with_a_bearer_challenge() {
+        let router = router_with(&Fake::new(), 1, 4).await;
+        for token in [None, Some("wrong")] {
+            let (status, headers, body) = send(&router, post_run(&run_body("1"), token)).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+            assert_eq!(headers[header::WWW_AUTHENTICATE], "Bearer");
+            assert_eq!(body["error"]["code"], "unauthorized");
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_input_400_and_code_over_the_cap_413() {
+        let router = router_with(&Fake::new(), 1, 4).await;
+        let bad_lang = json!({"lang": "cobol", "code": "x"}).to_string();
+        for body in [
+            "not json",
+            "[]",
+            bad_lang.as_str(),
+            r#"{"lang":"bash","code":"x","timeoutMs":0}"#,
+        ] {
+            let (status, _, answer) = send(&router, post_run(body, Some(TOKEN))).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+            assert_eq!(answer["error"]["code"], "bad_request");
+        }
+        let big = run_body(&"x".repeat(2000));
+        let (status, _, answer) = send(&router, post_run(&big, Some(TOKEN))).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
+    }
+
+    #[tokio::test]
+    async fn a_full_pool_gives_503_then_429_with_retry_after() {
+        let fake = Fake::new();
+        fake.log().run_time = Duration::from_secs(2);
+        let router = router_with(&fake, 1, 1).await;
+        let busy = tokio::spawn({
+            let router = router.clone();
+            async move { send(&router, post_run(&run_body("1"), Some(TOKEN))).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let waiting = tokio::spawn({
+            let router = router.clone();
+            async move { send(&router, post_run(&run_body("2"), Some(TOKEN))).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (status, headers, body) = send(&router, post_run(&run_body("3"), Some(TOKEN))).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+        assert!(headers.contains_key(header::RETRY_AFTER));
+        let (status, headers, body) = waiting.await.expect("task");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["error"]["code"], "queue_timeout");
+        assert!(headers.contains_key(header::RETRY_AFTER));
+        assert_eq!(busy.await.expect("task").0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_failed_sandbox_is_a_500_that_says_so() {
+        let fake = Fake::new();
+        fake.log().fail_runs = true;
+        let router = router_with(&fake, 1, 4).await;
+        let (status, _, body) = send(&router, post_run(&run_body("1"), Some(TOKEN))).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["error"]["code"], "sandbox_failed");
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("fake"));
+    }
+
+    #[tokio::test]
+    async fn unknown_paths_404_wrong_methods_405_health_and_metrics_200() {
+        let router = router_with(&Fake::new(), 1, 4).await;
+        let get = |path: &str| Request::get(path).body(Body::empty()).expect("request");
+        let (status, _, body) = send(&router, get("/nope")).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (StatusCode::NOT_FOUND, &json!("not_found"))
+        );
+        let (status, _, _) = send(&router, get("/run")).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        let (status, _, health) = send(&router, get("/health")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(health["backend"], "fake");
+        assert_eq!(health["poolSize"], 1);
+        assert_eq!(health["limits"]["codeCapBytes"], 1000);
+        let response = router
+            .clone()
+            .oneshot(get("/metrics"))
+            .await
+            .expect("answer");
+        assert_eq!(response.status(), StatusCode::OK);
+    }
 }

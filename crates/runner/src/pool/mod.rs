@@ -16,7 +16,7 @@
 
 mod factory;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use factory::{PooledSandbox, SandboxFactory};
 

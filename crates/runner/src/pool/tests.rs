@@ -2,7 +2,7 @@
 //! time, so that every delay is exact. Each test ends with a shutdown and checks that
 //! every sandbox made was destroyed exactly once.
 
-mod fake;
+pub(crate) mod fake;
 
 use super::*;
 use fake::{Fake, FakeError};
