@@ -5,6 +5,7 @@ use crate::backend::cgroup::CgroupError;
 use crate::backend::channel::ChannelError;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Why a VM sandbox could not be made or run.
 #[derive(Debug, thiserror::Error)]
@@ -40,9 +41,9 @@ pub enum VmError {
     /// The image could not be leased (see `image prune`).
     #[error(transparent)]
     ImageLease(#[from] sandbox_image::LeaseError),
-    /// Firecracker's API refused a request.
+    /// A request to Firecracker's API failed or was refused.
     #[error("Firecracker API: {0}")]
-    Api(String),
+    Api(#[from] ApiError),
     /// KVM was asked for and /dev/kvm cannot be used.
     #[error("--accel kvm: opening /dev/kvm: {0}")]
     NoKvm(io::Error),
@@ -75,11 +76,24 @@ pub enum VmError {
         source: io::Error,
     },
     /// The VMM could not be started.
-    #[error("starting {0}: {1}")]
-    Spawn(String, io::Error),
-    /// The VM did not reach its agent; the message holds what the VM and VMM said.
+    #[error("starting {program}: {source}")]
+    Spawn {
+        /// The VMM (or jailer) binary.
+        program: String,
+        /// What failed underneath.
+        source: io::Error,
+    },
+    /// The VM did not reach its agent.
     #[error("the VM did not boot to its agent: {0}")]
-    Boot(String),
+    Boot(#[from] BootError),
+    /// A VM that failed to boot, with the last words of its VMM and guest console.
+    #[error("{source}; the VM said: {said}")]
+    Said {
+        /// Why the VM failed.
+        source: Box<VmError>,
+        /// The ends of the VMM's log and of the guest console.
+        said: String,
+    },
     /// The exchange with the agent failed.
     #[error(transparent)]
     Channel(#[from] ChannelError),
@@ -98,4 +112,65 @@ pub(super) fn io_error<'a>(
         path: path.to_owned(),
         source,
     }
+}
+
+/// Why a VM did not boot to its agent.
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    /// The VMM process ended before its agent was ready.
+    #[error("the VMM exited ({0})")]
+    VmmExited(String),
+    /// The VMM's connection to the agent's channel could not be accepted.
+    #[error("accepting the VMM: {0}")]
+    Accept(io::Error),
+    /// The agent's Ready (or the preparation after it) failed.
+    #[error(transparent)]
+    Handshake(ChannelError),
+    /// The agent did not say Ready in time.
+    #[error("no Ready from the agent within {0:?}")]
+    NoReady(Duration),
+    /// The task that makes the VMM's cgroup failed.
+    #[error("cgroup task: {0}")]
+    CgroupTask(tokio::task::JoinError),
+    /// Firecracker did not open its API socket in time.
+    #[error("Firecracker's API socket {path} did not open within {waited:?}: {source}")]
+    ApiSocket {
+        /// The socket's path.
+        path: PathBuf,
+        /// How long the runner waited.
+        waited: Duration,
+        /// The last connection error.
+        source: io::Error,
+    },
+}
+
+/// Why a request to Firecracker's API failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The HTTP exchange failed (`connecting` for the handshake).
+    #[error("{request}: {source}")]
+    Http {
+        /// The request, as `METHOD /path`, or `connecting`.
+        request: String,
+        /// What failed underneath.
+        source: hyper::Error,
+    },
+    /// The request could not be built.
+    #[error("{request}: {source}")]
+    Request {
+        /// The request, as `METHOD /path`.
+        request: String,
+        /// What failed underneath.
+        source: hyper::http::Error,
+    },
+    /// Firecracker answered with an error status.
+    #[error("{request}: {status}: {fault}")]
+    Refused {
+        /// The request, as `METHOD /path`.
+        request: String,
+        /// The HTTP status.
+        status: hyper::StatusCode,
+        /// Firecracker's `fault_message`, or the body.
+        fault: String,
+    },
 }

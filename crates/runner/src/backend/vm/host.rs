@@ -5,7 +5,7 @@
 
 use super::error::io_error;
 use super::sandbox::Leftovers;
-use super::{VmConfig, VmError, VmImage, VMM_UIDS};
+use super::{BootError, VmConfig, VmError, VmImage, VMM_UIDS};
 use crate::backend::cgroup::{self, Hierarchy};
 use std::fs;
 use std::io;
@@ -70,7 +70,7 @@ impl Host {
         let cgroup_name = name.clone();
         let cgroup = tokio::task::spawn_blocking(move || hierarchy.create(&cgroup_name, &limits))
             .await
-            .map_err(|e| VmError::Boot(format!("cgroup task: {e}")))??;
+            .map_err(BootError::CgroupTask)??;
         let procs = cgroup.procs_files();
         leftovers.cgroup = Some(cgroup);
         let user = VmmUser {
@@ -232,7 +232,9 @@ pub(super) fn spawn_in_cgroup(
         });
     }
     let program = cmd.as_std().get_program().to_string_lossy().into_owned();
-    let child = cmd.spawn().map_err(|e| VmError::Spawn(program, e))?;
+    let child = cmd
+        .spawn()
+        .map_err(|source| VmError::Spawn { program, source })?;
     drop(procs);
     Ok(child)
 }

@@ -36,7 +36,7 @@ mod image;
 pub mod qemu;
 mod sandbox;
 
-pub use error::VmError;
+pub use error::{ApiError, BootError, VmError};
 pub use image::VmImage;
 pub use sandbox::VmSandbox;
 

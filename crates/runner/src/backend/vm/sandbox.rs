@@ -3,7 +3,7 @@
 //! with what the VMM and the guest's console said, running the job, and destroying the
 //! VM with what it left on the host.
 
-use super::VmError;
+use super::{BootError, VmError};
 use crate::backend::cgroup::Cgroup;
 use crate::backend::channel;
 use crate::backend::RunOutcome;
@@ -74,11 +74,10 @@ impl VmSandbox {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             status = self.child.wait() => {
-                return Err(VmError::Boot(format!("the VMM exited ({})", describe(status))));
+                return Err(BootError::VmmExited(describe(status)).into());
             }
         };
-        let (channel, _) =
-            accepted.map_err(|e| VmError::Boot(format!("accepting the VMM: {e}")))?;
+        let (channel, _) = accepted.map_err(BootError::Accept)?;
         self.channel = Some(channel);
         Ok(())
     }
@@ -94,9 +93,9 @@ impl VmSandbox {
             }
         };
         tokio::select! {
-            ready = ready => ready.map_err(|e| VmError::Boot(e.to_string())),
+            ready = ready => ready.map_err(|e| BootError::Handshake(e).into()),
             status = self.child.wait() => {
-                Err(VmError::Boot(format!("the VMM exited ({})", describe(status))))
+                Err(BootError::VmmExited(describe(status)).into())
             }
         }
     }
@@ -112,7 +111,7 @@ impl VmSandbox {
             Ok(Ok(())) => Ok(self),
             Ok(Err(e)) => Err(self.fail(e).await),
             Err(_) => {
-                let e = VmError::Boot(format!("no Ready from the agent within {timeout:?}"));
+                let e = BootError::NoReady(timeout).into();
                 Err(self.fail(e).await)
             }
         }
@@ -125,10 +124,13 @@ impl VmSandbox {
         let _ = self.child.wait().await;
         let said = self.last_words();
         self.destroy().await;
-        match (e, said.is_empty()) {
-            (e, true) => e,
-            (VmError::Boot(m), false) => VmError::Boot(format!("{m}; the VM said: {said}")),
-            (e, false) => VmError::Boot(format!("{e}; the VM said: {said}")),
+        if said.is_empty() {
+            e
+        } else {
+            VmError::Said {
+                source: Box::new(e),
+                said,
+            }
         }
     }
 

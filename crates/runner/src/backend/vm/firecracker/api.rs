@@ -1,7 +1,7 @@
 //! A client of one Firecracker's API: HTTP/1 over its unix socket, one connection per
 //! VM, JSON bodies; anything but a 2xx becomes an error with Firecracker's message.
 
-use crate::backend::vm::VmError;
+use crate::backend::vm::{ApiError, BootError, VmError};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
@@ -29,21 +29,26 @@ impl Api {
             match UnixStream::connect(socket).await {
                 Ok(stream) => break stream,
                 Err(e) if Instant::now() >= deadline => {
-                    return Err(VmError::Boot(format!(
-                        "Firecracker's API socket {} did not open within {API_WAIT:?}: {e}",
-                        socket.display()
-                    )))
+                    return Err(BootError::ApiSocket {
+                        path: socket.to_owned(),
+                        waited: API_WAIT,
+                        source: e,
+                    }
+                    .into())
                 }
                 Err(_) => {}
             }
             if let Ok(Some(status)) = vmm.try_wait() {
-                return Err(VmError::Boot(format!("the VMM exited ({status})")));
+                return Err(BootError::VmmExited(status.to_string()).into());
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| VmError::Api(format!("connecting: {e}")))?;
+            .map_err(|source| ApiError::Http {
+                request: "connecting".into(),
+                source,
+            })?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "Firecracker API connection ended");
@@ -66,16 +71,17 @@ impl Api {
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .header(hyper::header::ACCEPT, "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(|e| VmError::Api(format!("{method} {path}: {e}")))?;
+            .map_err(|source| ApiError::Request {
+                request: format!("{method} {path}"),
+                source,
+            })?;
+        let http = |source| ApiError::Http {
+            request: format!("{method} {path}"),
+            source,
+        };
         let sender = &mut self.sender;
-        sender
-            .ready()
-            .await
-            .map_err(|e| VmError::Api(format!("{method} {path}: {e}")))?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| VmError::Api(format!("{method} {path}: {e}")))?;
+        sender.ready().await.map_err(http)?;
+        let response = sender.send_request(request).await.map_err(http)?;
         let status = response.status();
         if status.is_success() {
             return Ok(());
@@ -86,10 +92,12 @@ impl Api {
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        Err(VmError::Api(format!(
-            "{method} {path}: {status}: {}",
-            fault_message(status, &body)
-        )))
+        Err(ApiError::Refused {
+            request: format!("{method} {path}"),
+            status,
+            fault: fault_message(status, &body),
+        }
+        .into())
     }
 }
 
