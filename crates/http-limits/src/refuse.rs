@@ -65,7 +65,7 @@ fn busy_response(max_connections: usize) -> String {
     let body = serde_json::json!({"error": {
         "code": "too_many_connections",
         "message": format!(
-            "this server serves at most {max_connections} connections at once; retry in a second"
+            "this server is serving as many connections as it may ({max_connections}); retry in a second"
         ),
     }})
     .to_string();

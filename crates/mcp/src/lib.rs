@@ -29,12 +29,16 @@
 //! # }
 //! ```
 
+pub mod banner;
 pub mod catalog;
 pub mod config;
+pub mod embedded;
 pub mod health;
+pub mod listen;
 pub mod report;
 pub mod runner_client;
 pub mod server;
+pub mod stdio;
 pub mod token_store;
 pub mod tools;
 pub mod up;
@@ -44,7 +48,6 @@ mod auth;
 mod http;
 mod limits;
 mod origin;
-mod stdio;
 
 pub use config::{AuthToken, ConfigError, McpConfig, RunnerTarget, ToolConfig};
 pub use http::{app, serve, ServeError};

@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sandbox_mcp::config::{ServeArgs, ToolArgs};
+use sandbox_mcp::config::ServeArgs;
+use sandbox_mcp::stdio::StdioArgs;
 use sandbox_mcp::up::UpArgs;
 use tracing_subscriber::EnvFilter;
 
@@ -23,9 +24,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve MCP over Streamable HTTP on /mcp (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Serve one MCP session over stdin/stdout.
-    Stdio(ToolArgs),
+    Stdio(Box<StdioArgs>),
     /// Run everything here: a runner in this process, and the MCP server wired to it
     /// (needs root: the sandboxes use namespaces and cgroups).
     Up(Box<UpArgs>),
@@ -44,9 +45,9 @@ fn main() -> ExitCode {
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
     let result = match cli.command {
-        Some(Command::Serve(args)) => runtime.block_on(serve(args)),
+        Some(Command::Serve(args)) => runtime.block_on(serve(*args)),
         None => runtime.block_on(serve(cli.serve)),
-        Some(Command::Stdio(args)) => runtime.block_on(stdio(args)),
+        Some(Command::Stdio(args)) => runtime.block_on(stdio(*args)),
         Some(Command::Up(args)) => runtime.block_on(up(*args)),
     };
     match result {
@@ -66,19 +67,16 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never in a client's log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let addr = SocketAddr::new(args.bind, args.port);
     let config = args.into_config()?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-    println!(
-        "sandbox-mcp listening on http://{}/mcp",
-        listener.local_addr()?
-    );
+    let (listener, bound) = sandbox_mcp::listen::bind(addr).await?;
+    println!("sandbox-mcp listening on http://{bound}/mcp");
     sandbox_mcp::serve(config, listener, shutdown_signal()).await?;
     Ok(())
 }
@@ -92,8 +90,8 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn stdio(args: ToolArgs) -> anyhow::Result<()> {
-    sandbox_mcp::serve_stdio(args.into_config()?).await?;
+async fn stdio(args: StdioArgs) -> anyhow::Result<()> {
+    sandbox_mcp::stdio::run(args, shutdown_signal()).await?;
     Ok(())
 }
 

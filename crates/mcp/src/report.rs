@@ -23,6 +23,8 @@ pub struct RunReport {
     stderr: String,
     stdout_omitted_bytes: usize,
     stderr_omitted_bytes: usize,
+    stdout_omitted_lines: usize,
+    stderr_omitted_lines: usize,
     exit_code: Option<i32>,
     duration_ms: Option<u64>,
     timed_out: bool,
@@ -45,6 +47,7 @@ struct ReportError {
 struct Shown {
     text: String,
     omitted: usize,
+    omitted_lines: usize,
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {
@@ -61,23 +64,65 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// Where the head ends: after the last newline in `s[..limit]`, or inside a line (on a
+/// character boundary) when that part has no newline.
+fn head_end(s: &str, limit: usize) -> usize {
+    let limit = floor_boundary(s, limit);
+    match s[..limit].rfind('\n') {
+        Some(newline) => newline + 1,
+        None => limit,
+    }
+}
+
+/// Where the tail starts: after the first newline in `s[from..]` (so it begins a line),
+/// or inside a line when the tail has no newline but at its very end.
+fn tail_start(s: &str, from: usize) -> usize {
+    let from = ceil_boundary(s, from);
+    match s[from..].find('\n') {
+        Some(newline) if from + newline + 1 < s.len() => from + newline + 1,
+        _ => from,
+    }
+}
+
 fn head_and_tail(s: &str, budget: usize) -> Shown {
     if s.len() <= budget {
         return Shown {
             text: s.to_owned(),
             omitted: 0,
+            omitted_lines: 0,
         };
     }
-    let head_end = floor_boundary(s, budget / 2);
-    let tail_start = ceil_boundary(s, s.len() - budget / 2);
-    let omitted = tail_start - head_end;
+    let head_end = head_end(s, budget / 2);
+    let tail_start = tail_start(s, s.len() - budget / 2).max(head_end);
+    let left_out = &s[head_end..tail_start];
+    let omitted = left_out.len();
+    // Lines wholly or partly left out: the newlines cut away, plus a line cut at either
+    // end that has no newline of its own in the gap.
+    let omitted_lines = left_out.matches('\n').count() + usize::from(!left_out.ends_with('\n'));
+    let head = &s[..head_end];
+    let before = if head.is_empty() || head.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
     Shown {
         text: format!(
-            "{}\n[... {omitted} bytes omitted ...]\n{}",
-            &s[..head_end],
+            "{head}{before}[... {} and {omitted} bytes omitted ...]\n{}",
+            plural(omitted_lines, "line"),
             &s[tail_start..]
         ),
         omitted,
+        omitted_lines,
+    }
+}
+
+/// `n` and the noun, in the plural (with an "s" or, after "x", "es") unless `n` is 1.
+pub fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        let s = if noun.ends_with('x') { "es" } else { "s" };
+        format!("{n} {noun}{s}")
     }
 }
 
@@ -101,6 +146,8 @@ pub fn from_run(
         stderr: stderr.text,
         stdout_omitted_bytes: stdout.omitted,
         stderr_omitted_bytes: stderr.omitted,
+        stdout_omitted_lines: stdout.omitted_lines,
+        stderr_omitted_lines: stderr.omitted_lines,
         exit_code: Some(response.exit_code),
         duration_ms: Some(response.duration_ms),
         timed_out: response.timed_out,
@@ -125,8 +172,8 @@ pub fn from_args_error(error: &ArgsError) -> CallToolResult {
 /// A result for a call refused because its session has `max` calls in flight already.
 pub fn from_busy_session(max: usize) -> CallToolResult {
     let message = format!(
-        "this session already has {max} tool calls in flight, the server's limit \
-         (MCP_MAX_CALLS_PER_SESSION); wait for one to finish, then retry"
+        "this session has as many tool calls in flight as the server allows ({max}, \
+         MCP_MAX_CALLS_PER_SESSION); wait for one to finish, then retry"
     );
     failure("session_busy", message, true)
 }
@@ -189,21 +236,26 @@ fn run_text(report: &RunReport, timeout_ms: u64, limits: &Limits) -> String {
         "stdout",
         &report.stdout,
         report.stdout_omitted_bytes,
+        report.stdout_omitted_lines,
     ));
     lines.push(section(
         "stderr",
         &report.stderr,
         report.stderr_omitted_bytes,
+        report.stderr_omitted_lines,
     ));
     lines.join("\n")
 }
 
-fn section(name: &str, text: &str, omitted: usize) -> String {
+fn section(name: &str, text: &str, omitted: usize, omitted_lines: usize) -> String {
     if text.is_empty() {
         return format!("--- {name}: (empty) ---");
     }
     let note = if omitted > 0 {
-        format!(" (truncated for length: {omitted} bytes from the middle left out)")
+        format!(
+            " (cut for length: {} and {omitted} bytes from the middle left out)",
+            plural(omitted_lines, "line")
+        )
     } else {
         String::new()
     };
@@ -242,7 +294,8 @@ mod tests {
             head_and_tail("abc", 10),
             Shown {
                 text: "abc".into(),
-                omitted: 0
+                omitted: 0,
+                omitted_lines: 0,
             }
         );
     }
@@ -254,7 +307,45 @@ mod tests {
         assert!(shown.text.starts_with(&"é".repeat(25)));
         assert!(shown.text.ends_with(&"é".repeat(25)));
         assert_eq!(shown.omitted, 2000 - 50 - 50);
-        assert!(shown.text.contains("[... 1900 bytes omitted ...]"));
+        assert!(shown
+            .text
+            .contains("[... 1 line and 1900 bytes omitted ...]"));
+    }
+
+    #[test]
+    fn long_output_is_cut_at_line_boundaries() {
+        let s: String = (0..100_000).map(|i| format!("{i}\n")).collect();
+        let shown = head_and_tail(&s, 1000);
+        let (head, rest) = shown.text.split_once("[... ").unwrap();
+        let (marker, tail) = rest.split_once(" ...]\n").unwrap();
+        // Whole lines only, at both ends.
+        assert!(head.ends_with('\n'));
+        assert!(head.lines().enumerate().all(|(i, l)| l == i.to_string()));
+        let first_tail: usize = tail.lines().next().unwrap().parse().unwrap();
+        assert!(tail
+            .lines()
+            .enumerate()
+            .all(|(i, l)| l == (first_tail + i).to_string()));
+        assert!(tail.ends_with("99999\n"));
+        let kept_head = head.lines().count();
+        let omitted_lines = first_tail - kept_head;
+        assert_eq!(shown.omitted_lines, omitted_lines);
+        assert_eq!(shown.omitted, s.len() - head.len() - tail.len());
+        assert_eq!(
+            marker,
+            format!("{omitted_lines} lines and {} bytes omitted", shown.omitted)
+        );
+        assert!(shown.text.len() <= 1000 + 64);
+    }
+
+    #[test]
+    fn one_long_line_is_cut_inside_it() {
+        let s = format!("start\n{}\nend", "x".repeat(5000));
+        let shown = head_and_tail(&s, 100);
+        assert!(shown.text.starts_with("start\n[... "));
+        assert!(shown.text.ends_with("\nend"));
+        assert_eq!(shown.omitted_lines, 1);
+        assert!(shown.text.contains("1 line and 5001 bytes omitted"));
     }
 
     #[test]

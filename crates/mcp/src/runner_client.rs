@@ -1,6 +1,7 @@
 //! The HTTP client for the sandbox runner: `POST /run` and `GET /health`.
 
 use std::time::Duration;
+use tokio::time::Instant;
 
 use reqwest::{header, StatusCode};
 use sandbox_protocol::api::{ErrorBody, Health, Limits, RunRequest, RunResponse};
@@ -10,6 +11,8 @@ use crate::config::RunnerTarget;
 /// Time allowed beyond a run's own timeout and the runner's queue wait for the sandbox
 /// to report and the network (the process backend's report grace).
 pub const RUN_MARGIN: Duration = Duration::from_secs(5);
+/// The longest pause between two asks for a sandbox when the runner's queue is full.
+const BUSY_PAUSE: Duration = Duration::from_secs(1);
 /// How long `GET /health` may take before the runner counts as unreachable.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -40,6 +43,8 @@ pub enum RunnerError {
     Busy {
         /// 429 or 503.
         status: u16,
+        /// The runner's error code (`pool_exhausted`, `queue_timeout`, `shutting_down`).
+        code: String,
         /// The runner's explanation.
         message: String,
         /// Seconds the runner asked to wait, from `Retry-After`.
@@ -140,6 +145,11 @@ impl RunnerClient {
     /// Runs one program on a runner with `limits`. The request carries the timeout the
     /// caller means (the runner's default when it gives none, so that the wait here is
     /// bounded by what the runner will do).
+    ///
+    /// A call waits for a sandbox as long as its own deadline allows (its timeout, the
+    /// runner's queue wait and [`RUN_MARGIN`]), not just the runner's queue wait: while
+    /// the runner answers that every sandbox is busy (the program has not started), it
+    /// asks again.
     pub async fn run(
         &self,
         request: &RunRequest,
@@ -153,7 +163,30 @@ impl RunnerClient {
         let deadline = Duration::from_millis(timeout_ms)
             + Duration::from_millis(limits.queue_timeout_ms)
             + RUN_MARGIN;
-        let mut builder = self.http.post(self.endpoint("/run")).json(&request);
+        let wait_until = Instant::now() + deadline;
+        loop {
+            let error = match self.run_once(&request, deadline).await {
+                Err(error) => error,
+                done => return done,
+            };
+            let Some(pause) = pause_before_asking_again(&error) else {
+                return Err(error);
+            };
+            if Instant::now() + pause >= wait_until {
+                return Err(error);
+            }
+            tracing::debug!(%error, ?pause, "no sandbox free yet: asking the runner again");
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// One `POST /run`, bounded by `deadline`.
+    async fn run_once(
+        &self,
+        request: &RunRequest,
+        deadline: Duration,
+    ) -> Result<RunResponse, RunnerError> {
+        let mut builder = self.http.post(self.endpoint("/run")).json(request);
         if let Some(token) = &self.target.token {
             builder = builder.bearer_auth(token);
         }
@@ -186,6 +219,25 @@ impl RunnerClient {
     }
 }
 
+/// How long to wait before asking again for a sandbox after `error`; `None` when asking
+/// again cannot help (the program may have started, or the runner is going away).
+fn pause_before_asking_again(error: &RunnerError) -> Option<Duration> {
+    match error {
+        // The runner's own queue was the wait: ask again at once.
+        RunnerError::Busy { code, .. } if code == "queue_timeout" => Some(Duration::ZERO),
+        // The queue was full: give running programs a moment.
+        RunnerError::Busy {
+            code, retry_after, ..
+        } if code == "pool_exhausted" => Some(
+            retry_after
+                .map(Duration::from_secs)
+                .unwrap_or(BUSY_PAUSE)
+                .min(BUSY_PAUSE),
+        ),
+        _ => None,
+    }
+}
+
 fn transport_error(error: reqwest::Error) -> RunnerError {
     // The chain's last cause ("Connection refused") is the part people can act on.
     let mut cause: &dyn std::error::Error = &error;
@@ -211,19 +263,28 @@ async fn error_from(response: reqwest::Response) -> RunnerError {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
     let body = response.bytes().await.unwrap_or_default();
-    let message = match serde_json::from_slice::<ErrorBody>(&body) {
-        Ok(parsed) => parsed.error.message,
-        Err(_) => status.canonical_reason().unwrap_or("error").to_owned(),
+    let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
+        Ok(parsed) => (parsed.error.code, parsed.error.message),
+        Err(_) => (
+            String::new(),
+            status.canonical_reason().unwrap_or("error").to_owned(),
+        ),
     };
-    classify(status, message, retry_after)
+    classify(status, code, message, retry_after)
 }
 
-fn classify(status: StatusCode, message: String, retry_after: Option<u64>) -> RunnerError {
+fn classify(
+    status: StatusCode,
+    runner_code: String,
+    message: String,
+    retry_after: Option<u64>,
+) -> RunnerError {
     let code = status.as_u16();
     match status {
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => RunnerError::Unauthorized,
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => RunnerError::Busy {
             status: code,
+            code: runner_code,
             message,
             retry_after,
         },
@@ -245,16 +306,36 @@ mod tests {
 
     #[test]
     fn statuses_map_to_errors_that_say_whether_to_retry() {
-        let busy = classify(StatusCode::TOO_MANY_REQUESTS, "pool".into(), Some(2));
+        let busy = classify(
+            StatusCode::TOO_MANY_REQUESTS,
+            "pool_exhausted".into(),
+            "pool".into(),
+            Some(2),
+        );
         assert!(busy.retryable());
         assert!(busy.to_string().contains("retry in 2 s"));
-        assert!(!classify(StatusCode::UNAUTHORIZED, String::new(), None).retryable());
-        assert!(!classify(StatusCode::PAYLOAD_TOO_LARGE, "big".into(), None).retryable());
-        assert!(classify(StatusCode::BAD_GATEWAY, "x".into(), None).retryable());
+        let refused = |status| classify(status, String::new(), "x".into(), None);
+        assert!(!refused(StatusCode::UNAUTHORIZED).retryable());
+        assert!(!refused(StatusCode::PAYLOAD_TOO_LARGE).retryable());
+        assert!(refused(StatusCode::BAD_GATEWAY).retryable());
         assert!(RunnerError::NotConfigured
             .to_string()
             .contains("SANDBOX_RUNNER_URL"));
         assert!(RunnerError::NotConfigured.to_string().contains("503"));
+    }
+
+    #[test]
+    fn only_a_busy_pool_is_asked_again() {
+        let busy = |status, code: &str, retry_after| {
+            classify(status, code.into(), String::new(), retry_after)
+        };
+        let queue_full = busy(StatusCode::TOO_MANY_REQUESTS, "pool_exhausted", Some(30));
+        assert_eq!(pause_before_asking_again(&queue_full), Some(BUSY_PAUSE));
+        let waited = busy(StatusCode::SERVICE_UNAVAILABLE, "queue_timeout", Some(1));
+        assert_eq!(pause_before_asking_again(&waited), Some(Duration::ZERO));
+        let leaving = busy(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", Some(1));
+        assert_eq!(pause_before_asking_again(&leaving), None);
+        assert_eq!(pause_before_asking_again(&RunnerError::TimedOut(1)), None);
     }
 
     #[test]

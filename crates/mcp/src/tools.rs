@@ -122,10 +122,12 @@ fn output_schema(limits: &Limits) -> Arc<JsonObject> {
     object(json!({
         "type": "object",
         "properties": {
-            "stdout": text("Standard output, cut to its beginning and end when long."),
-            "stderr": text("Standard error, cut to its beginning and end when long."),
+            "stdout": text("Standard output, cut to its first and last lines when long."),
+            "stderr": text("Standard error, cut to its first and last lines when long."),
             "stdoutOmittedBytes": count("Bytes of stdout left out of `stdout`."),
             "stderrOmittedBytes": count("Bytes of stderr left out of `stderr`."),
+            "stdoutOmittedLines": count("Lines of stdout left out of `stdout` (wholly or in part)."),
+            "stderrOmittedLines": count("Lines of stderr left out of `stderr` (wholly or in part)."),
             "exitCode": nullable("integer", "Exit status (128 + signal after a kill); null when nothing ran."),
             "durationMs": nullable("integer", "Run time in milliseconds; null when nothing ran."),
             "timedOut": flag("The program hit its timeout and was killed."),
@@ -144,7 +146,8 @@ fn output_schema(limits: &Limits) -> Arc<JsonObject> {
             },
         },
         "required": [
-            "stdout", "stderr", "stdoutOmittedBytes", "stderrOmittedBytes", "exitCode",
+            "stdout", "stderr", "stdoutOmittedBytes", "stderrOmittedBytes",
+            "stdoutOmittedLines", "stderrOmittedLines", "exitCode",
             "durationMs", "timedOut", "oomKilled", "stdoutTruncated", "stderrTruncated", "error",
         ],
     }))

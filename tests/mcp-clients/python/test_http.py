@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import anyio
@@ -282,6 +283,22 @@ async def test_nothing_is_kept_between_calls(mcp: Mcp) -> None:
         await client.call_tool("run_bash", {"code": "echo kept > /tmp/mark; echo kept > ~/mark"})
         result = await client.call_tool("run_bash", {"code": "cat /tmp/mark ~/mark 2>&1; echo done"})
     assert "kept" not in result.structured_content["stdout"]
+
+
+@pytest.mark.runner
+async def test_long_output_is_cut_between_whole_lines(mcp: Mcp) -> None:
+    code = "for i in range(200000):\n    print(i)"
+    async with mcp.client() as client:
+        result = await client.call_tool("run_python", {"code": code})
+    shown = result.structured_content["stdout"]
+    head, marker, tail = re.split(r"(\[\.\.\. .* omitted \.\.\.\]\n)", shown)
+    head_lines, tail_lines = head.splitlines(), tail.splitlines()
+    assert head_lines == [str(i) for i in range(len(head_lines))]
+    first = int(tail_lines[0])
+    assert tail_lines == [str(i) for i in range(first, 200000)]
+    omitted = result.structured_content["stdoutOmittedLines"]
+    assert omitted == first - len(head_lines)
+    assert marker.startswith(f"[... {omitted} lines and ")
 
 
 @pytest.mark.runner

@@ -57,7 +57,7 @@ pub struct PoolConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum AcquireError {
     /// The wait queue is full.
-    #[error("all {size} sandboxes are busy and {queue} requests are already waiting")]
+    #[error("every sandbox is busy (pool size {size}) and the wait queue is full (size {queue})")]
     QueueFull {
         /// The size concerned.
         size: usize,

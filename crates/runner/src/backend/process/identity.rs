@@ -20,7 +20,9 @@ pub fn range_end(base: u32, sandboxes: usize) -> u64 {
 
 /// No index is left whose ids fit below `u32::MAX`.
 #[derive(Debug, thiserror::Error)]
-#[error("no host ids are left for another sandbox from {base} ({in_use} sandboxes hold theirs)")]
+#[error(
+    "no host ids are left for another sandbox from {base} (sandboxes holding theirs: {in_use})"
+)]
 pub struct Exhausted {
     base: u32,
     in_use: usize,

@@ -1,0 +1,185 @@
+//! What `up` prints once it serves: the endpoint, the token, and settings for each kind
+//! of client, ready to paste (each is checked by a test against the client itself where
+//! the client can run here).
+
+use crate::token_store::Origin;
+use sandbox_runner::config::BackendKind;
+use std::fmt;
+use std::path::PathBuf;
+
+/// What `up` tells its user once it serves.
+#[derive(Debug, Clone)]
+pub struct Banner {
+    /// The MCP endpoint.
+    pub url: String,
+    /// The bearer token clients send.
+    pub token: String,
+    /// Where the token comes from.
+    pub token_origin: Origin,
+    /// The embedded runner's URL (loopback).
+    pub runner: String,
+    /// The embedded runner's backend.
+    pub backend: BackendKind,
+    /// The embedded runner's pool size.
+    pub pool_size: usize,
+    /// This program, for the stdio settings.
+    pub exe: Option<PathBuf>,
+}
+
+impl Banner {
+    /// The `claude mcp add` line.
+    pub fn claude_add(&self) -> String {
+        format!(
+            "claude mcp add --transport http sandbox {} --header \"Authorization: Bearer {}\"",
+            self.url, self.token
+        )
+    }
+
+    /// The `claude mcp add-json` line (Claude Code wants the server's own object).
+    pub fn claude_add_json(&self) -> String {
+        format!("claude mcp add-json sandbox '{}'", self.server_json())
+    }
+
+    /// The server's object in a client's `mcpServers` list.
+    fn server_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": "http",
+            "url": self.url,
+            "headers": { "Authorization": format!("Bearer {}", self.token) },
+        })
+    }
+
+    /// The block for Codex's `~/.codex/config.toml`.
+    pub fn codex_toml(&self) -> String {
+        format!(
+            "[mcp_servers.sandbox]\nurl = \"{}\"\nhttp_headers = {{ Authorization = \"Bearer {}\" }}",
+            self.url, self.token
+        )
+    }
+
+    fn token_note(&self) -> String {
+        match &self.token_origin {
+            Origin::Given => " (from MCP_AUTH_TOKEN)".to_owned(),
+            Origin::Saved(path) => {
+                format!(" (kept in {}; --new-token replaces it)", path.display())
+            }
+            Origin::New(path) => format!(
+                " (new, saved in {} for the next start; set MCP_AUTH_TOKEN to choose one)",
+                path.display()
+            ),
+            Origin::Unsaved => {
+                " (generated; no $HOME to keep it in: set MCP_AUTH_TOKEN to keep one)".to_owned()
+            }
+        }
+    }
+}
+
+/// Writes `text` indented by `indent` spaces, line by line.
+fn indented(f: &mut fmt::Formatter<'_>, indent: usize, text: &str) -> fmt::Result {
+    for line in text.lines() {
+        writeln!(f, "{:indent$}{line}", "")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Banner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let backend = match self.backend {
+            BackendKind::Process => "process",
+            BackendKind::Vm => "vm",
+        };
+        writeln!(
+            f,
+            "sandbox-mcp is up: bash, Python and Node in fresh sandboxes"
+        )?;
+        writeln!(f)?;
+        writeln!(f, "  MCP endpoint:  {}", self.url)?;
+        writeln!(f, "  Bearer token:  {}{}", self.token, self.token_note())?;
+        writeln!(
+            f,
+            "  Runner:        embedded at {}, {backend} backend, {} at once",
+            self.runner,
+            crate::report::plural(self.pool_size, "sandbox")
+        )?;
+        writeln!(f)?;
+        writeln!(f, "Claude Code (either line):")?;
+        indented(f, 2, &self.claude_add())?;
+        indented(f, 2, &self.claude_add_json())?;
+        writeln!(f)?;
+        writeln!(f, "Codex (~/.codex/config.toml):")?;
+        indented(f, 2, &self.codex_toml())?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "Clients configured with JSON (Claude Desktop, Cursor, VS Code, ...):"
+        )?;
+        let http = serde_json::json!({ "mcpServers": { "sandbox": self.server_json() } });
+        indented(f, 2, &pretty(&http))?;
+        if let Some(exe) = &self.exe {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "Or let the client start its own server over stdio (as root, like this one):"
+            )?;
+            let stdio = serde_json::json!({ "mcpServers": { "sandbox": {
+                "command": exe.display().to_string(),
+                "args": ["stdio", "--embedded"],
+            } } });
+            indented(f, 2, &pretty(&stdio))?;
+        }
+        writeln!(f)?;
+        write!(f, "Stop with Ctrl-C.")
+    }
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn banner() -> Banner {
+        Banner {
+            url: "http://127.0.0.1:3000/mcp".into(),
+            token: "t0k3n".into(),
+            token_origin: Origin::Given,
+            runner: "http://127.0.0.1:4000".into(),
+            backend: BackendKind::Process,
+            pool_size: 1,
+            exe: Some(PathBuf::from("/opt/sandbox-mcp")),
+        }
+    }
+
+    #[test]
+    fn the_add_json_line_holds_the_servers_own_object() {
+        let line = banner().claude_add_json();
+        let json = line
+            .strip_prefix("claude mcp add-json sandbox '")
+            .and_then(|l| l.strip_suffix('\''))
+            .unwrap();
+        let value: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(value["type"], "http");
+        assert_eq!(value["url"], "http://127.0.0.1:3000/mcp");
+        assert_eq!(value["headers"]["Authorization"], "Bearer t0k3n");
+    }
+
+    #[test]
+    fn the_banner_counts_right_and_names_every_client() {
+        let text = banner().to_string();
+        assert!(
+            text.contains("process backend, 1 sandbox at once"),
+            "{text}"
+        );
+        for needle in [
+            "claude mcp add --transport http",
+            "claude mcp add-json",
+            "[mcp_servers.sandbox]",
+            "\"mcpServers\"",
+            "\"--embedded\"",
+        ] {
+            assert!(text.contains(needle), "{needle} in {text}");
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! A runner inside this process, for `up` and `stdio --embedded`: the process backend on
+//! a loopback port with a random token, reached over the same HTTP client a split
+//! deployment uses.
+//!
+//! Every runner setting that makes sense embedded is taken (the `RUNNER_*` variables
+//! below, and the sandboxes' own); the ones that cannot apply are refused by name rather
+//! than silently ignored.
+
+use crate::config::ToolArgs;
+use sandbox_protocol::api::defaults;
+use sandbox_runner::config::SandboxArgs;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// Settings of the runner embedded by `up` and `stdio --embedded`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EmbeddedRunnerArgs {
+    /// Sandboxes the embedded runner keeps (warm plus running): the most runs at once.
+    #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = defaults::POOL_SIZE)]
+    pub pool_size: usize,
+    /// Calls that may wait in the embedded runner's queue at once; more are asked again
+    /// until their deadline.
+    #[arg(long, env = "RUNNER_QUEUE_SIZE", default_value_t = defaults::QUEUE_SIZE)]
+    pub queue_size: usize,
+    /// How long one wait in the embedded runner's queue lasts, in milliseconds (a call
+    /// waits again, up to its own deadline).
+    #[arg(long, env = "RUNNER_QUEUE_TIMEOUT_MS", default_value_t = defaults::QUEUE_TIMEOUT_MS)]
+    pub queue_timeout_ms: u64,
+    /// Largest program accepted, in bytes.
+    #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = defaults::CODE_CAP_BYTES as usize)]
+    pub code_cap_bytes: usize,
+    /// On SIGTERM, how long the embedded runner's runs may go on, in milliseconds.
+    #[arg(long, env = "RUNNER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
+    pub runner_shutdown_grace_ms: u64,
+    /// The embedded runner's sandboxes.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// Runner variables that have no meaning for an embedded runner: its address and token
+/// are its own, and only this process talks to it.
+const REFUSED_VARIABLES: [(&str, &str); 5] = [
+    ("RUNNER_LISTEN", "it listens on a loopback port of its own"),
+    (
+        "RUNNER_HEADER_TIMEOUT_MS",
+        "only this process talks to it (the MCP_* HTTP limits apply to clients)",
+    ),
+    (
+        "RUNNER_MAX_HEADER_BYTES",
+        "only this process talks to it (the MCP_* HTTP limits apply to clients)",
+    ),
+    (
+        "RUNNER_MAX_CONNECTIONS",
+        "only this process talks to it (the MCP_* HTTP limits apply to clients)",
+    ),
+    (
+        "RUNNER_BODY_TIMEOUT_MS",
+        "only this process talks to it (the MCP_* HTTP limits apply to clients)",
+    ),
+];
+
+/// Why the embedded runner could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// Not root: the process backend cannot make its sandboxes.
+    #[error("{0}")]
+    NotRoot(NotRoot),
+    /// A setting was given that an embedded runner cannot honour.
+    #[error(
+        "{variable} is set, but {command} runs its own runner and cannot use it ({why}); \
+         unset it, or run `sandbox-mcp serve` against a runner of your own"
+    )]
+    Refused {
+        /// The variable (or flag) concerned.
+        variable: &'static str,
+        /// `up` or `stdio --embedded`.
+        command: &'static str,
+        /// Why it cannot apply.
+        why: &'static str,
+    },
+    /// A runner setting is not usable.
+    #[error(transparent)]
+    Config(#[from] sandbox_runner::config::ConfigError),
+    /// No random token could be made.
+    #[error("making a random token from /dev/urandom: {0}")]
+    Random(std::io::Error),
+    /// The runner's loopback port could not be bound.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address concerned.
+        addr: SocketAddr,
+        /// What failed underneath.
+        source: std::io::Error,
+    },
+    /// The runner failed.
+    #[error("the embedded runner: {0}")]
+    Runner(#[from] sandbox_runner::server::ServeError),
+    /// The runner's task ended without saying why (it panicked or was cancelled).
+    #[error("the embedded runner stopped: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// The runner stopped before it was ready, without an error.
+    #[error("the embedded runner stopped before it was ready")]
+    Gone,
+}
+
+/// A runner serving inside this process.
+#[derive(Debug)]
+pub struct EmbeddedRunner {
+    /// Its loopback URL.
+    pub url: String,
+    /// The token it wants.
+    pub token: String,
+    task: JoinHandle<Result<(), sandbox_runner::server::ServeError>>,
+}
+
+impl EmbeddedRunner {
+    /// Waits for the runner to stop (after `stop` turned true), and says how it ended.
+    pub async fn stopped(self) -> Result<(), EmbedError> {
+        Ok(self.task.await??)
+    }
+}
+
+/// Refuses settings meant for a runner elsewhere: `command` runs its own.
+pub fn refuse_foreign_settings(tools: &ToolArgs, command: &'static str) -> Result<(), EmbedError> {
+    let refused = |variable, why| EmbedError::Refused {
+        variable,
+        command,
+        why,
+    };
+    if tools.runner_url.is_some() {
+        return Err(refused(
+            "SANDBOX_RUNNER_URL",
+            "its runner's URL is a loopback port of its own",
+        ));
+    }
+    if tools.runner_token.is_some() {
+        return Err(refused(
+            "SANDBOX_RUNNER_TOKEN",
+            "its runner's token is made at each start",
+        ));
+    }
+    for (variable, why) in REFUSED_VARIABLES {
+        if std::env::var_os(variable).is_some_and(|v| !v.is_empty()) {
+            return Err(refused(variable, why));
+        }
+    }
+    Ok(())
+}
+
+/// Starts the runner; it serves until `stop` turns true.
+pub async fn start(
+    args: &EmbeddedRunnerArgs,
+    stop: watch::Receiver<bool>,
+) -> Result<EmbeddedRunner, EmbedError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(EmbedError::NotRoot(NotRoot::new()?));
+    }
+    let token = random_hex().map_err(EmbedError::Random)?;
+    let config = runner_config(args, &token)?;
+    let addr = config.listen;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| EmbedError::Listen { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| EmbedError::Listen { addr, source })?;
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let task = tokio::spawn(sandbox_runner::server::serve(
+        config,
+        listener,
+        stopped(stop),
+        move || {
+            let _ = ready_tx.send(());
+        },
+    ));
+    if ready_rx.await.is_err() {
+        // The runner ended before it was ready: its error says why.
+        return Err(match task.await {
+            Ok(Err(e)) => e.into(),
+            Ok(Ok(())) => EmbedError::Gone,
+            Err(e) => e.into(),
+        });
+    }
+    Ok(EmbeddedRunner {
+        url: format!("http://{bound}"),
+        token,
+        task,
+    })
+}
+
+fn runner_config(
+    args: &EmbeddedRunnerArgs,
+    token: &str,
+) -> Result<sandbox_runner::config::RunnerConfig, EmbedError> {
+    let serve = sandbox_runner::config::ServeArgs {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        token: Some(token.to_owned()),
+        no_auth: false,
+        pool_size: args.pool_size,
+        queue_size: args.queue_size,
+        queue_timeout_ms: args.queue_timeout_ms,
+        code_cap_bytes: args.code_cap_bytes,
+        shutdown_grace_ms: args.runner_shutdown_grace_ms,
+        http: sandbox_runner::config::HttpLimitArgs::default(),
+        sandbox: args.sandbox.clone(),
+    };
+    Ok(serve.validate()?)
+}
+
+/// Completes when `stop` turns true (or its sender is gone).
+pub async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// 32 random bytes from the kernel, as hex.
+pub fn random_hex() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// What to do instead when the embedded runner cannot make sandboxes as this user.
+///
+/// The process backend gives every sandbox host ids of its own and limits it with
+/// cgroups; handing out ids and writing cgroups (v1 here, or v2 without a delegated
+/// subtree) needs root. The message gives commands that work, with a fresh token filled in.
+#[derive(Debug)]
+pub struct NotRoot {
+    mcp: PathBuf,
+    runner: PathBuf,
+    token: String,
+}
+
+impl NotRoot {
+    fn new() -> Result<NotRoot, EmbedError> {
+        let mcp = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sandbox-mcp"));
+        let runner = mcp.with_file_name("sandbox-runner");
+        Ok(NotRoot {
+            mcp,
+            runner,
+            token: random_hex().map_err(EmbedError::Random)?,
+        })
+    }
+}
+
+impl std::fmt::Display for NotRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (mcp, runner, token) = (self.mcp.display(), self.runner.display(), &self.token);
+        writeln!(
+            f,
+            "the sandboxes need root here: each one gets host user ids of its own and \
+             cgroup limits (256 MB, half a CPU), which only root can hand out on this \
+             host; sandbox-mcp has no rootless mode yet. Ways that work:"
+        )?;
+        writeln!(f)?;
+        writeln!(f, "1. Run it as root:")?;
+        writeln!(f, "     sudo {mcp} up")?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "2. Run the runner as root, and the MCP server as yourself (for clients that \
+             start servers over stdio):"
+        )?;
+        if !self.runner.exists() {
+            writeln!(
+                f,
+                "     cargo build --release -p sandbox-runner   # {runner} is not built yet"
+            )?;
+        }
+        writeln!(
+            f,
+            "     sudo env SANDBOX_RUNNER_TOKEN={token} {runner} serve --listen 127.0.0.1:8081"
+        )?;
+        writeln!(
+            f,
+            "   then, as yourself (or in the client's server settings):"
+        )?;
+        write!(
+            f,
+            "     SANDBOX_RUNNER_URL=http://127.0.0.1:8081 SANDBOX_RUNNER_TOKEN={token} {mcp} stdio"
+        )
+    }
+}
