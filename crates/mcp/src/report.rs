@@ -1,7 +1,8 @@
 //! What a tool call returns: text a model reads well, and `structuredContent` for programs.
 //!
-//! Output is sized for a model's context: a long stream is cut to its head and tail with the
-//! number of bytes left out, in the text and in the structured result alike.
+//! Output is sized for a model's context: a long stream is cut to its first and last whole
+//! lines with the number of lines and bytes left out, in the text and in the structured
+//! result alike.
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use sandbox_protocol::api::{Limits, RunResponse};

@@ -49,8 +49,8 @@ fn description(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> String {
          installed packages), so send the complete program each time. The sandbox has \
          {network}, {memory} MB of memory and {cpu}. The program is killed after timeoutMs \
          (default {default_timeout_ms} ms, at most {max} ms). Each output stream is capped at \
-         {cap} (the program is stopped there), and long output is shown as its beginning and \
-         end with the number of bytes left out. Print the results you want to see.",
+         {cap} (the program is stopped there), and long output is shown as its first and \
+         last lines with the number of lines and bytes left out. Print the results you want to see.",
         memory = limits.memory_mb,
         cpu = cpus(limits.cpus),
         max = limits.max_timeout_ms,
