@@ -7,8 +7,7 @@
 //! than silently ignored.
 
 use crate::config::ToolArgs;
-use sandbox_protocol::api::defaults;
-use sandbox_runner::config::SandboxArgs;
+use sandbox_runner::config::{PoolArgs, SandboxArgs};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,20 +18,11 @@ use tokio::task::JoinHandle;
 /// Settings of the runner embedded by `up` and `stdio --embedded`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EmbeddedRunnerArgs {
-    /// Sandboxes the embedded runner keeps (warm plus running): the most runs at once.
-    #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = defaults::POOL_SIZE)]
-    pub pool_size: usize,
-    /// Calls that may wait in the embedded runner's queue at once; more are asked again
-    /// until their deadline.
-    #[arg(long, env = "RUNNER_QUEUE_SIZE", default_value_t = defaults::QUEUE_SIZE)]
-    pub queue_size: usize,
-    /// How long one wait in the embedded runner's queue lasts, in milliseconds (a call
-    /// waits again, up to its own deadline).
-    #[arg(long, env = "RUNNER_QUEUE_TIMEOUT_MS", default_value_t = defaults::QUEUE_TIMEOUT_MS)]
-    pub queue_timeout_ms: u64,
-    /// Largest program accepted, in bytes.
-    #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = defaults::CODE_CAP_BYTES as usize)]
-    pub code_cap_bytes: usize,
+    /// The embedded runner's pool, queue and largest program (`RUNNER_POOL_SIZE`,
+    /// `RUNNER_QUEUE_SIZE`, `RUNNER_QUEUE_TIMEOUT_MS`, `RUNNER_CODE_CAP_BYTES`); a call
+    /// that finds the queue full or waits it out is asked again up to its deadline.
+    #[command(flatten)]
+    pub pool: PoolArgs,
     /// On SIGTERM, how long the embedded runner's runs may go on, in milliseconds.
     #[arg(long, env = "RUNNER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
     pub runner_shutdown_grace_ms: u64,
@@ -200,10 +190,7 @@ fn runner_config(
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         token: Some(token.to_owned()),
         no_auth: false,
-        pool_size: args.pool_size,
-        queue_size: args.queue_size,
-        queue_timeout_ms: args.queue_timeout_ms,
-        code_cap_bytes: args.code_cap_bytes,
+        pool: args.pool.clone(),
         shutdown_grace_ms: args.runner_shutdown_grace_ms,
         http: sandbox_runner::config::HttpLimitArgs::default(),
         sandbox: args.sandbox.clone(),

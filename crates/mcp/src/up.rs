@@ -81,7 +81,7 @@ pub async fn up(
         token_origin,
         runner: runner.url.clone(),
         backend: args.runner.sandbox.backend,
-        pool_size: args.runner.pool_size,
+        pool_size: args.runner.pool.pool_size,
         exe: std::env::current_exe().ok(),
     });
     let served = crate::serve(mcp_config, mcp_listener, embedded::stopped(stop_rx)).await;

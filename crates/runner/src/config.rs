@@ -116,6 +116,24 @@ pub struct ServeArgs {
     /// Serve without a token (accepted on a loopback address only).
     #[arg(long)]
     pub no_auth: bool,
+    /// The pool, its queue and the largest program.
+    #[command(flatten)]
+    pub pool: PoolArgs,
+    /// On SIGTERM, how long runs in flight may go on before they are killed, in milliseconds.
+    #[arg(long, env = "RUNNER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
+    pub shutdown_grace_ms: u64,
+    /// Limits on HTTP clients.
+    #[command(flatten)]
+    pub http: HttpLimitArgs,
+    /// The sandboxes.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// The pool, its wait queue and the largest program: settings of every runner, also of
+/// one embedded in another program (`sandbox-mcp up`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PoolArgs {
     /// Sandboxes kept (warm plus running): the most runs at once.
     #[arg(long, env = "RUNNER_POOL_SIZE", default_value_t = defaults::POOL_SIZE)]
     pub pool_size: usize,
@@ -128,15 +146,6 @@ pub struct ServeArgs {
     /// Largest program accepted, in bytes; more gets 413.
     #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = defaults::CODE_CAP_BYTES as usize)]
     pub code_cap_bytes: usize,
-    /// On SIGTERM, how long runs in flight may go on before they are killed, in milliseconds.
-    #[arg(long, env = "RUNNER_SHUTDOWN_GRACE_MS", default_value_t = 30_000)]
-    pub shutdown_grace_ms: u64,
-    /// Limits on HTTP clients.
-    #[command(flatten)]
-    pub http: HttpLimitArgs,
-    /// The sandboxes.
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
 }
 
 http_limits::limit_args!(
@@ -386,13 +395,13 @@ impl ServeArgs {
             (Some(t), false) => Some(t.clone()),
         };
         check(
-            (1..=1024).contains(&self.pool_size),
+            (1..=1024).contains(&self.pool.pool_size),
             "RUNNER_POOL_SIZE",
             "between 1 and 1024",
-            self.pool_size,
+            self.pool.pool_size,
         )?;
         check(
-            crate::backend::process::identity::range_end(self.sandbox.id_base, self.pool_size)
+            crate::backend::process::identity::range_end(self.sandbox.id_base, self.pool.pool_size)
                 + u64::from(crate::backend::process::jail::SANDBOX_UID)
                 < u64::from(u32::MAX),
             "RUNNER_ID_BASE",
@@ -400,16 +409,16 @@ impl ServeArgs {
             self.sandbox.id_base,
         )?;
         check(
-            self.queue_timeout_ms >= 1,
+            self.pool.queue_timeout_ms >= 1,
             "RUNNER_QUEUE_TIMEOUT_MS",
             "at least 1",
-            self.queue_timeout_ms,
+            self.pool.queue_timeout_ms,
         )?;
         check(
-            self.code_cap_bytes >= 1,
+            self.pool.code_cap_bytes >= 1,
             "RUNNER_CODE_CAP_BYTES",
             "at least 1",
-            self.code_cap_bytes,
+            self.pool.code_cap_bytes,
         )?;
         let sandbox = self.sandbox.validate()?;
         let limits = Limits {
@@ -419,8 +428,8 @@ impl ServeArgs {
             default_timeout_ms: self.sandbox.default_timeout_ms,
             max_timeout_ms: self.sandbox.max_timeout_ms,
             output_cap_bytes: self.sandbox.output_cap_bytes as u64,
-            code_cap_bytes: self.code_cap_bytes as u64,
-            queue_timeout_ms: self.queue_timeout_ms,
+            code_cap_bytes: self.pool.code_cap_bytes as u64,
+            queue_timeout_ms: self.pool.queue_timeout_ms,
             network: false,
         };
         Ok(RunnerConfig {
@@ -428,11 +437,11 @@ impl ServeArgs {
             token,
             limits,
             pool: PoolConfig {
-                size: self.pool_size,
-                queue_size: self.queue_size,
-                queue_timeout: Duration::from_millis(self.queue_timeout_ms),
+                size: self.pool.pool_size,
+                queue_size: self.pool.queue_size,
+                queue_timeout: Duration::from_millis(self.pool.queue_timeout_ms),
             },
-            code_cap_bytes: self.code_cap_bytes,
+            code_cap_bytes: self.pool.code_cap_bytes,
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
             http: self.http.to_limits().map_err(ConfigError::HttpLimit)?,
             sandbox,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _bin
+from conftest import Proc, _bin
 
 CLI_BIN = Path(__file__).resolve().parent.parent / "cli" / "node_modules" / ".bin"
 TIMEOUT = 90
@@ -51,6 +51,7 @@ class Up:
             stdout=subprocess.PIPE,
             text=True,
         )
+        self.proc = Proc(self.process, url="")
         self.lines: list[str] = []
         assert self.process.stdout is not None
         deadline = time.monotonic() + 60
@@ -81,12 +82,7 @@ class Up:
         return self.line_with("Bearer token:").split()[2]
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.proc.stop()
 
 
 def _claude(home: Path, *args: str) -> str:
