@@ -120,8 +120,9 @@ pub struct JobOutcome {
     pub stdout_truncated: bool,
     /// Standard error went over its cap and the process tree was killed.
     pub stderr_truncated: bool,
-    /// The out-of-memory killer ended a process of the job. Only an agent alone in its
-    /// kernel (the init of a VM) can tell; elsewhere it is absent and the host decides.
+    /// The out-of-memory killer ended a process of the job. Only what can read the
+    /// sandbox's cgroup can tell: a VM's init adds it (the cgroup is the guest's); the
+    /// agent itself leaves it absent, and on a host the runner reads the cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oom_killed: Option<bool>,
 }

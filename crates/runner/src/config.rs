@@ -85,6 +85,11 @@ pub struct SandboxArgs {
     /// How long booting a VM to its agent may take, in milliseconds.
     #[arg(long, env = "RUNNER_VM_BOOT_TIMEOUT_MS", default_value_t = 60_000)]
     pub vm_boot_timeout_ms: u64,
+    /// Guest memory beyond the sandbox's, in MiB: the guest kernel, its page tables and
+    /// the init (the guest gets the sandbox's memory plus this, so that the program
+    /// really has its limit).
+    #[arg(long, env = "RUNNER_VM_GUEST_OVERHEAD_MB", default_value_t = 128)]
+    pub vm_guest_overhead_mb: u64,
     /// Memory of the VMM process beyond the guest's, in MiB (its cgroup's cap is the
     /// guest memory plus this).
     #[arg(long, env = "RUNNER_VMM_OVERHEAD_MB", default_value_t = 192)]
@@ -322,22 +327,32 @@ impl SandboxArgs {
         })
     }
 
+    /// The cgroup limits of one sandbox (on the host, or inside a VM guest).
+    fn sandbox_limits(&self) -> CgroupLimits {
+        CgroupLimits {
+            memory_bytes: self.memory_mb * 1024 * 1024,
+            cpu_quota_us: (self.cpus * CPU_PERIOD_US as f64).round() as u64,
+            cpu_period_us: CPU_PERIOD_US,
+            pids_max: self.pids_max,
+        }
+    }
+
     fn process_config(&self) -> ProcessConfig {
         let mib = 1024 * 1024;
         ProcessConfig {
             cgroup_mount: self.cgroup_root.clone(),
             state_dir: self.state_dir.clone(),
             id_base: self.id_base,
-            limits: CgroupLimits {
-                memory_bytes: self.memory_mb * mib,
-                cpu_quota_us: (self.cpus * CPU_PERIOD_US as f64).round() as u64,
-                cpu_period_us: CPU_PERIOD_US,
-                pids_max: self.pids_max,
-            },
+            limits: self.sandbox_limits(),
             tmpfs_bytes: self.tmpfs_mb * mib,
             nofile: 1024,
             create_timeout: Duration::from_secs(10),
         }
+    }
+
+    /// A VM's memory: the sandbox's, plus the guest's own.
+    fn guest_memory_mb(&self) -> u64 {
+        self.memory_mb + self.vm_guest_overhead_mb
     }
 
     fn vm_config(&self) -> VmConfig {
@@ -347,15 +362,17 @@ impl SandboxArgs {
             image_dir: self.vm_image.clone(),
             cgroup_mount: self.cgroup_root.clone(),
             state_dir: self.state_dir.clone(),
-            memory_mb: self.memory_mb,
+            guest_memory_mb: self.guest_memory_mb(),
+            sandbox_limits: self.sandbox_limits(),
+            // The outer bound: the VM's one vCPU, fully (the sandbox's share of it is
+            // enforced inside the guest, where the program can be shown it).
             vmm_limits: CgroupLimits {
-                memory_bytes: (self.memory_mb + self.vmm_overhead_mb) * 1024 * 1024,
-                cpu_quota_us: (self.cpus * CPU_PERIOD_US as f64).round() as u64,
+                memory_bytes: (self.guest_memory_mb() + self.vmm_overhead_mb) * 1024 * 1024,
+                cpu_quota_us: CPU_PERIOD_US,
                 cpu_period_us: CPU_PERIOD_US,
                 pids_max: VMM_PIDS_MAX,
             },
             tmpfs_mb: self.tmpfs_mb,
-            pids_max: self.pids_max,
             boot_timeout: Duration::from_millis(self.vm_boot_timeout_ms),
             vmm_uid_base: self.id_base + VMM_UID_OFFSET,
             firecracker: FirecrackerConfig {
@@ -402,7 +419,7 @@ impl ServeArgs {
         )?;
         check(
             crate::backend::process::identity::range_end(self.sandbox.id_base, self.pool.pool_size)
-                + u64::from(crate::backend::process::jail::SANDBOX_UID)
+                + u64::from(sandbox_jail::layout::SANDBOX_UID)
                 < u64::from(u32::MAX),
             "RUNNER_ID_BASE",
             "low enough for 65536 host ids per sandbox of the pool below 2^32",
@@ -477,15 +494,19 @@ impl fmt::Display for BackendSummary<'_> {
 fn write_vm(f: &mut fmt::Formatter<'_>, vm: &VmConfig) -> fmt::Result {
     write!(
         f,
-        "vmm={:?} accel={:?} vm_image={} vm_memory_mb={} vmm_memory_cap_bytes={} \
-         vm_boot_timeout={:?} vm_pids_max={} tmpfs_mb={} state_dir={} cgroup_root={}",
+        "vmm={:?} accel={:?} vm_image={} guest_memory_mb={} sandbox_memory_bytes={} \
+         sandbox_cpu_quota={}us/{}us vmm_memory_cap_bytes={} vm_boot_timeout={:?} \
+         sandbox_pids_max={} tmpfs_mb={} state_dir={} cgroup_root={}",
         vm.vmm,
         vm.accel,
         vm.image_dir.display(),
-        vm.memory_mb,
+        vm.guest_memory_mb,
+        vm.sandbox_limits.memory_bytes,
+        vm.sandbox_limits.cpu_quota_us,
+        vm.sandbox_limits.cpu_period_us,
         vm.vmm_limits.memory_bytes,
         vm.boot_timeout,
-        vm.pids_max,
+        vm.sandbox_limits.pids_max,
         vm.tmpfs_mb,
         vm.state_dir.display(),
         vm.cgroup_mount.display(),

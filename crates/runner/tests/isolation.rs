@@ -162,26 +162,74 @@ async fn unprivileged_user_without_capabilities() {
 #[tokio::test]
 async fn seccomp_refuses_dangerous_calls() {
     let runner = Runner::start();
-    // x86_64 numbers: mount 165, ptrace 101, unshare 272, bpf 321, keyctl 250, setns 308
+    // x86_64 numbers: mount 165, umount2 166, ptrace 101, unshare 272, bpf 321, keyctl 250,
+    // setns 308, kexec_load 246, init_module 175, finit_module 313, delete_module 176,
+    // chroot 161
     let code = r#"
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
-calls = {"mount": (165, 0, 0, 0, 0, 0), "ptrace": (101, 16, 1, 0, 0),
+calls = {"mount": (165, 0, 0, 0, 0, 0), "umount2": (166, 0, 0), "ptrace": (101, 16, 1, 0, 0),
          "unshare": (272, 0x10000000), "bpf": (321, 0, 0, 0), "keyctl": (250, 0, 0),
-         "setns": (308, 0, 0)}
+         "setns": (308, 0, 0), "kexec_load": (246, 0, 0, 0, 0), "init_module": (175, 0, 0, 0),
+         "finit_module": (313, 0, 0, 0), "delete_module": (176, 0, 0), "chroot": (161, 0)}
 for name, args in calls.items():
     rc = libc.syscall(*[ctypes.c_long(a) for a in args])
     print(name, rc, os.strerror(ctypes.get_errno()))
 "#;
     let out = runner.run("python", code).await;
     let text = stdout(&out);
-    for name in ["mount", "ptrace", "unshare", "bpf", "keyctl", "setns"] {
+    for name in [
+        "mount",
+        "umount2",
+        "ptrace",
+        "unshare",
+        "bpf",
+        "keyctl",
+        "setns",
+        "kexec_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "chroot",
+    ] {
         let line = text
             .lines()
             .find(|l| l.starts_with(&format!("{name} ")))
             .unwrap_or_else(|| panic!("no line for {name}: {out}"));
         assert_eq!(line, format!("{name} -1 Operation not permitted"), "{out}");
     }
+}
+
+/// The kernel's own interfaces are out of reach on every backend: no device but the
+/// harmless ones (no memory, kernel log or disk device, which a VM guest's /dev has), no
+/// /sys, and the writable kernel switches of /proc read-only or closed.
+#[tokio::test]
+async fn kernel_interfaces_are_closed() {
+    let runner = Runner::start();
+    let code = "ls /dev; ls /sys >/dev/null 2>&1 && echo SYS-VISIBLE; \
+                for f in /dev/mem /dev/kmem /dev/port /dev/kmsg /dev/vda /dev/sda /dev/console \
+                         /dev/ttyS0 /dev/vport0p1 /dev/vsock /dev/kvm; do \
+                  [ -e $f ] && echo PRESENT $f; done; \
+                for f in /proc/sysrq-trigger /proc/sys/kernel/core_pattern \
+                         /proc/sys/kernel/modprobe /proc/sys/vm/drop_caches \
+                         /proc/sys/kernel/hostname; do \
+                  if (echo x > $f) 2>/dev/null; then echo WROTE $f; else echo refused $f; fi; done";
+    let out = runner.run("bash", code).await;
+    let text = stdout(&out);
+    let devices: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("refused") && !l.starts_with("WROTE"))
+        .filter(|l| !l.starts_with("PRESENT") && !l.starts_with("SYS"))
+        .collect();
+    assert_eq!(
+        devices,
+        ["fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"],
+        "{out}"
+    );
+    assert!(!text.contains("SYS-VISIBLE"), "{out}");
+    assert!(!text.contains("PRESENT"), "{out}");
+    assert!(!text.contains("WROTE"), "{out}");
+    assert_eq!(text.matches("refused").count(), 5, "{out}");
 }
 
 #[tokio::test]

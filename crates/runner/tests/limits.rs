@@ -4,18 +4,26 @@ mod common;
 
 use common::{exit_code, host_processes_with, stderr, stdout, Runner};
 
+/// The 256 MiB promise: 200 MiB in one allocation works (the process backend keeps a
+/// sixteenth of the limit for socket buffers on cgroup v1, a VM guest its kernel and init
+/// outside the sandbox's cgroup), 400 MiB is the OOM killer's, and the run says so.
 #[tokio::test]
-async fn memory_100_mb_works_and_400_mb_is_killed() {
+async fn memory_200_mb_works_and_400_mb_is_killed() {
     let runner = Runner::start();
     let ok = runner
-        .run("python", "a = bytearray(100 * 1024 * 1024)\nprint(len(a))")
+        .run_with_timeout(
+            "python",
+            "a = bytearray(200 * 1024 * 1024)\nprint(len(a))",
+            Some(60_000),
+        )
         .await;
-    assert_eq!(stdout(&ok).trim(), "104857600", "{ok}");
+    assert_eq!(stdout(&ok).trim(), "209715200", "{ok}");
     assert_eq!(ok["oomKilled"], false, "{ok}");
     let killed = runner
-        .run(
+        .run_with_timeout(
             "python",
             "a = bytearray(400 * 1024 * 1024)\nprint('survived')",
+            Some(60_000),
         )
         .await;
     assert_eq!(killed["oomKilled"], true, "{killed}");
@@ -23,22 +31,50 @@ async fn memory_100_mb_works_and_400_mb_is_killed() {
     assert!(!stdout(&killed).contains("survived"), "{killed}");
 }
 
+/// The CPU quota as the program sees it (on the vm backend, the guest's own cgroup v2
+/// enforces it, so the guest's clock shows it).
 #[tokio::test]
 async fn a_busy_loop_gets_about_half_a_cpu() {
-    if common::backend() == "vm" {
-        // A guest cannot see its quota (no steal time under TCG): vm.rs measures the
-        // VMM's CPU time from the host instead.
-        eprintln!("SKIPPED a_busy_loop_gets_about_half_a_cpu on the vm backend: see vm.rs");
-        return;
-    }
     let runner = Runner::start();
+    // No VM boot may compete for the host's CPUs while the share is measured.
+    runner.wait_until_full().await;
+    // Counted from the loop's start: a warm interpreter's start-up (slow under TCG) is
+    // not the loop's.
     let code = "import time\n\
-                start = time.monotonic()\n\
+                start, cpu = time.monotonic(), time.process_time()\n\
                 while time.monotonic() - start < 3: pass\n\
-                print(time.process_time() / (time.monotonic() - start))";
+                print((time.process_time() - cpu) / (time.monotonic() - start))";
     let out = runner.run("python", code).await;
     let share: f64 = stdout(&out).trim().parse().expect("a ratio");
     assert!((0.3..=0.65).contains(&share), "CPU share {share}: {out}");
+}
+
+/// Two busy processes share the half CPU: the quota is the sandbox's, not each
+/// process's.
+#[tokio::test]
+async fn two_busy_processes_share_half_a_cpu() {
+    let runner = Runner::start();
+    runner.wait_until_full().await;
+    let code = "import os, time\n\
+                def burn():\n\
+                \x20   t = time.monotonic()\n\
+                \x20   while time.monotonic() - t < 3: pass\n\
+                start = time.monotonic()\n\
+                children = []\n\
+                for _ in range(2):\n\
+                \x20   pid = os.fork()\n\
+                \x20   if pid == 0:\n\
+                \x20       burn(); os._exit(0)\n\
+                \x20   children.append(pid)\n\
+                for pid in children: os.waitpid(pid, 0)\n\
+                t = os.times()\n\
+                print((t.children_user + t.children_system) / (time.monotonic() - start))";
+    let out = runner.run_with_timeout("python", code, Some(30_000)).await;
+    let share: f64 = stdout(&out).trim().parse().expect("a ratio");
+    assert!(
+        (0.3..=0.65).contains(&share),
+        "CPU share of two {share}: {out}"
+    );
 }
 
 #[tokio::test]

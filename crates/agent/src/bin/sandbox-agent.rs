@@ -1,7 +1,8 @@
-//! `sandbox-agent`: the agent as its own (statically linkable) binary, for sandboxes
-//! that start it by path. It serves one job on the channel inherited as file
-//! descriptor 3; with `--init` it is the init of a microVM instead (see
-//! [`sandbox_agent::init`]).
+//! `sandbox-agent`: the agent as its own (statically linkable) binary. With `--init` it
+//! is the init of a microVM (see [`sandbox_agent::init`]), which runs this same binary
+//! again as the jail and the jailed agent ([`sandbox_agent::multicall`]); with no
+//! argument it serves one job on the channel inherited as file descriptor 3, for
+//! sandboxes that start it by path.
 
 use std::process::ExitCode;
 
@@ -12,9 +13,13 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(sandbox_agent::init::INIT_ARG) {
         sandbox_agent::init::main();
     }
-    // SAFETY: descriptor 3 is the channel by this program's contract with its launcher,
-    // and nothing else in this process owns it.
-    match unsafe { sandbox_agent::serve_inherited(CHANNEL_FD) } {
+    let code = match sandbox_agent::multicall::dispatch() {
+        Some(code) => code,
+        // SAFETY: descriptor 3 is the channel by this program's contract with its
+        // launcher, and nothing else in this process owns it.
+        None => unsafe { sandbox_agent::serve_inherited(CHANNEL_FD) },
+    };
+    match code {
         0 => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     }

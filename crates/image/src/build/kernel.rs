@@ -8,9 +8,10 @@ use std::process::Command;
 
 /// The modules the guest needs, dependencies first: the virtio core and its MMIO
 /// transport, the block device (root image), the serial ports (QEMU's agent channel),
-/// the entropy device, and vsock over virtio (Firecracker's agent channel). Debian's
-/// cloud kernel builds them as modules; ext4 is built in.
-pub const MODULES: [&str; 9] = [
+/// the entropy device, vsock over virtio (Firecracker's agent channel), and overlayfs
+/// (the jail's read-only views of the system folders). Debian's cloud kernel builds
+/// them as modules; ext4 is built in.
+pub const MODULES: [&str; 10] = [
     "virtio_ring",
     "virtio",
     "virtio_mmio",
@@ -20,6 +21,7 @@ pub const MODULES: [&str; 9] = [
     "vsock",
     "vmw_vsock_virtio_transport_common",
     "vmw_vsock_virtio_transport",
+    "overlay",
 ];
 
 /// The unpacked kernel package.

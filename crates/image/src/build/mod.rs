@@ -41,7 +41,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// Changes when the builder makes different images from the same inputs.
-const BUILDER_VERSION: u32 = 2;
+const BUILDER_VERSION: u32 = 3;
 /// The number of steps the progress lines count.
 const STEPS: u32 = 5;
 /// Where `image build` and `image prune` keep the cache by default.

@@ -236,12 +236,12 @@ fn relative(path: &Path) -> PathBuf {
         .collect()
 }
 
-/// A minimal /etc: the one every sandbox gets (`sandbox_agent::guest`), and the loader
+/// A minimal /etc: the one every sandbox gets (`sandbox_jail::layout`), and the loader
 /// cache.
 fn write_etc(root: &Path) -> Result<(), ImageError> {
     let etc = root.join("etc");
     make_dir(&etc)?;
-    for (name, text) in sandbox_agent::guest::etc_files() {
+    for (name, text) in sandbox_jail::layout::etc_files() {
         let path = etc.join(name);
         fs::write(&path, text).map_err(|e| ImageError::io("writing", &path, e))?;
     }

@@ -4,7 +4,7 @@
 //! Dispatch is by enum, not trait object: there are few backends, and each has its
 //! own configuration.
 
-pub mod cgroup;
+pub use sandbox_jail::cgroup;
 pub mod channel;
 pub mod process;
 pub mod vm;

@@ -126,6 +126,23 @@ impl Runner {
         (status, resp.text().await.expect("body"))
     }
 
+    /// Waits until every sandbox of the pool is ready (a VM pool boots its VMs after the
+    /// runner listens), at most two minutes.
+    pub async fn wait_until_full(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let health = self.health().await;
+            if health["available"] == health["poolSize"] {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pool did not fill: {health}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn health(&self) -> Value {
         let (status, body) = self.get("/health").await;
         assert_eq!(status, 200);

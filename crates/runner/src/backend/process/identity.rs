@@ -7,7 +7,8 @@
 //! `base + i * STRIDE` and its user, the program, to that + 1000. An index is given back
 //! only once every process of its sandbox is gone.
 
-use super::jail::{HostIds, SANDBOX_UID};
+use sandbox_jail::layout::SANDBOX_UID;
+use sandbox_jail::HostIds;
 use std::sync::{Mutex, PoisonError};
 
 /// Host ids set aside per sandbox index (as subordinate id ranges are usually sized).

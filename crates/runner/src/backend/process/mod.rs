@@ -3,16 +3,12 @@
 //! docs/security.md for what each one stops).
 
 pub mod identity;
-pub mod jail;
-pub mod owner;
-pub mod rootfs;
-pub mod seccomp;
 
 use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::channel::{self, ChannelError};
 use super::RunOutcome;
 use identity::{Identities, Identity};
-use jail::{JailSpec, CHANNEL_FD};
+use sandbox_jail::{owner, JailSpec, CHANNEL_FD};
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -134,7 +130,7 @@ impl ProcessBackend {
             source,
         })?;
         tracing::info!(version = ?hierarchy.version(), "cgroups ready");
-        let unprivileged_owner = owner::unprivileged_userns(config.id_base);
+        let unprivileged_owner = unprivileged_owner(config.id_base);
         Ok(ProcessBackend {
             identities: Arc::new(Identities::new(config.id_base)),
             config,
@@ -220,6 +216,29 @@ impl ProcessBackend {
     }
 }
 
+/// Whether sandboxes' user namespaces can be created by their own host identity (so
+/// that the kernel charges what happens inside to it, never to host root). Some kernels
+/// refuse (a sysctl, or an LSM such as Ubuntu's AppArmor restriction): root then makes
+/// them, the per-sandbox host ids still keep per-user counts apart, and the objects
+/// counted against a namespace's owner are refused inside.
+fn unprivileged_owner(first_id: u32) -> bool {
+    match owner::unprivileged_userns(first_id) {
+        Ok(()) => {
+            tracing::info!("sandboxes' user namespaces are created by their own host identity");
+            true
+        }
+        Err(reason) => {
+            tracing::warn!(
+                %reason,
+                "this kernel refuses unprivileged user namespaces: sandboxes' namespaces \
+                 are created by root (their per-user kernel counts are still separate, and \
+                 the objects counted against a namespace's owner are refused inside)"
+            );
+            false
+        }
+    }
+}
+
 /// Starts the jail: this binary with the jail argument, the channel on descriptor 3.
 async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), ProcessError> {
     let spec_json = serde_json::to_string(spec).map_err(ProcessError::Spec)?;
@@ -227,7 +246,7 @@ async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), Proc
     let theirs = OwnedFd::from(theirs);
     let theirs_raw = theirs.as_raw_fd();
     let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg(jail::JAIL_ARG)
+    cmd.arg(sandbox_jail::JAIL_ARG)
         .arg(spec_json)
         .env_clear()
         .stdin(Stdio::null())

@@ -90,9 +90,15 @@ impl Host {
 
     /// The guest kernel's command line, without the VMM's own part.
     pub(super) fn common_cmdline(&self) -> String {
+        let limits = &self.config.sandbox_limits;
         format!(
-            "console=ttyS0 quiet panic=-1 rdinit=/init sandbox.tmpfs_mb={} sandbox.pids_max={}",
-            self.config.tmpfs_mb, self.config.pids_max
+            "console=ttyS0 quiet panic=-1 rdinit=/init sandbox.tmpfs_mb={} sandbox.memory_mb={} \
+             sandbox.cpu_quota_us={} sandbox.cpu_period_us={} sandbox.pids_max={}",
+            self.config.tmpfs_mb,
+            limits.memory_bytes / (1024 * 1024),
+            limits.cpu_quota_us,
+            limits.cpu_period_us,
+            limits.pids_max,
         )
     }
 

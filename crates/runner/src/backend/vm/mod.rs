@@ -85,14 +85,17 @@ pub struct VmConfig {
     pub cgroup_mount: PathBuf,
     /// The runner's state folder; `vm/` below it holds each VM's socket and console.
     pub state_dir: PathBuf,
-    /// Guest memory in MiB.
-    pub memory_mb: u64,
-    /// The VMM process's cgroup: guest memory plus the VMM's own, CPU quota, threads.
+    /// Guest memory in MiB: the sandbox's memory limit, plus room for the guest's
+    /// kernel and init.
+    pub guest_memory_mb: u64,
+    /// The limits of the sandbox's cgroup inside the guest (the guest kernel's cgroup
+    /// v2): what the program gets.
+    pub sandbox_limits: CgroupLimits,
+    /// The VMM process's cgroup on the host, the outer bound: guest memory plus the
+    /// VMM's own, one CPU (the guest's one vCPU), threads.
     pub vmm_limits: CgroupLimits,
-    /// Size of the guest's /tmp, and of its home folder, in MiB.
+    /// Size of the sandbox's /tmp, and of its home folder, in MiB.
     pub tmpfs_mb: u64,
-    /// Most processes of the job inside the guest.
-    pub pids_max: u64,
     /// How long booting a VM to its agent may take.
     pub boot_timeout: Duration,
     /// The first of the host uids VMM processes run as, one per VM (modulo

@@ -72,7 +72,7 @@ pub(super) async fn boot_cold(host: &Host, api: &mut Api, layout: &Layout) -> Re
     let kernel = layout.expose(&image.kernel, sandbox_image::KERNEL_FILE)?;
     let initrd = layout.expose(&image.initrd, sandbox_image::INITRD_FILE)?;
     let rootfs = layout.expose(&image.rootfs, sandbox_image::ROOTFS_FILE)?;
-    let memory_mb = host.config.memory_mb;
+    let memory_mb = host.config.guest_memory_mb;
     for (path, body) in cold_boot_requests(&kernel, &initrd, &rootfs, memory_mb, &cmdline, layout) {
         api.call(Method::PUT, path, body).await?;
     }

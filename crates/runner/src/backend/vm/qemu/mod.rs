@@ -130,7 +130,7 @@ impl Qemu {
         let spec = command::QemuSpec {
             image: &host.image,
             accel,
-            memory_mb: host.config.memory_mb,
+            memory_mb: host.config.guest_memory_mb,
             socket: &socket,
             console: &console,
             cmdline: &cmdline,

@@ -1,9 +1,11 @@
 //! The jail: the single-threaded program that turns itself into a sandbox and then
 //! becomes the agent.
 //!
-//! The runner starts it as `<own binary> __sandbox-jail <spec JSON>` with a clean
-//! environment, the agent channel as descriptor 3 and a pipe as standard error. Its
-//! steps, in the order the kernel needs them:
+//! The runner (process backend) or a VM's init (inside the guest) starts it as
+//! `<own binary> __sandbox-jail <spec JSON>` with a clean environment, the agent channel
+//! as descriptor 3 and standard error where its failure should be read (a pipe to the
+//! runner, the guest's console). Below, "host" is whatever runs the jail: the host, or
+//! the guest's root. Its steps, in the order the kernel needs them:
 //!
 //! outside (host root, in the sandbox's cgroup):
 //! 1. [`sanitize`]: close every inherited descriptor above 3, drop supplementary groups;
@@ -21,7 +23,7 @@
 //! inside (PID 1 of the new namespaces, root there):
 //! 6. [`rootfs::build_root`]: the sandbox's tree (see [`rootfs`]);
 //! 7. [`enter_root`]: pivot_root into it, detach the host's tree, make / read-only;
-//! 8. the loopback interface up ([`sandbox_agent::net::loopback_up`]), [`set_rlimits`];
+//! 8. the loopback interface up ([`crate::net::loopback_up`]), [`set_rlimits`];
 //! 9. [`agent_privileges`]: keep only the capabilities the agent needs to start the
 //!    program as the sandbox user and to end it ([`AGENT_CAPS`]), set no_new_privs;
 //! 10. install the seccomp filter and `execveat` the agent (this same binary, opened
@@ -32,8 +34,9 @@
 //! Any failing step writes `sandbox-jail: <step>: <error>` to standard error and exits
 //! 1, so the runner can say exactly which layer could not be set up.
 
-use super::rootfs::{self, prepare, remount, Stage};
-use super::seccomp::{self, SeccompError};
+use crate::layout::{HOME, SANDBOX_UID};
+use crate::rootfs::{self, prepare, remount, Stage};
+use crate::seccomp::{self, SeccompError};
 use nix::mount::{umount2, MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 use nix::sys::resource::{setrlimit, Resource};
@@ -52,8 +55,6 @@ pub const JAIL_ARG: &str = "__sandbox-jail";
 pub const AGENT_ARG: &str = "__sandbox-agent";
 /// The descriptor the agent channel is inherited on.
 pub const CHANNEL_FD: RawFd = 3;
-/// The sandbox user's id inside the sandbox.
-pub use sandbox_agent::SANDBOX_UID;
 /// What the agent keeps of sandbox root's capabilities (in the sandbox's user namespace
 /// only): to make the program the sandbox user (SETUID, SETGID), to empty the program's
 /// bounding set (SETPCAP), and to end it (KILL).
@@ -76,7 +77,7 @@ pub struct HostIds {
     pub user: u32,
 }
 
-/// What the runner tells the jail.
+/// What the jail is told (by the runner, or by a VM's init).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JailSpec {
     /// The `cgroup.procs` files to join.
@@ -365,7 +366,7 @@ fn inside(spec: &JailSpec, stage: &Stage, exe: OwnedFd, ready: OwnedFd) -> i32 {
         sethostname("sandbox").map_err(JailError::Hostname)?;
         rootfs::build_root(spec, stage)?;
         enter_root(&stage.root())?;
-        sandbox_agent::net::loopback_up().map_err(JailError::Loopback)?;
+        crate::net::loopback_up().map_err(JailError::Loopback)?;
         set_rlimits(spec)?;
         redirect_stdio()?;
         agent_privileges()?;
@@ -403,7 +404,7 @@ fn enter_root(root: &Path) -> Result<(), JailError> {
         Path::new("/"),
         MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
     )?;
-    chdir(sandbox_agent::HOME).map_err(|e| prepare(Path::new(sandbox_agent::HOME), e.into()))
+    chdir(HOME).map_err(|e| prepare(Path::new(HOME), e.into()))
 }
 
 /// Step 8b. No POSIX message queue (their bytes are a per-user kernel count), and a

@@ -14,7 +14,8 @@
 //!   `/etc`, a new `/proc` with the host-wide information files masked, a minimal
 //!   `/dev`, and size-capped `/tmp` and home.
 
-use super::jail::{JailError, JailSpec, SANDBOX_UID};
+use crate::layout::{self, HOME, SANDBOX_UID};
+use crate::setup::{JailError, JailSpec};
 use nix::mount::{mount, MsFlags};
 use nix::sys::stat::{mknod, Mode, SFlag};
 use std::fs::{self, File};
@@ -200,7 +201,7 @@ pub fn build_root(spec: &JailSpec, stage: &Stage) -> Result<(), JailError> {
     let tmp = format!("size={},nr_inodes=16384,mode=1777", spec.tmp_bytes);
     let private = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     mount_tmpfs(&root.join("tmp"), &tmp, private)?;
-    let home = root.join(sandbox_agent::HOME.trim_start_matches('/'));
+    let home = root.join(HOME.trim_start_matches('/'));
     let home_opts = format!(
         "size={},nr_inodes=16384,mode=0700,uid={SANDBOX_UID},gid={SANDBOX_UID}",
         spec.home_bytes
@@ -259,7 +260,7 @@ fn share_python_etc(root: &Path, stage: &Stage) -> Result<(), JailError> {
 }
 
 fn write_etc(root: &Path) -> Result<(), JailError> {
-    for (name, content) in sandbox_agent::guest::etc_files() {
+    for (name, content) in layout::etc_files() {
         let path = root.join("etc").join(name);
         fs::write(&path, content).map_err(|source| prepare(&path, source))?;
     }

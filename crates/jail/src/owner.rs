@@ -17,9 +17,10 @@ use std::process::{Command, Stdio};
 /// The first argument that selects the probe in a multicall binary.
 pub const PROBE_ARG: &str = "__sandbox-userns-probe";
 
-/// Runs the probe as host id `uid` (the first sandbox identity) and tells whether it
-/// could make a user and mount namespace and mount in it.
-pub fn unprivileged_userns(uid: u32) -> bool {
+/// Runs the probe (this same binary, with [`PROBE_ARG`]) as host id `uid` (the first
+/// sandbox identity): `Ok` when it could make a user and mount namespace and mount in
+/// it, else why not.
+pub fn unprivileged_userns(uid: u32) -> Result<(), String> {
     let output = Command::new("/proc/self/exe")
         .args([PROBE_ARG, &uid.to_string()])
         .env_clear()
@@ -28,24 +29,9 @@ pub fn unprivileged_userns(uid: u32) -> bool {
         .stderr(Stdio::piped())
         .output();
     match output {
-        Ok(out) if out.status.success() => {
-            tracing::info!("sandboxes' user namespaces are created by their own host identity");
-            true
-        }
-        Ok(out) => {
-            let said = String::from_utf8_lossy(&out.stderr);
-            tracing::warn!(
-                reason = %said.trim(),
-                "this kernel refuses unprivileged user namespaces: sandboxes' namespaces \
-                 are created by root (their per-user kernel counts are still separate, and \
-                 the objects counted against a namespace's owner are refused inside)"
-            );
-            false
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not run the user namespace probe; namespaces are created by root");
-            false
-        }
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+        Err(e) => Err(format!("could not run the user namespace probe: {e}")),
     }
 }
 

@@ -1,7 +1,13 @@
-//! What every sandbox's `/etc` holds, whichever backend made it: the process backend's
-//! jail writes these files into its tmpfs root, and the VM image builder into the image.
+//! What a sandbox looks like from inside, whichever backend made it: the sandbox user,
+//! its home, the search path, and what `/etc` holds (the jail writes these files into
+//! its tmpfs root, and the VM image builder into the image).
 
-use crate::{HOME, SANDBOX_UID};
+/// The search path given to programs.
+pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// The home directory and working directory of programs.
+pub const HOME: &str = "/home/sandbox";
+/// The sandbox user's id inside a sandbox: the user programs run as.
+pub const SANDBOX_UID: u32 = 1000;
 
 /// The generated files of `/etc`: name and content. Users: root, the sandbox user (the
 /// one programs run as) and nobody; host names for loopback only; no DNS server.

@@ -1,5 +1,6 @@
-//! Control groups: one per sandbox (process backend) or per VMM process (vm backend),
-//! holding its memory, CPU and process limits.
+//! Control groups: one per sandbox (process backend, and inside a VM guest, where the
+//! init makes it in the guest kernel's v2 hierarchy) or per VMM process (vm backend, on
+//! the host), holding its memory, CPU and process limits.
 //!
 //! Layout, v1 (one tree per controller) and v2 (one unified tree) alike:
 //! `<controller root>/sandbox-runner/<instance>/<sandbox>`, where `<instance>` names one

@@ -1,0 +1,169 @@
+//! The sandbox inside the guest: the same jail as the process backend's, made by the
+//! init for the one job of this VM, and the relay between the runner and its agent.
+//!
+//! The init makes a cgroup v2 for the sandbox (the guest kernel's own hierarchy, with
+//! the runner's memory, CPU and process limits), then starts this same binary as the
+//! jail ([`sandbox_jail::JAIL_ARG`]) with one end of a socketpair as its channel. The
+//! jail sets the sandbox up exactly as on a host (namespaces, a minimal root of
+//! read-only overlays, masked `/proc`, no `/sys`, seccomp, the sandbox user) and
+//! becomes its agent. The init then stands in for the runner towards that agent
+//! ([`Jailed`] is the [`Worker`] of the init's exchange with the runner): it forwards
+//! Prepare and the Job, and adds to the answer whether the sandbox's cgroup saw an OOM
+//! kill, which only it can read.
+
+use super::{InitError, Settings};
+use crate::Worker;
+use sandbox_jail::cgroup::{Cgroup, CgroupLimits, Hierarchy};
+use sandbox_jail::layout::SANDBOX_UID;
+use sandbox_jail::{HostIds, JailSpec, CHANNEL_FD, JAIL_ARG};
+use sandbox_protocol::agent::{AgentMessage, Job, Prepare, RunnerMessage};
+use sandbox_protocol::frame;
+use sandbox_protocol::Lang;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// Where the guest's cgroup v2 hierarchy is mounted.
+pub(super) const CGROUP_MOUNT: &str = "/sys/fs/cgroup";
+/// The instance folder of the sandbox's cgroup (there is one runner per guest: the
+/// init).
+const INSTANCE: &str = "guest";
+/// The guest ids of sandbox root (the agent) and, 1000 above, of the sandbox user:
+/// the guest has no other user but root, so any range above root's will do.
+const ID_BASE: u32 = 65_536;
+/// Where the jail mounts its staging tmpfs (an empty folder of the root image, mounted
+/// on in the jail's own mount namespace only).
+const STAGE_DIR: &str = "/run";
+/// Most open files per process, as in the process backend.
+const NOFILE: u64 = 1024;
+
+/// The jailed sandbox of this VM: its cgroup, the jail process, and the channel to its
+/// agent.
+pub(super) struct Jailed {
+    cgroup: Cgroup,
+    _jail: Child,
+    channel: UnixStream,
+}
+
+impl Jailed {
+    /// Makes the cgroup, starts the jail, and waits for its agent's Ready.
+    pub(super) fn start(settings: &Settings) -> Result<Jailed, InitError> {
+        let hierarchy = Hierarchy::open(Path::new(CGROUP_MOUNT), INSTANCE)?;
+        let limits = CgroupLimits {
+            memory_bytes: settings.memory_mb * 1024 * 1024,
+            cpu_quota_us: settings.cpu_quota_us,
+            cpu_period_us: settings.cpu_period_us,
+            pids_max: settings.pids_max,
+        };
+        let cgroup = hierarchy.create("sandbox", &limits)?;
+        let tmpfs_bytes = settings.tmpfs_mb * 1024 * 1024;
+        let spec = JailSpec {
+            cgroup_procs: cgroup.procs_files(),
+            stage_dir: STAGE_DIR.into(),
+            ids: HostIds {
+                root: ID_BASE,
+                user: ID_BASE + SANDBOX_UID,
+            },
+            unprivileged_owner: true,
+            tmp_bytes: tmpfs_bytes,
+            home_bytes: tmpfs_bytes,
+            nofile: NOFILE,
+            // Above the tmpfs size, so that filling /tmp ends in ENOSPC, not SIGXFSZ.
+            fsize_bytes: tmpfs_bytes.saturating_mul(2),
+        };
+        let (jail, mut channel) = spawn_jail(&spec)?;
+        match frame::read::<_, AgentMessage>(&mut channel)? {
+            Some(AgentMessage::Ready) => Ok(Jailed {
+                cgroup,
+                _jail: jail,
+                channel,
+            }),
+            Some(other) => Err(InitError::Jail(format!(
+                "the sandbox's agent said {other:?} instead of Ready"
+            ))),
+            None => Err(InitError::Jail(
+                "the jail ended before its agent was ready (its error is above)".into(),
+            )),
+        }
+    }
+
+    /// The agent's next answer, or why there is none.
+    fn answer(&mut self) -> Result<AgentMessage, String> {
+        match frame::read::<_, AgentMessage>(&mut self.channel) {
+            Ok(Some(message)) => Ok(message),
+            Ok(None) => Err("the sandbox's agent ended without answering".into()),
+            Err(e) => Err(format!("reading the sandbox's agent: {e}")),
+        }
+    }
+
+    fn send(&mut self, message: &RunnerMessage) -> Result<(), String> {
+        frame::write(&mut self.channel, message)
+            .map_err(|e| format!("writing to the sandbox's agent: {e}"))
+    }
+}
+
+impl Worker for Jailed {
+    fn prepare(&mut self, lang: Lang) -> Result<(), String> {
+        self.send(&RunnerMessage::Prepare(Prepare { prepare: lang }))?;
+        match self.answer()? {
+            AgentMessage::Ready => Ok(()),
+            AgentMessage::Failed { message } => Err(message),
+            other => Err(format!(
+                "the sandbox's agent answered a Prepare with {other:?}"
+            )),
+        }
+    }
+
+    fn run(&mut self, job: &Job) -> AgentMessage {
+        let answer = self
+            .send(&RunnerMessage::Job(job.clone()))
+            .and_then(|()| self.answer());
+        match answer {
+            Ok(AgentMessage::Done(mut outcome)) => {
+                outcome.oom_killed = self.cgroup.oom_kills().ok().map(|n| n > 0);
+                AgentMessage::Done(outcome)
+            }
+            Ok(AgentMessage::Ready) => AgentMessage::Failed {
+                message: "the sandbox's agent answered a Job with Ready".into(),
+            },
+            Ok(failed) => failed,
+            Err(message) => AgentMessage::Failed { message },
+        }
+    }
+}
+
+/// Starts this binary as the jail, with an empty environment, the channel on
+/// [`CHANNEL_FD`] and standard error on the console (where the runner reads the VM's
+/// last words if the jail fails).
+fn spawn_jail(spec: &JailSpec) -> Result<(Child, UnixStream), InitError> {
+    let spec_json = serde_json::to_string(spec).map_err(|e| InitError::Jail(e.to_string()))?;
+    let (ours, theirs) = UnixStream::pair().map_err(InitError::Spawn)?;
+    let theirs = OwnedFd::from(theirs);
+    let theirs_raw = theirs.as_raw_fd();
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg(JAIL_ARG)
+        .arg(spec_json)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    // SAFETY: the closure runs in the forked child before exec and only calls dup2 and
+    // fcntl, which are async-signal-safe; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if theirs_raw == CHANNEL_FD {
+                // dup2 onto itself would keep close-on-exec set.
+                if libc::fcntl(CHANNEL_FD, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(theirs_raw, CHANNEL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(InitError::Spawn)?;
+    drop(theirs);
+    Ok((child, ours))
+}

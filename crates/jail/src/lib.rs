@@ -1,0 +1,27 @@
+//! The jail: what every sandboxed program runs in, whichever backend made the sandbox.
+//!
+//! The process backend's runner starts the jail on the host, as root, for each
+//! sandbox; a VM's init (the agent) starts the same jail inside the guest, as the
+//! guest's root. Either way the jail sets the sandbox up around itself (a cgroup,
+//! fresh namespaces, a minimal root, capabilities, seccomp) and then becomes the
+//! sandbox's agent, which runs the program as the sandbox user (see [`setup`] for the
+//! steps and docs/security.md for what each one stops).
+//!
+//! - [`setup`]: the steps, in order, and [`JailSpec`], what the jail is told;
+//! - [`rootfs`]: the sandbox's file system (overlays, `/etc`, masked `/proc`, `/dev`);
+//! - [`seccomp`]: the system-call filters;
+//! - [`cgroup`]: per-sandbox control groups, v1 and v2, used by the runner on a host
+//!   and by the init inside a guest;
+//! - [`owner`]: the probe for user namespaces made by an unprivileged identity;
+//! - [`layout`]: what the sandbox looks like from inside (user, home, `/etc`);
+//! - [`net`]: the loopback interface.
+
+pub mod cgroup;
+pub mod layout;
+pub mod net;
+pub mod owner;
+pub mod rootfs;
+pub mod seccomp;
+pub mod setup;
+
+pub use setup::{main, HostIds, JailError, JailSpec, AGENT_ARG, AGENT_CAPS, CHANNEL_FD, JAIL_ARG};
