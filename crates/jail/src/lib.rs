@@ -24,4 +24,6 @@ pub mod rootfs;
 pub mod seccomp;
 pub mod setup;
 
-pub use setup::{main, HostIds, JailError, JailSpec, AGENT_ARG, AGENT_CAPS, CHANNEL_FD, JAIL_ARG};
+pub use setup::{
+    main, HostIds, JailError, JailSpec, Rootless, AGENT_ARG, AGENT_CAPS, CHANNEL_FD, JAIL_ARG,
+};

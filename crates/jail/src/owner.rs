@@ -49,10 +49,13 @@ pub fn probe_main(uid: &str) -> i32 {
 
 fn probe(uid: &str) -> Result<(), String> {
     let id: u32 = uid.parse().map_err(|e| format!("bad uid {uid:?}: {e}"))?;
-    let (u, g) = (Uid::from_raw(id), Gid::from_raw(id));
-    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
-    setresgid(g, g, g).map_err(|e| format!("setresgid {id}: {e}"))?;
-    setresuid(u, u, u).map_err(|e| format!("setresuid {id}: {e}"))?;
+    // Root becomes `id` first; an ordinary user probes as itself.
+    if nix::unistd::geteuid().is_root() {
+        let (u, g) = (Uid::from_raw(id), Gid::from_raw(id));
+        nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+        setresgid(g, g, g).map_err(|e| format!("setresgid {id}: {e}"))?;
+        setresuid(u, u, u).map_err(|e| format!("setresuid {id}: {e}"))?;
+    }
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
         .map_err(|e| format!("unshare(CLONE_NEWUSER | CLONE_NEWNS) as uid {id}: {e}"))?;
     let root = Path::new("/");

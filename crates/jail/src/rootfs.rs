@@ -7,7 +7,10 @@
 //!   tmpfs holding this sandbox's own device nodes, an empty folder and an empty file
 //!   (the sources of the masks), and the mount point of the new root. Device nodes made
 //!   here are new inodes: a lock or a watch on the sandbox's `/dev/null` touches no
-//!   other sandbox's and not the host's.
+//!   other sandbox's and not the host's. A jail run by an ordinary user makes the stage
+//!   inside the new namespaces instead ([`Stage::make_inside`]), where no device node
+//!   can be made: the host's are bound in, so their inodes (and `flock` locks on them)
+//!   are shared with the host.
 //! - the root itself ([`build_root`]), made inside the new namespaces: a tmpfs with the
 //!   host's system folders as read-only overlays (a private view of shared files: their
 //!   inodes, and so their `flock` locks, belong to this sandbox alone), a generated
@@ -135,15 +138,52 @@ impl Stage {
         let stage = Stage {
             dir: dir.to_owned(),
         };
-        make_dir(&stage.root(), 0o755)?;
-        make_dir(&stage.empty_dir(), 0o555)?;
-        File::create(stage.blank()).map_err(|source| prepare(&stage.blank(), source))?;
-        set_mode(&stage.blank(), 0o444)?;
-        make_dir(&stage.devices(), 0o755)?;
+        stage.make_sources()?;
         for name in DEVICES {
             make_device(name, &stage.devices().join(name))?;
         }
         Ok(stage)
+    }
+
+    /// For a jail run by an ordinary user, inside its new user and mount namespaces
+    /// (sandbox root, all capabilities there): the staging tmpfs on `dir`, with the
+    /// host's device nodes bound onto empty files, the empty folder and the empty file.
+    pub fn make_inside(dir: &Path) -> Result<Stage, JailError> {
+        mount_at(
+            None::<&str>,
+            Path::new("/"),
+            None,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None,
+        )?;
+        let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+        mount_at(
+            Some("tmpfs"),
+            dir,
+            Some("tmpfs"),
+            flags,
+            Some("size=64k,nr_inodes=64,mode=0755"),
+        )?;
+        let stage = Stage {
+            dir: dir.to_owned(),
+        };
+        stage.make_sources()?;
+        for name in DEVICES {
+            let target = stage.devices().join(name);
+            File::create(&target).map_err(|source| prepare(&target, source))?;
+            let host = Path::new("/dev").join(name);
+            mount_at(Some(&host), &target, None, MsFlags::MS_BIND, None)?;
+        }
+        Ok(stage)
+    }
+
+    /// The mount point of the root, the sources of the masks, the devices' folder.
+    fn make_sources(&self) -> Result<(), JailError> {
+        make_dir(&self.root(), 0o755)?;
+        make_dir(&self.empty_dir(), 0o555)?;
+        File::create(self.blank()).map_err(|source| prepare(&self.blank(), source))?;
+        set_mode(&self.blank(), 0o444)?;
+        make_dir(&self.devices(), 0o755)
     }
 
     /// The mount point of the sandbox's root.

@@ -77,18 +77,38 @@ pub struct HostIds {
     pub user: u32,
 }
 
+/// How a jail started by an ordinary user (not root) maps its ids: through the setuid
+/// helpers of the `uidmap` package, which map the subordinate ids `/etc/subuid` and
+/// `/etc/subgid` grant that user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rootless {
+    /// `newuidmap`.
+    pub newuidmap: PathBuf,
+    /// `newgidmap`.
+    pub newgidmap: PathBuf,
+}
+
 /// What the jail is told (by the runner, or by a VM's init).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JailSpec {
-    /// The `cgroup.procs` files to join.
+    /// The `cgroup.procs` files to join (none: the sandbox has no cgroup, and its
+    /// memory and CPU are not limited).
     pub cgroup_procs: Vec<PathBuf>,
     /// An empty host folder for the stage (mounted on in the jail's mount namespace).
     pub stage_dir: PathBuf,
-    /// This sandbox's host identities (no other sandbox running at the same time has
-    /// them).
+    /// This sandbox's host uids (no other sandbox running at the same time has them).
     pub ids: HostIds,
+    /// This sandbox's host gids (the same numbers as `ids` where root runs the jail).
+    pub gids: HostIds,
     /// Create the user namespace as `ids.root` rather than as host root.
     pub unprivileged_owner: bool,
+    /// Set when an ordinary user runs the jail: the user namespace is the user's, its
+    /// ids are mapped by the helpers, the stage is made inside it and the device nodes
+    /// are the host's, bound in (an unprivileged user cannot make any).
+    pub rootless: Option<Rootless>,
+    /// The most processes the sandbox user may have at once, as an rlimit: the process
+    /// cap of a sandbox without a cgroup (the user is the sandbox's own).
+    pub nproc: Option<u64>,
     /// Size of /tmp in bytes.
     pub tmp_bytes: u64,
     /// Size of the home folder in bytes.
@@ -139,6 +159,14 @@ pub enum JailError {
     /// Creating the namespaces (clone) failed.
     #[error("creating the namespaces (clone): {0}")]
     Clone(io::Error),
+    /// A helper that maps ids (`newuidmap`, `newgidmap`) failed.
+    #[error("{helper}: {said}")]
+    IdHelper {
+        /// The helper.
+        helper: PathBuf,
+        /// What it said, or why it could not run.
+        said: String,
+    },
     /// Writing an id map of the user namespace failed.
     #[error("writing {path} for the user namespace: {source}")]
     IdMap {
@@ -225,20 +253,28 @@ pub fn main(spec_json: &str) -> i32 {
 
 fn run(spec_json: &str) -> Result<i32, JailError> {
     let spec: JailSpec = serde_json::from_str(spec_json)?;
-    sanitize()?;
+    sanitize(spec.rootless.is_none())?;
     let exe = open_self()?;
     join_cgroup(&spec.cgroup_procs)?;
-    let stage = Stage::make(&spec.stage_dir)?;
+    // Root stages in a mount namespace of the jail's own; an ordinary user can make
+    // one only inside the new user namespace, so the child does it there.
+    let stage = match spec.rootless {
+        None => Some(Stage::make(&spec.stage_dir)?),
+        Some(_) => None,
+    };
     let (ready_rx, ready_tx) = pipe()?;
-    let owner = spec.unprivileged_owner.then_some(spec.ids.root);
+    let owner = (spec.unprivileged_owner && spec.rootless.is_none()).then_some(spec.ids.root);
     match clone_as_owner(owner)? {
         None => {
             drop(ready_tx);
-            Ok(inside(&spec, &stage, exe, ready_rx))
+            Ok(inside(&spec, stage, exe, ready_rx))
         }
         Some(child) => {
             drop(ready_rx);
-            write_id_maps(child, spec.ids)?;
+            match &spec.rootless {
+                None => write_id_maps(child, spec.ids, spec.gids)?,
+                Some(helpers) => map_ids_with_helpers(child, helpers, spec.ids, spec.gids)?,
+            }
             File::from(ready_tx)
                 .write_all(b"1")
                 .map_err(JailError::Sync)?;
@@ -247,13 +283,17 @@ fn run(spec_json: &str) -> Result<i32, JailError> {
     }
 }
 
-/// Step 1: no descriptor but 0-3 survives, and no supplementary group.
-fn sanitize() -> Result<(), JailError> {
+/// Step 1: no descriptor but 0-3 survives, and (as root) no supplementary group. An
+/// ordinary user cannot drop theirs: the sandbox keeps them, unmapped (documented).
+fn sanitize(as_root: bool) -> Result<(), JailError> {
     // SAFETY: close_range only closes descriptors; nothing in this fresh, single-threaded
     // process holds one above 3.
     let rc = unsafe { libc::syscall(libc::SYS_close_range, CHANNEL_FD + 1, u32::MAX, 0) };
     if rc != 0 {
         return Err(JailError::Sanitize(io::Error::last_os_error()));
+    }
+    if !as_root {
+        return Ok(());
     }
     nix::unistd::setgroups(&[]).map_err(JailError::Groups)
 }
@@ -332,14 +372,54 @@ fn clone_namespaces() -> Result<Option<Pid>, JailError> {
     }
 }
 
-/// Step 5: sandbox root -> `ids.root`, the sandbox user -> `ids.user`; no other id
-/// exists inside, and setgroups is denied.
-fn write_id_maps(child: Pid, ids: HostIds) -> Result<(), JailError> {
-    let map = format!("0 {} 1\n{SANDBOX_UID} {} 1\n", ids.root, ids.user);
+/// Step 5: sandbox root -> `ids.root`, the sandbox user -> `ids.user` (and the same for
+/// groups); no other id exists inside, and setgroups is denied.
+fn write_id_maps(child: Pid, ids: HostIds, gids: HostIds) -> Result<(), JailError> {
+    let map = |ids: HostIds| format!("0 {} 1\n{SANDBOX_UID} {} 1\n", ids.root, ids.user);
+    let (uid_map, gid_map) = (map(ids), map(gids));
     let proc_dir = PathBuf::from(format!("/proc/{child}"));
-    for (file, content) in [("setgroups", "deny"), ("uid_map", &map), ("gid_map", &map)] {
+    for (file, content) in [
+        ("setgroups", "deny"),
+        ("uid_map", uid_map.as_str()),
+        ("gid_map", gid_map.as_str()),
+    ] {
         let path = proc_dir.join(file);
         fs::write(&path, content).map_err(|source| JailError::IdMap { path, source })?;
+    }
+    Ok(())
+}
+
+/// Step 5 for an ordinary user: the same maps, written by the setuid helpers, which
+/// check them against the user's subordinate ids; setgroups is denied first (the
+/// helpers leave it so when the map does not hold the caller's own group).
+fn map_ids_with_helpers(
+    child: Pid,
+    helpers: &Rootless,
+    ids: HostIds,
+    gids: HostIds,
+) -> Result<(), JailError> {
+    let setgroups = PathBuf::from(format!("/proc/{child}/setgroups"));
+    fs::write(&setgroups, "deny").map_err(|source| JailError::IdMap {
+        path: setgroups,
+        source,
+    })?;
+    for (helper, ids) in [(&helpers.newuidmap, ids), (&helpers.newgidmap, gids)] {
+        let failed = |said: String| JailError::IdHelper {
+            helper: helper.clone(),
+            said,
+        };
+        let out = std::process::Command::new(helper)
+            .arg(child.to_string())
+            .args(["0", &ids.root.to_string(), "1"])
+            .args([&SANDBOX_UID.to_string(), &ids.user.to_string(), "1"])
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| failed(e.to_string()))?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            return Err(failed(format!("{} ({said})", out.status)));
+        }
     }
     Ok(())
 }
@@ -356,15 +436,23 @@ fn wait_exit_code(child: Pid) -> Result<i32, JailError> {
 }
 
 /// The child's side: steps 6 to 10. Returns only on failure, with the exit code.
-fn inside(spec: &JailSpec, stage: &Stage, exe: OwnedFd, ready: OwnedFd) -> i32 {
+fn inside(spec: &JailSpec, stage: Option<Stage>, exe: OwnedFd, ready: OwnedFd) -> i32 {
     let result = (|| -> Result<(), JailError> {
         wait_for_parent(ready)?;
         setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
             .map_err(JailError::NsRoot)?;
         setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
             .map_err(JailError::NsRoot)?;
+        // The sandbox ends with the jail (a change of ids cleared any earlier setting):
+        // its first process dies, and with it every process of its PID namespace.
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+            .map_err(JailError::NsRoot)?;
         sethostname("sandbox").map_err(JailError::Hostname)?;
-        rootfs::build_root(spec, stage)?;
+        let stage = match stage {
+            Some(stage) => stage,
+            None => Stage::make_inside(&spec.stage_dir)?,
+        };
+        rootfs::build_root(spec, &stage)?;
         enter_root(&stage.root())?;
         crate::net::loopback_up().map_err(JailError::Loopback)?;
         set_rlimits(spec)?;
@@ -407,16 +495,19 @@ fn enter_root(root: &Path) -> Result<(), JailError> {
     chdir(HOME).map_err(|e| prepare(Path::new(HOME), e.into()))
 }
 
-/// Step 8b. No POSIX message queue (their bytes are a per-user kernel count), and a
-/// small budget of queued signals.
+/// Step 8b. No POSIX message queue (their bytes are a per-user kernel count), a small
+/// budget of queued signals, and where the sandbox has no cgroup its process cap.
 fn set_rlimits(spec: &JailSpec) -> Result<(), JailError> {
-    let limits = [
+    let mut limits = vec![
         (Resource::RLIMIT_CORE, 0),
         (Resource::RLIMIT_NOFILE, spec.nofile),
         (Resource::RLIMIT_FSIZE, spec.fsize_bytes),
         (Resource::RLIMIT_MSGQUEUE, 0),
         (Resource::RLIMIT_SIGPENDING, SIGPENDING_MAX),
     ];
+    if let Some(nproc) = spec.nproc {
+        limits.push((Resource::RLIMIT_NPROC, nproc));
+    }
     for (resource, value) in limits {
         setrlimit(resource, value, value)
             .map_err(|source| JailError::Rlimit { resource, source })?;

@@ -22,6 +22,9 @@ pub struct Banner {
     pub backend: BackendKind,
     /// The embedded runner's pool size.
     pub pool_size: usize,
+    /// Whether the sandboxes have their memory and CPU limits (false only with
+    /// `--unsafe-no-resource-limits`).
+    pub resource_limits: bool,
     /// This program, for the stdio settings.
     pub exe: Option<PathBuf>,
 }
@@ -84,6 +87,12 @@ fn indented(f: &mut fmt::Formatter<'_>, indent: usize, text: &str) -> fmt::Resul
     Ok(())
 }
 
+/// What the banner says when the sandboxes run without memory and CPU limits.
+const NO_LIMITS_WARNING: &str =
+    "  WARNING: UNSAFE: --unsafe-no-resource-limits is set: sandboxes have NO memory\n  \
+     and NO CPU limit (their processes are still capped). A program can take all of this\n  \
+     machine's memory and CPU. Run as root, or in a delegated cgroup v2, to have limits.";
+
 impl fmt::Display for Banner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let backend = match self.backend {
@@ -103,6 +112,10 @@ impl fmt::Display for Banner {
             self.runner,
             crate::report::plural(self.pool_size, "sandbox")
         )?;
+        if !self.resource_limits {
+            writeln!(f)?;
+            writeln!(f, "{NO_LIMITS_WARNING}")?;
+        }
         writeln!(f)?;
         writeln!(f, "Claude Code (either line):")?;
         indented(f, 2, &self.claude_add())?;
@@ -155,6 +168,7 @@ mod tests {
             runner: "http://127.0.0.1:4000".into(),
             backend: BackendKind::Process,
             pool_size: 1,
+            resource_limits: true,
             exe: Some(PathBuf::from("/opt/sandbox-mcp")),
         }
     }

@@ -56,7 +56,7 @@ const REFUSED_VARIABLES: [(&str, &str); 5] = [
 /// Why the embedded runner could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
-    /// Not root: the process backend cannot make its sandboxes.
+    /// Not root, and what stands in for root is missing: no sandbox can be made.
     #[error("{0}")]
     NotRoot(NotRoot),
     /// A setting was given that an embedded runner cannot honour.
@@ -146,9 +146,6 @@ pub async fn start(
     args: &EmbeddedRunnerArgs,
     stop: watch::Receiver<bool>,
 ) -> Result<EmbeddedRunner, EmbedError> {
-    if !nix::unistd::geteuid().is_root() {
-        return Err(EmbedError::NotRoot(NotRoot::new()?));
-    }
     let token = random_hex().map_err(EmbedError::Random)?;
     let config = runner_config(args, &token)?;
     let addr = config.listen;
@@ -169,11 +166,15 @@ pub async fn start(
     ));
     if ready_rx.await.is_err() {
         // The runner ended before it was ready: its error says why.
-        return Err(match task.await {
+        let error = match task.await {
             Ok(Err(e)) => e.into(),
             Ok(Ok(())) => EmbedError::Gone,
             Err(e) => e.into(),
-        });
+        };
+        if nix::unistd::geteuid().is_root() {
+            return Err(error);
+        }
+        return Err(EmbedError::NotRoot(NotRoot::new(error.to_string())?));
     }
     Ok(EmbeddedRunner {
         url: format!("http://{bound}"),
@@ -198,6 +199,15 @@ fn runner_config(
     Ok(serve.validate()?)
 }
 
+/// This process's user name (its uid where it has none).
+fn current_user() -> String {
+    let uid = nix::unistd::getuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |user| user.name)
+}
+
 /// Completes when `stop` turns true (or its sender is gone).
 pub async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
@@ -213,20 +223,25 @@ pub fn random_hex() -> std::io::Result<String> {
 /// What to do instead when the embedded runner cannot make sandboxes as this user.
 ///
 /// The process backend gives every sandbox host ids of its own and limits it with
-/// cgroups; handing out ids and writing cgroups (v1 here, or v2 without a delegated
-/// subtree) needs root. The message gives commands that work, with a fresh token filled in.
+/// cgroups. An ordinary user can do the same only where the kernel lets them make user
+/// namespaces, `/etc/subuid` and `/etc/subgid` grant them ids (mapped by the uidmap
+/// package's helpers), and a cgroup can limit the sandboxes (or they opt out of memory
+/// and CPU limits by name). The message says what was missing and gives commands that
+/// work, with a fresh token filled in.
 #[derive(Debug)]
 pub struct NotRoot {
+    reason: String,
     mcp: PathBuf,
     runner: PathBuf,
     token: String,
 }
 
 impl NotRoot {
-    fn new() -> Result<NotRoot, EmbedError> {
+    fn new(reason: String) -> Result<NotRoot, EmbedError> {
         let mcp = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sandbox-mcp"));
         let runner = mcp.with_file_name("sandbox-runner");
         Ok(NotRoot {
+            reason,
             mcp,
             runner,
             token: random_hex().map_err(EmbedError::Random)?,
@@ -239,10 +254,12 @@ impl std::fmt::Display for NotRoot {
         let (mcp, runner, token) = (self.mcp.display(), self.runner.display(), &self.token);
         writeln!(
             f,
-            "the sandboxes need root here: each one gets host user ids of its own and \
-             cgroup limits (256 MB, half a CPU), which only root can hand out on this \
-             host; sandbox-mcp has no rootless mode yet. Ways that work:"
+            "the sandboxes need root here, or what stands in for it: each one gets user \
+             ids of its own and cgroup limits (256 MB, half a CPU). As this user: {}",
+            self.reason
         )?;
+        writeln!(f)?;
+        writeln!(f, "Ways that work:")?;
         writeln!(f)?;
         writeln!(f, "1. Run it as root:")?;
         writeln!(f, "     sudo {mcp} up")?;
@@ -266,9 +283,25 @@ impl std::fmt::Display for NotRoot {
             f,
             "   then, as yourself (or in the client's server settings):"
         )?;
-        write!(
+        writeln!(
             f,
             "     SANDBOX_RUNNER_URL=http://127.0.0.1:8081 SANDBOX_RUNNER_TOKEN={token} {mcp} stdio"
-        )
+        )?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "3. Without root, where the kernel lets you make user namespaces: give yourself \
+             subordinate ids and the helpers that map them (once, as root), then run \
+             without memory and CPU limits, which an ordinary user can only have in a \
+             delegated cgroup v2 (UNSAFE: a program can take all of this machine's memory \
+             and CPU; its processes stay capped):"
+        )?;
+        writeln!(
+            f,
+            "     sudo apt-get install uidmap && sudo usermod --add-subuids 100000-165535 \
+             --add-subgids 100000-165535 {user}",
+            user = current_user()
+        )?;
+        write!(f, "     RUNNER_UNSAFE_NO_RESOURCE_LIMITS=true {mcp} up")
     }
 }

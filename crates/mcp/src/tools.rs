@@ -43,16 +43,25 @@ fn description(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> String {
     } else {
         "no network access"
     };
+    let resources = if limits.resource_limits {
+        format!(
+            "{} MB of memory and {}",
+            limits.memory_mb,
+            cpus(limits.cpus)
+        )
+    } else {
+        "NO memory or CPU limit (this server runs with --unsafe-no-resource-limits: keep \
+         programs small)"
+            .to_owned()
+    };
     format!(
         "Runs {program} in a fresh, isolated sandbox and returns its stdout, stderr and exit code. \
          Every call gets a new sandbox: nothing is kept between calls (no files, variables or \
          installed packages), so send the complete program each time. The sandbox has \
-         {network}, {memory} MB of memory and {cpu}. The program is killed after timeoutMs \
+         {network}, {resources}. The program is killed after timeoutMs \
          (default {default_timeout_ms} ms, at most {max} ms). Each output stream is capped at \
          {cap} (the program is stopped there), and long output is shown as its first and \
          last lines with the number of lines and bytes left out. Print the results you want to see.",
-        memory = limits.memory_mb,
-        cpu = cpus(limits.cpus),
         max = limits.max_timeout_ms,
         cap = bytes(limits.output_cap_bytes),
     )

@@ -264,6 +264,133 @@ async fn as_a_normal_user_up_gives_commands_that_work() {
     drop(runner);
 }
 
+/// Subordinate ids granted to a user in /etc/subuid and /etc/subgid for a test, taken
+/// back when it ends (passing or not).
+struct SubordinateIds(String);
+
+impl SubordinateIds {
+    fn grant(line: &str) -> SubordinateIds {
+        for file in ["/etc/subuid", "/etc/subgid"] {
+            let mut text = std::fs::read_to_string(file).unwrap_or_default();
+            text.push_str(line);
+            text.push('\n');
+            std::fs::write(file, text).expect("granting subordinate ids");
+        }
+        SubordinateIds(line.to_owned())
+    }
+}
+
+impl Drop for SubordinateIds {
+    fn drop(&mut self) {
+        for file in ["/etc/subuid", "/etc/subgid"] {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            let kept: String = text
+                .lines()
+                .filter(|l| *l != self.0)
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let _ = std::fs::write(file, kept);
+        }
+    }
+}
+
+/// As an ordinary user with subordinate ids (and the uidmap helpers), on a host that
+/// offers no delegated cgroup v2 (this one: v1), `up` refuses to run without limits
+/// unless told by name; told, it runs programs, and says loudly that they have no memory
+/// or CPU limit: in its banner and in every tool's description.
+#[tokio::test]
+async fn as_a_normal_user_with_subordinate_ids_up_runs_programs_only_when_told_to_drop_limits() {
+    assert!(nix::unistd::geteuid().is_root(), "the test switches users");
+    let _ids = SubordinateIds::grant("nobody:3100000:65536");
+    let state = state_dir("rootless");
+    std::fs::create_dir_all(&state).expect("state folder");
+    nix::unistd::chown(&state, Some(65534.into()), Some(65534.into())).expect("chown state");
+    let as_nobody = |opt_out: bool| {
+        let mut command = Command::new("setpriv");
+        command
+            .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_sandbox-mcp"))
+            .arg("up")
+            .env_remove("MCP_AUTH_TOKEN")
+            .env("XDG_STATE_HOME", &state)
+            .env("PORT", "0")
+            .env("RUNNER_POOL_SIZE", "2")
+            .env("RUST_LOG", "warn");
+        if opt_out {
+            command.env("RUNNER_UNSAFE_NO_RESOURCE_LIMITS", "true");
+        }
+        command
+    };
+    let (status, stderr) = exit_and_stderr(
+        as_nobody(false)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("setpriv up"),
+    );
+    assert!(!status.success());
+    assert!(
+        stderr.contains("delegated") && stderr.contains("RUNNER_UNSAFE_NO_RESOURCE_LIMITS=true"),
+        "{stderr}"
+    );
+
+    let mut child = Stopped(
+        as_nobody(true)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("setpriv up"),
+    );
+    let mut banner = String::new();
+    for line in BufReader::new(child.0.stdout.take().expect("stdout")).lines() {
+        let line = line.expect("a banner line");
+        banner.push_str(&line);
+        banner.push('\n');
+        if line.starts_with("Stop with Ctrl-C") {
+            break;
+        }
+    }
+    assert!(banner.contains("WARNING: UNSAFE"), "{banner}");
+    let value = |key: &str| {
+        banner
+            .lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(2))
+            .expect(key)
+            .to_owned()
+    };
+    let (url, token) = (value("MCP endpoint:"), value("Bearer token:"));
+    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(token);
+    let client =
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    for tool in &tools {
+        let description = tool.description.as_deref().unwrap_or_default();
+        assert!(
+            description.contains("NO memory or CPU limit"),
+            "{description}"
+        );
+    }
+    let result = client
+        .call_tool(common::call(
+            "run_python",
+            "import os; print(os.getuid(), 6 * 7)",
+            None,
+        ))
+        .await
+        .expect("tools/call");
+    assert_eq!(result.is_error, Some(false), "{}", common::text(&result));
+    assert_eq!(
+        result.structured_content.expect("structured")["stdout"],
+        "1000 42\n"
+    );
+    client.cancel().await.expect("close");
+    drop(child);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
 /// The command on the line of `text` that holds `start`, from `start` on.
 fn command_after(text: &str, start: &str) -> String {
     let line = text

@@ -91,6 +91,16 @@ pub struct Limits {
     pub queue_timeout_ms: u64,
     /// Whether a sandbox can reach any network (never, today).
     pub network: bool,
+    /// Whether `memory_mb` and `cpus` are enforced. False only where the operator
+    /// started the runner with `--unsafe-no-resource-limits` (an ordinary user's runner
+    /// without a delegated cgroup): the process cap stays.
+    #[serde(default = "enforced")]
+    pub resource_limits: bool,
+}
+
+/// Limits are enforced unless a runner says otherwise (older runners say nothing).
+fn enforced() -> bool {
+    true
 }
 
 impl Default for Limits {
@@ -106,6 +116,7 @@ impl Default for Limits {
             code_cap_bytes: defaults::CODE_CAP_BYTES,
             queue_timeout_ms: defaults::QUEUE_TIMEOUT_MS,
             network: false,
+            resource_limits: true,
         }
     }
 }

@@ -104,6 +104,11 @@ pub struct SandboxArgs {
     /// an unprivileged user in a cgroup). For hosts where the jailer cannot run.
     #[arg(long, env = "RUNNER_FIRECRACKER_WITHOUT_JAILER")]
     pub firecracker_without_jailer: bool,
+    /// UNSAFE: make process sandboxes without cgroups, so without memory and CPU limits
+    /// (the process cap stays, as an rlimit). Only for an ordinary user's runner on a
+    /// host that offers no delegated cgroup v2 subtree; `/health` and sandbox-mcp say so.
+    #[arg(long, env = "RUNNER_UNSAFE_NO_RESOURCE_LIMITS")]
+    pub unsafe_no_resource_limits: bool,
     /// Refill the pool from a snapshot of a booted VM rather than by booting (Firecracker).
     #[arg(long, env = "RUNNER_VM_SNAPSHOTS", default_value_t = true, action = clap::ArgAction::Set)]
     pub vm_snapshots: bool,
@@ -315,6 +320,12 @@ impl SandboxArgs {
             "at least 1",
             self.vm_boot_timeout_ms,
         )?;
+        check(
+            !(self.unsafe_no_resource_limits && self.backend == BackendKind::Vm),
+            "RUNNER_UNSAFE_NO_RESOURCE_LIMITS",
+            "off with the vm backend (its limits are the guest's own)",
+            self.unsafe_no_resource_limits,
+        )?;
         let backend = match self.backend {
             BackendKind::Process => BackendConfig::Process(self.process_config()),
             BackendKind::Vm => BackendConfig::Vm(self.vm_config()),
@@ -347,6 +358,7 @@ impl SandboxArgs {
             tmpfs_bytes: self.tmpfs_mb * mib,
             nofile: 1024,
             create_timeout: Duration::from_secs(10),
+            unsafe_no_resource_limits: self.unsafe_no_resource_limits,
         }
     }
 
@@ -448,6 +460,7 @@ impl ServeArgs {
             code_cap_bytes: self.pool.code_cap_bytes as u64,
             queue_timeout_ms: self.pool.queue_timeout_ms,
             network: false,
+            resource_limits: !self.sandbox.unsafe_no_resource_limits,
         };
         Ok(RunnerConfig {
             listen: self.listen,

@@ -75,7 +75,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
             max: config.max_timeout.as_millis(),
         });
     }
-    let backend = make_backend(&config)?;
+    let backend = make_backend(&config, 1)?;
     let mut sandbox = match backend.create(None).await {
         Ok(sandbox) => sandbox,
         Err(e) => {

@@ -26,12 +26,13 @@ pub enum ServeError {
     FirstSandbox(BackendError),
 }
 
-/// Makes the backend a configuration names.
-pub fn make_backend(config: &SandboxConfig) -> Result<Backend, BackendError> {
+/// Makes the backend a configuration names, for up to `sandboxes` at once.
+pub fn make_backend(config: &SandboxConfig, sandboxes: usize) -> Result<Backend, BackendError> {
     match &config.backend {
-        BackendConfig::Process(process) => {
-            Ok(Backend::Process(ProcessBackend::new(process.clone())?))
-        }
+        BackendConfig::Process(process) => Ok(Backend::Process(ProcessBackend::new(
+            process.clone(),
+            sandboxes,
+        )?)),
         BackendConfig::Vm(vm) => Ok(Backend::Vm(Box::new(VmBackend::new(vm.clone())?))),
     }
 }
@@ -46,7 +47,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(),
 ) -> Result<(), ServeError> {
-    let backend = Arc::new(make_backend(&config.sandbox)?);
+    let backend = Arc::new(make_backend(&config.sandbox, config.pool.size)?);
     let name = backend.name();
     let pool = Pool::start(backend, config.pool)
         .await

@@ -278,3 +278,70 @@ async fn concurrent_runs_never_mix() {
     }
     assert!(host_processes_with("open('/tmp/id'").is_empty());
 }
+
+/// On the host, the program runs as a uid of its own: not root, not the runner's user,
+/// and not its agent's (which runs as another uid of the sandbox's, so the program can
+/// neither signal, trace nor re-limit it).
+#[tokio::test]
+async fn the_program_runs_as_a_host_uid_of_its_own() {
+    if common::backend() == "vm" {
+        eprintln!("SKIPPED the_program_runs_as_a_host_uid_of_its_own: a VM's program is not a host process");
+        return;
+    }
+    let runner = Runner::start();
+    let marker = format!("3.0{}", std::process::id());
+    let code = format!("sleep {marker}; echo done");
+    let run = runner.run("bash", &code);
+    let look = async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(found) = host_processes_with(&format!("sleep {marker}")).first() {
+                let pid: u32 = found.split(':').next().unwrap().parse().unwrap();
+                return program_and_agent_uids(pid);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the program never showed up"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let (out, (program_uid, agent_uid)) = tokio::join!(run, look);
+    assert_eq!(stdout(&out), "done\n", "{out}");
+    let runner_uid = common::test_uid().unwrap_or(0);
+    for uid in [program_uid, agent_uid] {
+        assert_ne!(uid, 0, "a sandbox process runs as host root");
+        assert_ne!(
+            uid, runner_uid,
+            "a sandbox process runs as the runner's user"
+        );
+    }
+    assert_ne!(
+        program_uid, agent_uid,
+        "the program runs as its agent's user"
+    );
+}
+
+/// The host uids of a sandboxed process and of the agent above it (the nearest ancestor
+/// whose command line starts with sandbox-agent), read while the process runs.
+fn program_and_agent_uids(pid: u32) -> (u32, u32) {
+    let status =
+        |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |text: &str, name: &str| -> u32 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    let program = status(pid);
+    let mut ancestor = field(&program, "PPid:");
+    loop {
+        let text = status(ancestor);
+        let cmdline = std::fs::read(format!("/proc/{ancestor}/cmdline")).unwrap_or_default();
+        if cmdline.starts_with(b"sandbox-agent\0") {
+            return (field(&program, "Uid:"), field(&text, "Uid:"));
+        }
+        ancestor = field(&text, "PPid:");
+        assert!(ancestor > 1, "no agent above the program");
+    }
+}

@@ -9,6 +9,9 @@ use common::{exit_code, host_processes_with, stderr, stdout, Runner};
 /// outside the sandbox's cgroup), 400 MiB is the OOM killer's, and the run says so.
 #[tokio::test]
 async fn memory_200_mb_works_and_400_mb_is_killed() {
+    if common::without_resource_limits("memory_200_mb_works_and_400_mb_is_killed") {
+        return;
+    }
     let runner = Runner::start();
     let ok = runner
         .run_with_timeout(
@@ -35,6 +38,9 @@ async fn memory_200_mb_works_and_400_mb_is_killed() {
 /// enforces it, so the guest's clock shows it).
 #[tokio::test]
 async fn a_busy_loop_gets_about_half_a_cpu() {
+    if common::without_resource_limits("a_busy_loop_gets_about_half_a_cpu") {
+        return;
+    }
     let runner = Runner::start();
     // No VM boot may compete for the host's CPUs while the share is measured.
     runner.wait_until_full().await;
@@ -53,6 +59,9 @@ async fn a_busy_loop_gets_about_half_a_cpu() {
 /// process's.
 #[tokio::test]
 async fn two_busy_processes_share_half_a_cpu() {
+    if common::without_resource_limits("two_busy_processes_share_half_a_cpu") {
+        return;
+    }
     let runner = Runner::start();
     runner.wait_until_full().await;
     let code = "import os, time\n\

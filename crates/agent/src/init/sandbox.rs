@@ -30,9 +30,12 @@ pub(super) const CGROUP_MOUNT: &str = "/sys/fs/cgroup";
 /// The instance folder of the sandbox's cgroup (there is one runner per guest: the
 /// init).
 const INSTANCE: &str = "guest";
-/// The guest ids of sandbox root (the agent) and, 1000 above, of the sandbox user:
-/// the guest has no other user but root, so any range above root's will do.
-const ID_BASE: u32 = 65_536;
+/// The guest ids (uids and gids) of sandbox root (the agent) and, 1000 above, of the
+/// sandbox user: the guest has no other user but root, so any range above root's will do.
+const GUEST_IDS: HostIds = HostIds {
+    root: 65_536,
+    user: 65_536 + SANDBOX_UID,
+};
 /// Where the jail mounts its staging tmpfs (an empty folder of the root image, mounted
 /// on in the jail's own mount namespace only).
 const STAGE_DIR: &str = "/run";
@@ -62,11 +65,11 @@ impl Jailed {
         let spec = JailSpec {
             cgroup_procs: cgroup.procs_files(),
             stage_dir: STAGE_DIR.into(),
-            ids: HostIds {
-                root: ID_BASE,
-                user: ID_BASE + SANDBOX_UID,
-            },
+            ids: GUEST_IDS,
+            gids: GUEST_IDS,
             unprivileged_owner: true,
+            rootless: None,
+            nproc: None,
             tmp_bytes: tmpfs_bytes,
             home_bytes: tmpfs_bytes,
             nofile: NOFILE,

@@ -19,7 +19,58 @@ pub fn range_end(base: u32, sandboxes: usize) -> u64 {
     u64::from(base) + sandboxes as u64 * u64::from(STRIDE)
 }
 
-/// No index is left whose ids fit below `u32::MAX`.
+/// Where the host ids of sandboxes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdLayout {
+    /// The first host uid (sandbox 0's root).
+    pub uid_base: u32,
+    /// The first host gid.
+    pub gid_base: u32,
+    /// Ids per sandbox index.
+    pub stride: u32,
+    /// The sandbox user's id above its root's.
+    pub user_offset: u32,
+    /// How many indices fit.
+    pub slots: u64,
+}
+
+impl IdLayout {
+    /// A root runner's: from `base` up, [`STRIDE`] ids per sandbox, the user 1000 above
+    /// its root, as far as the uid space goes.
+    pub fn root(base: u32) -> Self {
+        let room = u64::from(u32::MAX) - u64::from(base);
+        IdLayout {
+            uid_base: base,
+            gid_base: base,
+            stride: STRIDE,
+            user_offset: SANDBOX_UID,
+            slots: room
+                .checked_sub(u64::from(SANDBOX_UID))
+                .map_or(0, |r| r / u64::from(STRIDE) + 1),
+        }
+    }
+
+    /// An ordinary user's: two of their subordinate ids per sandbox, root then user.
+    pub fn subordinate(uids: (u32, u32), gids: (u32, u32)) -> Self {
+        IdLayout {
+            uid_base: uids.0,
+            gid_base: gids.0,
+            stride: 2,
+            user_offset: 1,
+            slots: u64::from(uids.1.min(gids.1) / 2),
+        }
+    }
+
+    fn ids(&self, base: u32, index: usize) -> HostIds {
+        let root = base + index as u32 * self.stride;
+        HostIds {
+            root,
+            user: root + self.user_offset,
+        }
+    }
+}
+
+/// No index is left.
 #[derive(Debug, thiserror::Error)]
 #[error(
     "no host ids are left for another sandbox from {base} (sandboxes holding theirs: {in_use})"
@@ -32,7 +83,7 @@ pub struct Exhausted {
 /// The indices in use.
 #[derive(Debug)]
 pub struct Identities {
-    base: u32,
+    layout: IdLayout,
     in_use: Mutex<Vec<bool>>,
 }
 
@@ -40,15 +91,17 @@ pub struct Identities {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Identity {
     index: usize,
-    /// The host ids of the sandbox.
+    /// The host uids of the sandbox.
     pub ids: HostIds,
+    /// The host gids of the sandbox.
+    pub gids: HostIds,
 }
 
 impl Identities {
-    /// Identities from host id `base` up.
-    pub fn new(base: u32) -> Self {
+    /// Identities laid out as `layout` says.
+    pub fn new(layout: IdLayout) -> Self {
         Identities {
-            base,
+            layout,
             in_use: Mutex::new(Vec::new()),
         }
     }
@@ -58,13 +111,12 @@ impl Identities {
         // A panic while the lock was held left a plain Vec<bool>, consistent at every step.
         let mut in_use = self.in_use.lock().unwrap_or_else(PoisonError::into_inner);
         let index = in_use.iter().position(|used| !used).unwrap_or(in_use.len());
-        let root = u32::try_from(range_end(self.base, index))
-            .ok()
-            .filter(|root| root.checked_add(SANDBOX_UID).is_some())
-            .ok_or(Exhausted {
-                base: self.base,
+        if index as u64 >= self.layout.slots {
+            return Err(Exhausted {
+                base: self.layout.uid_base,
                 in_use: in_use.iter().filter(|u| **u).count(),
-            })?;
+            });
+        }
         if index == in_use.len() {
             in_use.push(true);
         } else {
@@ -72,10 +124,8 @@ impl Identities {
         }
         Ok(Identity {
             index,
-            ids: HostIds {
-                root,
-                user: root + SANDBOX_UID,
-            },
+            ids: self.layout.ids(self.layout.uid_base, index),
+            gids: self.layout.ids(self.layout.gid_base, index),
         })
     }
 
@@ -94,7 +144,7 @@ mod tests {
 
     #[test]
     fn sandboxes_at_once_get_distinct_ids_and_the_lowest_free_index() {
-        let ids = Identities::new(1_000_000);
+        let ids = Identities::new(IdLayout::root(1_000_000));
         let a = ids.take().unwrap();
         let b = ids.take().unwrap();
         assert_eq!(
@@ -118,8 +168,30 @@ mod tests {
     }
 
     #[test]
+    fn an_ordinary_user_s_sandboxes_take_two_subordinate_ids_each() {
+        let ids = Identities::new(IdLayout::subordinate((100_000, 5), (200_000, 65_536)));
+        let a = ids.take().unwrap();
+        assert_eq!(
+            (a.ids, a.gids),
+            (
+                HostIds {
+                    root: 100_000,
+                    user: 100_001
+                },
+                HostIds {
+                    root: 200_000,
+                    user: 200_001
+                }
+            )
+        );
+        assert_eq!(ids.take().unwrap().ids.root, 100_002);
+        let err = ids.take().expect_err("five uids hold two sandboxes");
+        assert!(err.to_string().contains("no host ids are left"), "{err}");
+    }
+
+    #[test]
     fn ids_past_the_top_of_the_uid_space_are_refused() {
-        let ids = Identities::new(u32::MAX - STRIDE - 10);
+        let ids = Identities::new(IdLayout::root(u32::MAX - STRIDE - 10));
         ids.take().expect("the first fits");
         let err = ids.take().expect_err("the second would overflow");
         assert!(err.to_string().contains("no host ids are left"), "{err}");

@@ -3,12 +3,14 @@
 //! docs/security.md for what each one stops).
 
 pub mod identity;
+pub mod rootless;
 
 use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::channel::{self, ChannelError};
 use super::RunOutcome;
-use identity::{Identities, Identity};
-use sandbox_jail::{owner, JailSpec, CHANNEL_FD};
+use identity::{IdLayout, Identities, Identity};
+use rootless::{RootlessError, RootlessSetup};
+use sandbox_jail::{owner, HostIds, JailSpec, CHANNEL_FD};
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -23,6 +25,9 @@ use tokio::process::{Child, ChildStderr, Command};
 
 /// How long the agent may take, past the job's own timeout, to report.
 const REPORT_GRACE: Duration = Duration::from_secs(5);
+/// How long a sandbox without a cgroup may take to end by itself once its channel is
+/// closed, before its jail is killed.
+const SELF_END_GRACE: Duration = Duration::from_secs(2);
 /// The most bytes of the jail's standard error kept for an error message.
 const JAIL_STDERR_CAP: u64 = 4096;
 
@@ -44,14 +49,18 @@ pub struct ProcessConfig {
     pub nofile: u64,
     /// How long making a sandbox may take.
     pub create_timeout: Duration,
+    /// Make sandboxes without cgroups: no memory or CPU limit (the process cap stays,
+    /// as an rlimit). For an ordinary user on a host without a delegated cgroup v2
+    /// subtree, who asked for it by name.
+    pub unsafe_no_resource_limits: bool,
 }
 
 /// Why a process sandbox could not be made or run.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
-    /// The runner is not root, which the namespaces and cgroups need.
-    #[error("the process backend needs root (euid 0) to create namespaces, id maps and cgroups")]
-    NotRoot,
+    /// An ordinary user's runner lacks what stands in for root.
+    #[error(transparent)]
+    Rootless(#[from] RootlessError),
     /// A cgroup step failed.
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
@@ -96,61 +105,91 @@ pub enum ProcessError {
     Channel(#[from] ChannelError),
 }
 
+/// Who makes the sandboxes' user namespaces and maps their ids.
+enum Privilege {
+    /// Root: the jail writes the maps; the namespace is created by the sandbox's own
+    /// host identity where the kernel lets it.
+    Root {
+        /// The namespace's owner is the sandbox's identity, not root.
+        unprivileged_owner: bool,
+    },
+    /// An ordinary user (see [`rootless`]).
+    User(Box<RootlessSetup>),
+}
+
 /// Makes process sandboxes.
 pub struct ProcessBackend {
     config: ProcessConfig,
-    hierarchy: Arc<Hierarchy>,
+    /// None: sandboxes without cgroups (`unsafe_no_resource_limits`).
+    hierarchy: Option<Arc<Hierarchy>>,
     stage_dir: PathBuf,
     next_id: AtomicU64,
     identities: Arc<Identities>,
-    unprivileged_owner: bool,
+    privilege: Privilege,
 }
 
 impl ProcessBackend {
-    /// Checks what the backend needs (root, cgroups), cleans up after dead runners,
-    /// and makes the state folder.
-    pub fn new(config: ProcessConfig) -> Result<Self, ProcessError> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err(ProcessError::NotRoot);
-        }
-        let hierarchy = Hierarchy::open(&config.cgroup_mount, &cgroup::instance_name())?;
-        let removed = hierarchy.remove_stale()?;
-        if removed > 0 {
-            tracing::warn!(
-                removed,
-                "removed sandboxes left behind by a runner that died"
-            );
-        }
-        let stage_dir = config.state_dir.join("root");
-        if stage_dir.to_string_lossy().contains([',', ':', '\\']) {
-            return Err(ProcessError::StatePath(config.state_dir.clone()));
-        }
-        std::fs::create_dir_all(&stage_dir).map_err(|source| ProcessError::StateDir {
-            path: stage_dir.clone(),
-            source,
-        })?;
-        tracing::info!(version = ?hierarchy.version(), "cgroups ready");
-        let unprivileged_owner = unprivileged_owner(config.id_base);
+    /// Checks what the backend needs for `sandboxes` at once (root or what stands in for
+    /// it, cgroups unless the operator opted out), cleans up after dead runners, and
+    /// makes the state folder.
+    pub fn new(config: ProcessConfig, sandboxes: usize) -> Result<Self, ProcessError> {
+        let root = nix::unistd::geteuid().is_root();
+        let privilege = if root {
+            Privilege::Root {
+                unprivileged_owner: unprivileged_owner(config.id_base),
+            }
+        } else {
+            let uid = nix::unistd::getuid().as_raw();
+            Privilege::User(Box::new(rootless::check(sandboxes as u64, || {
+                owner::unprivileged_userns(uid)
+            })?))
+        };
+        let hierarchy = match (root, config.unsafe_no_resource_limits) {
+            (_, true) => {
+                tracing::warn!(
+                    "UNSAFE: --unsafe-no-resource-limits: sandboxes have no memory and no CPU \
+                     limit (their processes are still capped); a program can take all of \
+                     this host's memory and CPU"
+                );
+                None
+            }
+            (true, false) => Some(Arc::new(open_hierarchy(&config)?)),
+            (false, false) => return Err(RootlessError::NoLimits.into()),
+        };
+        let layout = match &privilege {
+            Privilege::Root { .. } => IdLayout::root(config.id_base),
+            Privilege::User(setup) => IdLayout::subordinate(setup.uids, setup.gids),
+        };
+        let stage_dir = match privilege {
+            Privilege::Root { .. } => make_stage_dir(&config)?,
+            // The jail's child, a subordinate id of the user, mounts its stage there in
+            // its own mount namespace: a folder everyone may search (the user's own state
+            // folder may not be), hidden by the mount from nothing that the jail needs.
+            Privilege::User(_) => PathBuf::from(rootless::STAGE_DIR),
+        };
         Ok(ProcessBackend {
-            identities: Arc::new(Identities::new(config.id_base)),
+            identities: Arc::new(Identities::new(layout)),
             config,
-            hierarchy: Arc::new(hierarchy),
+            hierarchy,
             stage_dir,
             next_id: AtomicU64::new(1),
-            unprivileged_owner,
+            privilege,
         })
+    }
+
+    /// Whether the sandboxes have their memory and CPU limits (cgroups).
+    pub fn resource_limits(&self) -> bool {
+        self.hierarchy.is_some()
     }
 
     /// Makes one sandbox and waits for its agent's Ready (and, with `prepare`, for its
     /// interpreter to wait for the program).
     pub async fn create(&self, prepare: Option<Lang>) -> Result<ProcessSandbox, ProcessError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let name = format!("sb{id}");
-        let hierarchy = self.hierarchy.clone();
-        let limits = self.config.limits;
-        let cgroup = tokio::task::spawn_blocking(move || hierarchy.create(&name, &limits))
-            .await
-            .map_err(ProcessError::CgroupTask)??;
+        let cgroup = match &self.hierarchy {
+            Some(hierarchy) => Some(self.make_cgroup(hierarchy, id).await?),
+            None => None,
+        };
         let identity = match self.identities.take() {
             Ok(identity) => identity,
             Err(e) => {
@@ -159,10 +198,21 @@ impl ProcessBackend {
             }
         };
         let spec = JailSpec {
-            cgroup_procs: cgroup.procs_files(),
+            cgroup_procs: cgroup.as_ref().map(Cgroup::procs_files).unwrap_or_default(),
             stage_dir: self.stage_dir.clone(),
             ids: identity.ids,
-            unprivileged_owner: self.unprivileged_owner,
+            gids: identity.gids,
+            unprivileged_owner: matches!(
+                self.privilege,
+                Privilege::Root {
+                    unprivileged_owner: true
+                }
+            ),
+            rootless: match &self.privilege {
+                Privilege::Root { .. } => None,
+                Privilege::User(setup) => Some(setup.helpers.clone()),
+            },
+            nproc: cgroup.is_none().then_some(self.config.limits.pids_max),
             tmp_bytes: self.config.tmpfs_bytes,
             home_bytes: self.config.tmpfs_bytes,
             nofile: self.config.nofile,
@@ -173,7 +223,7 @@ impl ProcessBackend {
             Ok((child, channel, stderr)) => {
                 let mut sandbox = ProcessSandbox {
                     id,
-                    cgroup: Some(cgroup),
+                    cgroup,
                     identity: Some(identity),
                     identities: self.identities.clone(),
                     child,
@@ -203,17 +253,61 @@ impl ProcessBackend {
         }
     }
 
-    /// Kills every process in this runner's sandbox cgroups.
+    async fn make_cgroup(
+        &self,
+        hierarchy: &Arc<Hierarchy>,
+        id: u64,
+    ) -> Result<Cgroup, ProcessError> {
+        let (hierarchy, limits) = (hierarchy.clone(), self.config.limits);
+        let name = format!("sb{id}");
+        Ok(
+            tokio::task::spawn_blocking(move || hierarchy.create(&name, &limits))
+                .await
+                .map_err(ProcessError::CgroupTask)??,
+        )
+    }
+
+    /// Kills every process in this runner's sandbox cgroups (without cgroups, each
+    /// sandbox ends when it is destroyed).
     pub fn kill_all(&self) {
-        self.hierarchy.kill_all();
+        if let Some(hierarchy) = &self.hierarchy {
+            hierarchy.kill_all();
+        }
     }
 
     /// Removes this runner's cgroup folders (every sandbox must be destroyed first).
     pub fn shutdown(&self) {
-        if let Err(e) = self.hierarchy.remove_instance() {
+        if let Some(Err(e)) = self.hierarchy.as_ref().map(|h| h.remove_instance()) {
             tracing::warn!(error = %e, "cgroup folders left behind");
         }
     }
+}
+
+/// `<state dir>/root`, where each jail mounts its stage in a mount namespace of its own.
+fn make_stage_dir(config: &ProcessConfig) -> Result<PathBuf, ProcessError> {
+    let stage_dir = config.state_dir.join("root");
+    if stage_dir.to_string_lossy().contains([',', ':', '\\']) {
+        return Err(ProcessError::StatePath(config.state_dir.clone()));
+    }
+    std::fs::create_dir_all(&stage_dir).map_err(|source| ProcessError::StateDir {
+        path: stage_dir.clone(),
+        source,
+    })?;
+    Ok(stage_dir)
+}
+
+/// This runner's place in the host's cgroup trees, with what dead runners left removed.
+fn open_hierarchy(config: &ProcessConfig) -> Result<Hierarchy, ProcessError> {
+    let hierarchy = Hierarchy::open(&config.cgroup_mount, &cgroup::instance_name())?;
+    let removed = hierarchy.remove_stale()?;
+    if removed > 0 {
+        tracing::warn!(
+            removed,
+            "removed sandboxes left behind by a runner that died"
+        );
+    }
+    tracing::info!(version = ?hierarchy.version(), "cgroups ready");
+    Ok(hierarchy)
 }
 
 /// Whether sandboxes' user namespaces can be created by their own host identity (so
@@ -355,15 +449,32 @@ impl ProcessSandbox {
     }
 
     /// Kills every process of the sandbox, removes its cgroup and gives its host
-    /// identity back (kept from reuse if a process may have survived).
+    /// identity back (kept from reuse if a process may have survived). Without a
+    /// cgroup, the sandbox ends from the inside: the agent, PID 1 of its namespace, exits
+    /// when its channel closes (the kernel then kills every process of the namespace)
+    /// and the jail reaps it and exits; the jail is killed only if that takes too long
+    /// (the agent then dies of its parent-death signal). The ids are given back once no
+    /// process has them.
     pub async fn destroy(mut self) {
+        let cgroup = self.cgroup.take();
+        let had_cgroup = cgroup.is_some();
+        if !had_cgroup {
+            let _ = nix::sys::socket::shutdown(
+                self.channel.as_raw_fd(),
+                nix::sys::socket::Shutdown::Both,
+            );
+            let _ = tokio::time::timeout(SELF_END_GRACE, self.child.wait()).await;
+        }
         let _ = self.child.start_kill();
-        let gone = match self.cgroup.take() {
-            Some(cgroup) => remove_cgroup(cgroup).await,
-            None => true,
-        };
+        let mut gone = remove_cgroup(cgroup).await;
         let _ = self.child.wait().await;
         if let Some(identity) = self.identity.take() {
+            if !had_cgroup {
+                let ids = identity.ids;
+                gone = tokio::task::spawn_blocking(move || no_process_left(ids))
+                    .await
+                    .unwrap_or(false);
+            }
             if gone {
                 self.identities.give_back(identity);
             } else {
@@ -373,8 +484,44 @@ impl ProcessSandbox {
     }
 }
 
-/// Kills the cgroup's processes and removes it; false if it is left behind.
-async fn remove_cgroup(cgroup: Cgroup) -> bool {
+/// Waits (up to 5 s) until no process runs as either of `ids`; false if one still does.
+fn no_process_left(ids: HostIds) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if !any_process_of(ids) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Whether a live process of the host (zombies hold nothing but their number) has
+/// `ids.root` or `ids.user` as its real uid.
+fn any_process_of(ids: HostIds) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let zombie = status.lines().any(|l| l.starts_with("State:\tZ"));
+        !zombie
+            && status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|uids| uids.split_whitespace().next()?.parse::<u32>().ok())
+                .is_some_and(|uid| uid == ids.root || uid == ids.user)
+    })
+}
+
+/// Kills the cgroup's processes and removes it; false if it is left behind (true when
+/// there is none).
+async fn remove_cgroup(cgroup: Option<Cgroup>) -> bool {
+    let Some(cgroup) = cgroup else {
+        return true;
+    };
     match tokio::task::spawn_blocking(move || cgroup.kill_and_remove()).await {
         Ok(Ok(())) => true,
         Ok(Err(e)) => {
