@@ -25,5 +25,6 @@ pub mod seccomp;
 pub mod setup;
 
 pub use setup::{
-    main, HostIds, JailError, JailSpec, Rootless, AGENT_ARG, AGENT_CAPS, CHANNEL_FD, JAIL_ARG,
+    channel_to_fd3, main, HostIds, JailError, JailSpec, Rootless, AGENT_ARG, AGENT_CAPS,
+    CHANNEL_FD, JAIL_ARG,
 };

@@ -119,6 +119,30 @@ impl Stage {
     /// `dir` in it, with its device nodes, empty folder and empty file.
     pub fn make(dir: &Path) -> Result<Stage, JailError> {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(JailError::MountNs)?;
+        let stage = Stage::mount(dir)?;
+        for name in DEVICES {
+            make_device(name, &stage.devices().join(name))?;
+        }
+        Ok(stage)
+    }
+
+    /// For a jail run by an ordinary user, inside its new user and mount namespaces
+    /// (sandbox root, all capabilities there): the staging tmpfs on `dir`, with the
+    /// host's device nodes bound onto empty files, the empty folder and the empty file.
+    pub fn make_inside(dir: &Path) -> Result<Stage, JailError> {
+        let stage = Stage::mount(dir)?;
+        for name in DEVICES {
+            let target = stage.devices().join(name);
+            File::create(&target).map_err(|source| prepare(&target, source))?;
+            let host = Path::new("/dev").join(name);
+            mount_at(Some(&host), &target, None, MsFlags::MS_BIND, None)?;
+        }
+        Ok(stage)
+    }
+
+    /// In the current mount namespace, made private: the staging tmpfs on `dir`, with
+    /// its folders and the empty file.
+    fn mount(dir: &Path) -> Result<Stage, JailError> {
         mount_at(
             None::<&str>,
             Path::new("/"),
@@ -139,41 +163,6 @@ impl Stage {
             dir: dir.to_owned(),
         };
         stage.make_sources()?;
-        for name in DEVICES {
-            make_device(name, &stage.devices().join(name))?;
-        }
-        Ok(stage)
-    }
-
-    /// For a jail run by an ordinary user, inside its new user and mount namespaces
-    /// (sandbox root, all capabilities there): the staging tmpfs on `dir`, with the
-    /// host's device nodes bound onto empty files, the empty folder and the empty file.
-    pub fn make_inside(dir: &Path) -> Result<Stage, JailError> {
-        mount_at(
-            None::<&str>,
-            Path::new("/"),
-            None,
-            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-            None,
-        )?;
-        let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
-        mount_at(
-            Some("tmpfs"),
-            dir,
-            Some("tmpfs"),
-            flags,
-            Some("size=64k,nr_inodes=64,mode=0755"),
-        )?;
-        let stage = Stage {
-            dir: dir.to_owned(),
-        };
-        stage.make_sources()?;
-        for name in DEVICES {
-            let target = stage.devices().join(name);
-            File::create(&target).map_err(|source| prepare(&target, source))?;
-            let host = Path::new("/dev").join(name);
-            mount_at(Some(&host), &target, None, MsFlags::MS_BIND, None)?;
-        }
         Ok(stage)
     }
 

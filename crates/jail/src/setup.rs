@@ -239,6 +239,25 @@ pub enum JailError {
     Exec(io::Error),
 }
 
+/// In a forked child before it executes the jail: puts the channel `fd` on
+/// [`CHANNEL_FD`], inheritable. Only async-signal-safe calls (`dup2`, `fcntl`), no
+/// allocation: fit for `pre_exec`.
+pub fn channel_to_fd3(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl and dup2 take plain descriptors and touch no memory of ours.
+    let rc = unsafe {
+        if fd == CHANNEL_FD {
+            // dup2 onto itself would keep close-on-exec set.
+            libc::fcntl(CHANNEL_FD, libc::F_SETFD, 0)
+        } else {
+            libc::dup2(fd, CHANNEL_FD)
+        }
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Runs the jail with the spec given on the command line; never returns on success
 /// (the process becomes the agent). Returns the exit code on failure.
 pub fn main(spec_json: &str) -> i32 {

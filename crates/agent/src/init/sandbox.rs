@@ -15,7 +15,7 @@ use super::{InitError, Settings};
 use crate::Worker;
 use sandbox_jail::cgroup::{Cgroup, CgroupLimits, Hierarchy};
 use sandbox_jail::layout::SANDBOX_UID;
-use sandbox_jail::{HostIds, JailSpec, CHANNEL_FD, JAIL_ARG};
+use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};
 use sandbox_protocol::agent::{AgentMessage, Job, Prepare, RunnerMessage};
 use sandbox_protocol::frame;
 use sandbox_protocol::Lang;
@@ -138,7 +138,7 @@ impl Worker for Jailed {
 }
 
 /// Starts this binary as the jail, with an empty environment, the channel on
-/// [`CHANNEL_FD`] and standard error on the console (where the runner reads the VM's
+/// [`sandbox_jail::CHANNEL_FD`] and standard error on the console (where the runner reads the VM's
 /// last words if the jail fails).
 fn spawn_jail(spec: &JailSpec) -> Result<(Child, UnixStream), InitError> {
     let spec_json = serde_json::to_string(spec).map_err(|e| InitError::Jail(e.to_string()))?;
@@ -151,20 +151,10 @@ fn spawn_jail(spec: &JailSpec) -> Result<(Child, UnixStream), InitError> {
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::null());
-    // SAFETY: the closure runs in the forked child before exec and only calls dup2 and
-    // fcntl, which are async-signal-safe; it allocates nothing.
+    // SAFETY: the closure runs in the forked child before exec and makes only
+    // async-signal-safe calls; it allocates nothing.
     unsafe {
-        cmd.pre_exec(move || {
-            if theirs_raw == CHANNEL_FD {
-                // dup2 onto itself would keep close-on-exec set.
-                if libc::fcntl(CHANNEL_FD, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(theirs_raw, CHANNEL_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || sandbox_jail::channel_to_fd3(theirs_raw));
     }
     let child = cmd.spawn().map_err(InitError::Spawn)?;
     drop(theirs);

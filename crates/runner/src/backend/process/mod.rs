@@ -10,7 +10,7 @@ use super::channel::{self, ChannelError};
 use super::RunOutcome;
 use identity::{IdLayout, Identities, Identity};
 use rootless::{RootlessError, RootlessSetup};
-use sandbox_jail::{owner, HostIds, JailSpec, CHANNEL_FD};
+use sandbox_jail::{owner, HostIds, JailSpec};
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -347,20 +347,10 @@ async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), Proc
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // SAFETY: the closure runs in the forked child before exec and only calls dup2 and
-    // fcntl, which are async-signal-safe; it allocates nothing.
+    // SAFETY: the closure runs in the forked child before exec and makes only
+    // async-signal-safe calls; it allocates nothing.
     unsafe {
-        cmd.pre_exec(move || {
-            if theirs_raw == CHANNEL_FD {
-                // dup2 onto itself would keep close-on-exec set.
-                if libc::fcntl(CHANNEL_FD, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(theirs_raw, CHANNEL_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || sandbox_jail::channel_to_fd3(theirs_raw));
     }
     let mut child = cmd.spawn().map_err(ProcessError::Spawn)?;
     drop(theirs);
