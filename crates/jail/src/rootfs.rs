@@ -143,13 +143,7 @@ impl Stage {
     /// In the current mount namespace, made private: the staging tmpfs on `dir`, with
     /// its folders and the empty file.
     fn mount(dir: &Path) -> Result<Stage, JailError> {
-        mount_at(
-            None::<&str>,
-            Path::new("/"),
-            None,
-            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-            None,
-        )?;
+        make_mounts_private()?;
         // Not nodev: the device nodes made here must open from inside the sandbox.
         let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
         mount_at(
@@ -208,13 +202,7 @@ fn make_device(name: &str, path: &Path) -> Result<(), JailError> {
 /// the stage's root mount point.
 pub fn build_root(spec: &JailSpec, stage: &Stage) -> Result<(), JailError> {
     let root = stage.root();
-    mount_at(
-        None::<&str>,
-        Path::new("/"),
-        None,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None,
-    )?;
+    make_mounts_private()?;
     mount_tmpfs(&root, "size=4m,nr_inodes=4096,mode=0755", MsFlags::empty())?;
     for dir in SYSTEM_DIRS {
         share_system_path(&root, Path::new(dir), stage)?;
@@ -388,6 +376,18 @@ fn build_dev(root: &Path, stage: &Stage) -> Result<(), JailError> {
     remount(
         &dev,
         MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+    )
+}
+
+/// Every mount of the current mount namespace made private: nothing mounted here
+/// propagates to another namespace, nor from one.
+fn make_mounts_private() -> Result<(), JailError> {
+    mount_at(
+        None::<&str>,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
     )
 }
 

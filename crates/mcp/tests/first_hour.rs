@@ -251,15 +251,7 @@ async fn as_a_normal_user_up_gives_commands_that_work() {
         ().serve(TokioChildProcess::new(client_command).expect("spawn stdio"))
             .await
             .expect("initialize over stdio");
-    let result = client
-        .call_tool(common::call("run_python", "print(6 * 7)", None))
-        .await
-        .expect("tools/call");
-    assert_eq!(result.is_error, Some(false), "{}", common::text(&result));
-    assert_eq!(
-        result.structured_content.expect("structured")["stdout"],
-        "42\n"
-    );
+    assert_python_prints(&client, "print(6 * 7)", "42\n").await;
     client.cancel().await.expect("close");
     drop(runner);
 }
@@ -373,22 +365,27 @@ async fn as_a_normal_user_with_subordinate_ids_up_runs_programs_only_when_told_t
             "{description}"
         );
     }
+    assert_python_prints(&client, "import os; print(os.getuid(), 6 * 7)", "1000 42\n").await;
+    client.cancel().await.expect("close");
+    drop(child);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+/// Calls run_python with `code`: a result, not an error, whose stdout is `expected`.
+async fn assert_python_prints(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    code: &str,
+    expected: &str,
+) {
     let result = client
-        .call_tool(common::call(
-            "run_python",
-            "import os; print(os.getuid(), 6 * 7)",
-            None,
-        ))
+        .call_tool(common::call("run_python", code, None))
         .await
         .expect("tools/call");
     assert_eq!(result.is_error, Some(false), "{}", common::text(&result));
     assert_eq!(
         result.structured_content.expect("structured")["stdout"],
-        "1000 42\n"
+        expected
     );
-    client.cancel().await.expect("close");
-    drop(child);
-    let _ = std::fs::remove_dir_all(&state);
 }
 
 /// The command on the line of `text` that holds `start`, from `start` on.

@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 /// Where the guest's cgroup v2 hierarchy is mounted.
 pub(super) const CGROUP_MOUNT: &str = "/sys/fs/cgroup";
@@ -42,11 +42,9 @@ const STAGE_DIR: &str = "/run";
 /// Most open files per process, as in the process backend.
 const NOFILE: u64 = 1024;
 
-/// The jailed sandbox of this VM: its cgroup, the jail process, and the channel to its
-/// agent.
+/// The jailed sandbox of this VM: its cgroup and the channel to its agent.
 pub(super) struct Jailed {
     cgroup: Cgroup,
-    _jail: Child,
     channel: UnixStream,
 }
 
@@ -76,13 +74,10 @@ impl Jailed {
             // Above the tmpfs size, so that filling /tmp ends in ENOSPC, not SIGXFSZ.
             fsize_bytes: tmpfs_bytes.saturating_mul(2),
         };
-        let (jail, mut channel) = spawn_jail(&spec)?;
+        // The jail is never waited for: the VM ends with its job.
+        let mut channel = spawn_jail(&spec)?;
         match frame::read::<_, AgentMessage>(&mut channel)? {
-            Some(AgentMessage::Ready) => Ok(Jailed {
-                cgroup,
-                _jail: jail,
-                channel,
-            }),
+            Some(AgentMessage::Ready) => Ok(Jailed { cgroup, channel }),
             Some(other) => Err(InitError::Jail(format!(
                 "the sandbox's agent said {other:?} instead of Ready"
             ))),
@@ -140,7 +135,7 @@ impl Worker for Jailed {
 /// Starts this binary as the jail, with an empty environment, the channel on
 /// [`sandbox_jail::CHANNEL_FD`] and standard error on the console (where the runner reads the VM's
 /// last words if the jail fails).
-fn spawn_jail(spec: &JailSpec) -> Result<(Child, UnixStream), InitError> {
+fn spawn_jail(spec: &JailSpec) -> Result<UnixStream, InitError> {
     let spec_json = serde_json::to_string(spec).map_err(|e| InitError::Jail(e.to_string()))?;
     let (ours, theirs) = UnixStream::pair().map_err(InitError::Spawn)?;
     let theirs = OwnedFd::from(theirs);
@@ -156,7 +151,7 @@ fn spawn_jail(spec: &JailSpec) -> Result<(Child, UnixStream), InitError> {
     unsafe {
         cmd.pre_exec(move || sandbox_jail::channel_to_fd3(theirs_raw));
     }
-    let child = cmd.spawn().map_err(InitError::Spawn)?;
+    cmd.spawn().map_err(InitError::Spawn)?;
     drop(theirs);
-    Ok((child, ours))
+    Ok(ours)
 }
