@@ -225,8 +225,8 @@ pub fn random_hex() -> std::io::Result<String> {
 /// The process backend gives every sandbox host ids of its own and limits it with
 /// cgroups. An ordinary user can do the same only where the kernel lets them make user
 /// namespaces, `/etc/subuid` and `/etc/subgid` grant them ids (mapped by the uidmap
-/// package's helpers), and a cgroup can limit the sandboxes (or they opt out of memory
-/// and CPU limits by name). The message says what was missing and gives commands that
+/// package's helpers), and a cgroup v2 subtree delegated to them can limit the sandboxes
+/// (or they opt out of memory and CPU limits by name). The message says what was missing and gives commands that
 /// work, with a fresh token filled in.
 #[derive(Debug)]
 pub struct NotRoot {
@@ -291,16 +291,36 @@ impl std::fmt::Display for NotRoot {
         writeln!(
             f,
             "3. Without root, where the kernel lets you make user namespaces: give yourself \
-             subordinate ids and the helpers that map them (once, as root), then run \
-             without memory and CPU limits, which an ordinary user can only have in a \
-             delegated cgroup v2 (UNSAFE: a program can take all of this machine's memory \
-             and CPU; its processes stay capped):"
+             subordinate ids and the helpers that map them (once, as root):"
         )?;
         writeln!(
             f,
             "     sudo apt-get install uidmap && sudo usermod --add-subuids 100000-165535 \
              --add-subgids 100000-165535 {user}",
             user = current_user()
+        )?;
+        writeln!(
+            f,
+            "   then, on a host with cgroup v2 and systemd, run it in a cgroup delegated to \
+             you, which keeps the memory and CPU limits:"
+        )?;
+        writeln!(
+            f,
+            "     systemd-run --user --scope -p Delegate=yes {mcp} up"
+        )?;
+        writeln!(
+            f,
+            "   (if the reason above names the cpu controller, delegate it once, as root: \
+             sudo mkdir -p /etc/systemd/system/user@.service.d && printf \
+             '[Service]\\nDelegate=cpu memory pids\\n' | sudo tee \
+             /etc/systemd/system/user@.service.d/delegate.conf && sudo systemctl \
+             daemon-reload, then log in again)"
+        )?;
+        writeln!(
+            f,
+            "   or, where no cgroup can be delegated (cgroup v1 hosts), run \
+             without memory and CPU limits (UNSAFE: a program can take all of this \
+             machine's memory and CPU; its processes stay capped):"
         )?;
         write!(f, "     RUNNER_UNSAFE_NO_RESOURCE_LIMITS=true {mcp} up")
     }

@@ -28,7 +28,8 @@ enum Command {
     /// Serve one MCP session over stdin/stdout.
     Stdio(Box<StdioArgs>),
     /// Run everything here: a runner in this process, and the MCP server wired to it
-    /// (needs root: the sandboxes use namespaces and cgroups).
+    /// (as root, or as a user with subordinate ids in a delegated cgroup v2: the
+    /// sandboxes use namespaces and cgroups).
     Up(Box<UpArgs>),
 }
 

@@ -26,6 +26,9 @@ pub trait CgroupFs: Send + Sync + fmt::Debug {
     fn remove_dir(&self, path: &Path) -> io::Result<()>;
     /// The folders in `path`: its child cgroups.
     fn list_dirs(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+    /// Whether this process may write the control file `path` (a delegated cgroup's
+    /// files belong to its user).
+    fn writable(&self, path: &Path) -> bool;
 }
 
 /// The host's mounted cgroup file systems.
@@ -59,5 +62,9 @@ impl CgroupFs for HostFs {
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .map(|e| e.path())
             .collect())
+    }
+
+    fn writable(&self, path: &Path) -> bool {
+        nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
     }
 }

@@ -6,21 +6,26 @@
 //! `<controller root>/sandbox-runner/<instance>/<sandbox>`, where `<instance>` names one
 //! life of one runner (`r<pid>`), so that several runners share a host, and a runner
 //! that starts again can tell what a dead one left behind ([`Hierarchy::remove_stale`]).
+//! A runner without root puts the same layout below the cgroup v2 subtree delegated to
+//! its user ([`Hierarchy::open_delegated`], `delegated.rs`) instead of the root.
 //!
 //! - `mod.rs`: the API both versions share: [`Hierarchy`] (this runner's place in the
 //!   trees, making cgroups, removing what dead runners left), [`Cgroup`] (one cgroup:
 //!   joining, its OOM counter, kill and remove), [`CgroupLimits`], [`CgroupError`];
+//! - `delegated.rs`: finding and preparing an ordinary user's delegated subtree;
 //! - `v1.rs` and `v2.rs`: what differs between the versions (finding the hierarchy,
 //!   enabling controllers, the limit files, the OOM counter's file, `cgroup.kill`);
 //! - `fs.rs`: every file access goes through [`CgroupFs`], which unit tests replace
 //!   with a fake tree in a temporary folder (`tests.rs`).
 
+mod delegated;
 mod fs;
 #[cfg(test)]
 mod tests;
 mod v1;
 mod v2;
 
+pub use delegated::{own_path, LEAF};
 pub use fs::{CgroupFs, HostFs};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -43,6 +48,18 @@ pub enum CgroupError {
          controllers, or cgroup v1 with memory, cpu and pids mounted"
     )]
     NoHierarchy(PathBuf),
+    /// No cgroup v2 hierarchy, which is the only one an ordinary user can be handed.
+    #[error(
+        "no cgroup v2 hierarchy at {0}: this host's cgroups are v1 (or hybrid), where only \
+         root can limit processes"
+    )]
+    NoUnified(PathBuf),
+    /// This process's cgroup is not delegated to its user.
+    #[error(
+        "this process's cgroup {0} is not delegated to its user (its cgroup.procs and \
+         cgroup.subtree_control are not writable)"
+    )]
+    NotDelegated(PathBuf),
     /// A v2 controller could not be enabled for our subtree.
     #[error("cgroup v2 controller {controller} is not available in {path}")]
     MissingController {
@@ -138,7 +155,7 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     /// Finds the hierarchy under `mount` (normally `/sys/fs/cgroup`) and makes this
-    /// instance's folders, with the controllers enabled.
+    /// instance's folders at its root, with the controllers enabled (as root).
     pub fn open(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
         Self::open_with(Arc::new(HostFs), mount, instance)
     }
@@ -150,33 +167,63 @@ impl Hierarchy {
         instance: &str,
     ) -> Result<Self, CgroupError> {
         let (version, tops) = if v2::detect(&*fs, mount) {
+            v2::enable_controllers(&*fs, mount)?;
             (Version::V2, vec![mount.join(TOP)])
         } else if v1::detect(&*fs, mount) {
             (Version::V1, v1::tops(mount))
         } else {
             return Err(CgroupError::NoHierarchy(mount.to_owned()));
         };
-        let hierarchy = Hierarchy {
+        Self::make(fs, version, tops, instance)
+    }
+
+    /// For a runner without root: makes this instance's folders below the cgroup v2
+    /// subtree delegated to this process's user, the one it runs in (see `delegated.rs`:
+    /// its processes move to a leaf of their own first).
+    pub fn open_delegated(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
+        let file = Path::new("/proc/self/cgroup");
+        let text = std::fs::read_to_string(file).map_err(|source| CgroupError::Read {
+            path: file.to_owned(),
+            source,
+        })?;
+        let own = own_path(&text).ok_or_else(|| CgroupError::NoUnified(mount.to_owned()))?;
+        Self::open_delegated_with(Arc::new(HostFs), mount, &own, instance)
+    }
+
+    /// [`open_delegated`](Self::open_delegated) for a process whose cgroup is `own`
+    /// (relative to `mount`), on the cgroup file system `fs` gives access to.
+    pub fn open_delegated_with(
+        fs: Arc<dyn CgroupFs>,
+        mount: &Path,
+        own: &Path,
+        instance: &str,
+    ) -> Result<Self, CgroupError> {
+        let base = delegated::prepare(&*fs, mount, own)?;
+        Self::make(fs, Version::V2, vec![base.join(TOP)], instance)
+    }
+
+    /// Makes the `sandbox-runner` folders in `tops` and this instance's in them, with
+    /// the controllers enabled level by level (v2).
+    fn make(
+        fs: Arc<dyn CgroupFs>,
+        version: Version,
+        tops: Vec<PathBuf>,
+        instance: &str,
+    ) -> Result<Self, CgroupError> {
+        for top in &tops {
+            for dir in [top.clone(), top.join(instance)] {
+                make_dir(&*fs, &dir)?;
+                if version == Version::V2 {
+                    v2::enable_controllers(&*fs, &dir)?;
+                }
+            }
+        }
+        Ok(Hierarchy {
             version,
             tops,
             instance: instance.to_owned(),
             fs,
-        };
-        let fs = &*hierarchy.fs;
-        if version == Version::V2 {
-            v2::enable_controllers(fs, mount)?;
-        }
-        for top in &hierarchy.tops {
-            make_dir(fs, top)?;
-            if version == Version::V2 {
-                v2::enable_controllers(fs, top)?;
-            }
-            make_dir(fs, &top.join(instance))?;
-            if version == Version::V2 {
-                v2::enable_controllers(fs, &top.join(instance))?;
-            }
-        }
-        Ok(hierarchy)
+        })
     }
 
     /// The cgroup version in use.

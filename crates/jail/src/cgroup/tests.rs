@@ -161,6 +161,12 @@ impl CgroupFs for FakeTree {
     fn list_dirs(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         HostFs.list_dirs(path)
     }
+
+    /// By the owner's write bit: the tests may run as root, whom access(2) never refuses.
+    fn writable(&self, path: &Path) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o200 != 0)
+    }
 }
 
 const MIB: u64 = 1 << 20;
@@ -352,4 +358,130 @@ fn a_missing_hierarchy_or_v2_controller_is_named() {
         }
         other => panic!("expected MissingController, got {other:?}"),
     }
+}
+
+/// A fake v2 tree with `own` (relative) made below the root, as systemd makes a
+/// delegated unit's cgroup, holding the processes `procs`.
+fn delegated_tree(own: &str, procs: &str) -> Arc<FakeTree> {
+    let tree = FakeTree::new(Version::V2, true);
+    let mut dir = tree.mount.clone();
+    for part in Path::new(own) {
+        dir.push(part);
+        tree.create_dir(&dir).unwrap();
+    }
+    fs::write(dir.join("cgroup.procs"), procs).unwrap();
+    tree
+}
+
+fn read_only(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o444)).unwrap();
+}
+
+#[test]
+fn own_path_is_the_unified_line_of_proc_self_cgroup() {
+    let hybrid = "12:memory:/user.slice\n1:name=systemd:/x\n0::/user.slice/app.scope\n";
+    assert_eq!(
+        own_path(hybrid),
+        Some(PathBuf::from("user.slice/app.scope"))
+    );
+    assert_eq!(own_path("0::/\n"), Some(PathBuf::new()));
+    assert_eq!(own_path("4:pids:/a\n"), None);
+}
+
+#[test]
+fn a_delegated_subtree_moves_its_processes_to_a_leaf_and_holds_the_sandboxes() {
+    let own = "user.slice/user@1000.service/app.slice/run-1.scope";
+    let tree = delegated_tree(own, "41\n42\n");
+    let own = Path::new(own);
+    let hierarchy = Hierarchy::open_delegated_with(tree.clone(), &tree.mount, own, "r1").unwrap();
+
+    let base = tree.mount.join(own);
+    let writes = tree.writes.lock().unwrap().clone();
+    let leaf_procs = base.join("supervisor/cgroup.procs");
+    let moved: Vec<&str> = writes
+        .iter()
+        .filter(|(p, _)| *p == leaf_procs)
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(moved, ["41", "42"], "one pid per write");
+    let rel = |file: &str| format!("{}/{file}", own.display());
+    assert_eq!(
+        tree.written(&rel("cgroup.subtree_control")).as_deref(),
+        Some("+memory +cpu +pids")
+    );
+    assert_eq!(
+        tree.written("cgroup.subtree_control"),
+        None,
+        "the root is not ours"
+    );
+
+    let cgroup = hierarchy.create("sb1", &limits()).unwrap();
+    let dir = rel("sandbox-runner/r1/sb1");
+    assert_eq!(
+        tree.written(&format!("{dir}/cpu.max")).as_deref(),
+        Some("50000 100000")
+    );
+    assert_eq!(
+        cgroup.procs_files(),
+        [tree.mount.join(&dir).join("cgroup.procs")]
+    );
+    cgroup.kill_and_remove().unwrap();
+    hierarchy.remove_instance().unwrap();
+    assert!(!tree.mount.join(rel("sandbox-runner/r1")).exists());
+}
+
+#[test]
+fn a_runner_started_from_the_leaf_uses_the_same_base() {
+    let tree = delegated_tree("alice/supervisor", "7\n");
+    let own = Path::new("alice/supervisor");
+    let hierarchy = Hierarchy::open_delegated_with(tree.clone(), &tree.mount, own, "r1").unwrap();
+    assert_eq!(hierarchy.tops, [tree.mount.join("alice/sandbox-runner")]);
+    assert!(!tree.mount.join("alice/supervisor/supervisor").exists());
+}
+
+#[test]
+fn an_undelegated_cgroup_or_the_root_or_v1_is_refused_by_name() {
+    let tree = delegated_tree("user.slice/session-3.scope", "9\n");
+    let own = Path::new("user.slice/session-3.scope");
+    read_only(&tree.mount.join(own).join("cgroup.procs"));
+    match Hierarchy::open_delegated_with(tree.clone(), &tree.mount, own, "r1") {
+        Err(CgroupError::NotDelegated(path)) => assert_eq!(path, tree.mount.join(own)),
+        other => panic!("expected NotDelegated, got {other:?}"),
+    }
+    assert!(!tree.mount.join(own).join("supervisor").exists());
+
+    let root = FakeTree::new(Version::V2, true);
+    assert!(matches!(
+        Hierarchy::open_delegated_with(root.clone(), &root.mount, Path::new(""), "r1"),
+        Err(CgroupError::NotDelegated(path)) if path == root.mount
+    ));
+
+    let v1 = FakeTree::new(Version::V1, true);
+    assert!(matches!(
+        Hierarchy::open_delegated_with(v1.clone(), &v1.mount, Path::new("x"), "r1"),
+        Err(CgroupError::NoUnified(_))
+    ));
+}
+
+#[test]
+fn a_subtree_without_the_cpu_controller_is_named() {
+    let tree = delegated_tree("u/app.scope", "5\n");
+    let own = Path::new("u/app.scope");
+    fs::write(
+        tree.mount.join(own).join("cgroup.controllers"),
+        "memory pids\n",
+    )
+    .unwrap();
+    match Hierarchy::open_delegated_with(tree.clone(), &tree.mount, own, "r1") {
+        Err(CgroupError::MissingController { controller, path }) => {
+            assert_eq!(controller, "cpu");
+            assert_eq!(path, tree.mount.join(own));
+        }
+        other => panic!("expected MissingController, got {other:?}"),
+    }
+    assert!(
+        !tree.mount.join(own).join("supervisor").exists(),
+        "nothing moved"
+    );
 }

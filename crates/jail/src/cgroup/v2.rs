@@ -14,24 +14,32 @@ pub(super) fn detect(fs: &dyn CgroupFs, mount: &Path) -> bool {
 
 /// Enables the memory, cpu and pids controllers for the children of `dir`.
 pub(super) fn enable_controllers(fs: &dyn CgroupFs, dir: &Path) -> Result<(), CgroupError> {
-    let controllers = dir.join("cgroup.controllers");
-    let available = fs.read(&controllers).map_err(|source| CgroupError::Read {
-        path: controllers,
-        source,
-    })?;
-    for controller in CONTROLLERS {
-        if !available.split_whitespace().any(|c| c == controller) {
-            return Err(CgroupError::MissingController {
-                controller: controller.to_owned(),
-                path: dir.to_owned(),
-            });
-        }
-    }
+    check_controllers(fs, dir)?;
     write(
         fs,
         &dir.join("cgroup.subtree_control"),
         "+memory +cpu +pids",
     )
+}
+
+/// Whether the memory, cpu and pids controllers are available in `dir` (its parent
+/// enabled them for it); the first missing one is named.
+pub(super) fn check_controllers(fs: &dyn CgroupFs, dir: &Path) -> Result<(), CgroupError> {
+    let controllers = dir.join("cgroup.controllers");
+    let available = fs.read(&controllers).map_err(|source| CgroupError::Read {
+        path: controllers,
+        source,
+    })?;
+    match CONTROLLERS
+        .iter()
+        .find(|wanted| !available.split_whitespace().any(|c| c == **wanted))
+    {
+        Some(missing) => Err(CgroupError::MissingController {
+            controller: (*missing).to_owned(),
+            path: dir.to_owned(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Writes the limits of the cgroup in `dir`: memory, no swap, the CPU quota, the

@@ -49,9 +49,10 @@ pub struct ProcessConfig {
     pub nofile: u64,
     /// How long making a sandbox may take.
     pub create_timeout: Duration,
-    /// Make sandboxes without cgroups: no memory or CPU limit (the process cap stays,
-    /// as an rlimit). For an ordinary user on a host without a delegated cgroup v2
-    /// subtree, who asked for it by name.
+    /// Make sandboxes without cgroups where none can be had: no memory or CPU limit
+    /// (the process cap stays, as an rlimit). For an ordinary user outside a delegated
+    /// cgroup v2 subtree, who asked for it by name (inside one, the limits hold anyway);
+    /// as root, no cgroups are made at all.
     pub unsafe_no_resource_limits: bool,
 }
 
@@ -144,17 +145,21 @@ impl ProcessBackend {
                 owner::unprivileged_userns(uid)
             })?))
         };
-        let hierarchy = match (root, config.unsafe_no_resource_limits) {
-            (_, true) => {
-                tracing::warn!(
-                    "UNSAFE: --unsafe-no-resource-limits: sandboxes have no memory and no CPU \
-                     limit (their processes are still capped); a program can take all of \
-                     this host's memory and CPU"
-                );
-                None
+        let hierarchy = if root && config.unsafe_no_resource_limits {
+            warn_no_limits(None);
+            None
+        } else {
+            match open_hierarchy(&config, root) {
+                Ok(hierarchy) => Some(Arc::new(hierarchy)),
+                Err(ProcessError::Cgroup(e)) if !root => {
+                    if !config.unsafe_no_resource_limits {
+                        return Err(RootlessError::NoLimits(e).into());
+                    }
+                    warn_no_limits(Some(&e));
+                    None
+                }
+                Err(e) => return Err(e),
             }
-            (true, false) => Some(Arc::new(open_hierarchy(&config)?)),
-            (false, false) => return Err(RootlessError::NoLimits.into()),
         };
         let layout = match &privilege {
             Privilege::Root { .. } => IdLayout::root(config.id_base),
@@ -296,9 +301,16 @@ fn make_stage_dir(config: &ProcessConfig) -> Result<PathBuf, ProcessError> {
     Ok(stage_dir)
 }
 
-/// This runner's place in the host's cgroup trees, with what dead runners left removed.
-fn open_hierarchy(config: &ProcessConfig) -> Result<Hierarchy, ProcessError> {
-    let hierarchy = Hierarchy::open(&config.cgroup_mount, &cgroup::instance_name())?;
+/// This runner's place in the host's cgroup trees (as root, at their roots; as an
+/// ordinary user, below the subtree delegated to it), with what dead runners left
+/// removed.
+fn open_hierarchy(config: &ProcessConfig, root: bool) -> Result<Hierarchy, ProcessError> {
+    let instance = cgroup::instance_name();
+    let hierarchy = if root {
+        Hierarchy::open(&config.cgroup_mount, &instance)?
+    } else {
+        Hierarchy::open_delegated(&config.cgroup_mount, &instance)?
+    };
     let removed = hierarchy.remove_stale()?;
     if removed > 0 {
         tracing::warn!(
@@ -308,6 +320,16 @@ fn open_hierarchy(config: &ProcessConfig) -> Result<Hierarchy, ProcessError> {
     }
     tracing::info!(version = ?hierarchy.version(), "cgroups ready");
     Ok(hierarchy)
+}
+
+/// Says loudly that the sandboxes have no memory and CPU limits, and why there are none.
+fn warn_no_limits(reason: Option<&CgroupError>) {
+    tracing::warn!(
+        reason = reason.map(tracing::field::display),
+        "UNSAFE: --unsafe-no-resource-limits: sandboxes have no memory and no CPU limit \
+         (their processes are still capped); a program can take all of this host's memory \
+         and CPU"
+    );
 }
 
 /// Whether sandboxes' user namespaces can be created by their own host identity (so

@@ -8,12 +8,16 @@
 //!   `uidmap` package's setuid helpers, so that the program is never the agent's user
 //!   nor the runner's;
 //! - memory and CPU limits need a cgroup, which an ordinary user can only have through
-//!   a cgroup v2 subtree delegated to them. Where there is none (cgroup v1 hosts, or v2
-//!   without delegation) the runner refuses to start, unless the operator passes the
+//!   a cgroup v2 subtree delegated to them, the one the runner runs in (systemd's
+//!   `Delegate=yes`, or a folder an admin hands over: see
+//!   [`Hierarchy::open_delegated`](sandbox_jail::cgroup::Hierarchy::open_delegated)).
+//!   Where there is none (cgroup v1 hosts, or v2 without delegation) the runner refuses
+//!   to start, unless the operator passes the
 //!   loudly named `--unsafe-no-resource-limits`: sandboxes then have no memory or CPU
 //!   limit (the process cap stays, as an rlimit of the sandbox's own user), and
 //!   `/health`, sandbox-mcp's banner and its tool descriptions say so.
 
+use sandbox_jail::cgroup::CgroupError;
 use sandbox_jail::Rootless;
 use std::path::{Path, PathBuf};
 
@@ -55,12 +59,13 @@ pub enum RootlessError {
     /// No cgroup can limit the sandboxes, and the operator did not opt out.
     #[error(
         "as an ordinary user, memory and CPU limits need a cgroup v2 subtree delegated to \
-         you, which this host does not offer (its cgroups are v1, or the runner is not in a \
-         delegated subtree). Run the runner as root, or pass --unsafe-no-resource-limits \
+         you, and the runner must run inside it: {0}. Run the runner as root; or, on a \
+         host with cgroup v2 and systemd, start it in a delegated scope (systemd-run --user \
+         --scope -p Delegate=yes <command>); or pass --unsafe-no-resource-limits \
          (RUNNER_UNSAFE_NO_RESOURCE_LIMITS=true) to run sandboxes without memory and CPU \
          limits (their processes stay capped)"
     )]
-    NoLimits,
+    NoLimits(CgroupError),
 }
 
 /// What an ordinary user's runner uses in place of root: the helpers, and the first
