@@ -55,6 +55,11 @@ impl<R: Pipe> Capture<R> {
         Ok(false)
     }
 
+    /// Takes the pipe away (it is no longer read here).
+    pub(crate) fn take_pipe(&mut self) -> Option<R> {
+        self.pipe.take()
+    }
+
     /// Whether more than the cap was written.
     pub(crate) fn truncated(&self) -> bool {
         self.truncated

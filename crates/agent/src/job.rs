@@ -3,6 +3,7 @@
 use crate::capture::Capture;
 use crate::identity::write_as_program_user;
 use crate::launch::{self, Prepared};
+use crate::sink;
 use crate::tree::{end_tree, exit_code, kill_all, reap_exited};
 use crate::HOME;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -74,8 +75,17 @@ pub fn run_job(job: &Job, prepared: Option<Prepared>) -> Result<JobOutcome, JobE
     let started = Instant::now();
     let timed_out = watch.until_exit(started + Duration::from_millis(job.timeout_ms))?;
     let duration_ms = started.elapsed().as_millis() as u64;
-    let status = end_tree(program).or(watch.status);
-    watch.drain(Instant::now() + DRAIN_LIMIT)?;
+    let ended_whole = timed_out || watch.stdout.truncated() || watch.stderr.truncated();
+    let status = if job.session && !ended_whole {
+        // A session keeps what the program left running: what the program wrote is in
+        // the pipes; what its background processes write later is discarded.
+        watch.drain_written()?;
+        watch.status
+    } else {
+        let status = end_tree(program).or(watch.status);
+        watch.drain(Instant::now() + DRAIN_LIMIT)?;
+        status
+    };
     let (exit_code, signal) = exit_code(status.unwrap_or(WaitStatus::StillAlive));
     Ok(JobOutcome {
         stdout_truncated: watch.stdout.truncated(),
@@ -177,6 +187,27 @@ impl Watch {
         Ok(())
     }
 
+    /// Reads what is in the pipes now, without waiting for their end (background
+    /// processes of a session may hold them open), and hands the pipes still open to
+    /// the [`sink`](crate::sink).
+    fn drain_written(&mut self) -> Result<(), JobError> {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let ready = self.poll(Some(Duration::ZERO), false)?;
+            if !ready.stdout && !ready.stderr {
+                break;
+            }
+            self.read_ready(&ready, &mut buf)?;
+        }
+        if let Some(pipe) = self.stdout.take_pipe() {
+            sink::discard(pipe.into());
+        }
+        if let Some(pipe) = self.stderr.take_pipe() {
+            sink::discard(pipe.into());
+        }
+        Ok(())
+    }
+
     fn read_ready(&mut self, ready: &Ready, buf: &mut [u8]) -> Result<(), JobError> {
         let mut over_cap = false;
         if ready.stdout {
@@ -207,6 +238,7 @@ impl Watch {
             fds.push(PollFd::new(self.exited.as_fd(), flags));
         }
         let timeout = match wait {
+            Some(Duration::ZERO) => PollTimeout::ZERO,
             Some(d) => {
                 PollTimeout::try_from(d.as_millis().max(1) as i32).unwrap_or(PollTimeout::MAX)
             }

@@ -27,6 +27,7 @@ mod job;
 mod launch;
 pub mod multicall;
 mod serve;
+mod sink;
 mod tree;
 
 pub use identity::run_programs_as;

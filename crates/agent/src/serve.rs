@@ -11,8 +11,6 @@ use sandbox_protocol::Lang;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// What serves the exchange's requests: starts an interpreter ahead of the job, runs
@@ -66,8 +64,9 @@ where
 }
 
 /// Serves one job over `channel` with `worker`: Ready; optionally a Prepare, answered
-/// by Ready again once the interpreter waits; then one Job, answered by Done or Failed;
-/// then waits until the runner closes the channel.
+/// by Ready again once the interpreter waits; then one Job, answered by Done or Failed
+/// (and, while the jobs are a session's, the jobs that follow); then waits until the
+/// runner closes the channel.
 ///
 /// Returns `Ok(())` also when the runner closes the channel without sending a job
 /// (a pooled sandbox being destroyed).
@@ -80,7 +79,7 @@ where
     frame::write(channel, &AgentMessage::Ready)?;
     let mut started = false;
     match await_job(channel, worker, &mut started)? {
-        Next::Job(job) => answer(channel, &job, worker),
+        Next::Job(job) => serve_jobs(channel, job, worker),
         Next::Snapshot => fail(channel, "this sandbox cannot be snapshotted".into()),
         Next::Closed => Ok(()),
     }
@@ -145,7 +144,7 @@ where
         next = await_job(&mut channel, worker, &mut started)?;
     }
     match next {
-        Next::Job(job) => answer(&mut channel, &job, worker),
+        Next::Job(job) => serve_jobs(&mut channel, job, worker),
         Next::Snapshot => fail(&mut channel, "a second Snapshot".into()),
         Next::Closed => Ok(()),
     }
@@ -219,57 +218,133 @@ fn await_job<C: Read + Write, W: Worker>(
     }
 }
 
-/// Runs the job, answers, and waits for the runner to let go of the sandbox.
+/// Answers `job` and, while the jobs are a session's, the jobs that follow; after a
+/// one-shot job, waits for the runner to let go of the sandbox.
+fn serve_jobs<C, W>(channel: &mut C, first: Job, worker: &mut W) -> Result<(), AgentError>
+where
+    C: Read + Write + AsFd,
+    W: Worker,
+{
+    let mut job = first;
+    loop {
+        answer(channel, &job, worker)?;
+        if !job.session {
+            // Every process of the job is gone by now. Stay until the runner closes
+            // the channel: the sandbox's teardown (a namespace's, a VM's) then happens
+            // when the runner destroys it, not while the answer is on its way.
+            wait_for_close(channel);
+            return Ok(());
+        }
+        match frame::read::<_, RunnerMessage>(channel)? {
+            None => return Ok(()),
+            Some(RunnerMessage::Job(next)) if next.session => job = next,
+            Some(_) => {
+                return fail(
+                    channel,
+                    "a session's sandbox takes only session jobs".into(),
+                )
+            }
+        }
+    }
+}
+
+/// Runs the job and answers, watching meanwhile for the runner going away.
 fn answer<C, W>(channel: &mut C, job: &Job, worker: &mut W) -> Result<(), AgentError>
 where
     C: Read + Write + AsFd,
     W: Worker,
 {
-    let answered = Arc::new(AtomicBool::new(false));
-    let watcher = watch_for_hangup(channel.as_fd(), answered.clone())?;
+    let watcher = HangupWatch::start(channel.as_fd())?;
     let answer = worker.run(job);
-    answered.store(true, Ordering::SeqCst);
+    watcher.stop();
     frame::write(channel, &answer)?;
-    // Every process of the job is gone by now. Stay until the runner closes the
-    // channel: the sandbox's teardown (a namespace's, a VM's) then happens when the
-    // runner destroys it, not while the answer is on its way to the caller.
-    let _ = watcher.join();
     Ok(())
 }
 
-/// While the job runs the runner sends nothing more; end of file means it is gone, and
-/// nobody would read the answer: end the sandbox now rather than at the timeout. As PID 1,
-/// exiting ends every process of the namespace (in a VM, the VM). Once `answered` is
-/// set, end of file is the runner letting go of the sandbox: the thread just ends.
-fn watch_for_hangup(
-    channel: BorrowedFd<'_>,
-    answered: Arc<AtomicBool>,
-) -> Result<JoinHandle<()>, AgentError> {
-    let mut watcher = File::from(channel.try_clone_to_owned().map_err(AgentError::Watch)?);
-    std::thread::Builder::new()
-        .name("hangup".into())
-        .spawn(move || {
-            let mut buf = [0u8; 64];
-            loop {
-                match watcher.read(&mut buf) {
-                    Ok(0) => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                    Ok(_) => continue, // nothing is expected; ignore it
+/// Reads (and ignores) what the runner sends until it closes the channel.
+fn wait_for_close<C: Read>(channel: &mut C) {
+    let mut buf = [0u8; 64];
+    loop {
+        match channel.read(&mut buf) {
+            Ok(0) => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+            Ok(_) => continue, // nothing is expected; ignore it
+        }
+    }
+}
+
+/// While a job runs the runner sends nothing; the channel hanging up means it is gone,
+/// and nobody would read the answer: end the sandbox now rather than at the timeout. As
+/// PID 1, exiting ends every process of the namespace (in a VM, the VM).
+///
+/// The watch polls for the hang-up only and never reads, so that the next message of a
+/// session stays on the channel for the loop that reads it.
+struct HangupWatch {
+    stop: File,
+    thread: JoinHandle<()>,
+}
+
+impl HangupWatch {
+    fn start(channel: BorrowedFd<'_>) -> Result<Self, AgentError> {
+        let watched = channel.try_clone_to_owned().map_err(AgentError::Watch)?;
+        let (stop_rx, stop_tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| AgentError::Watch(e.into()))?;
+        let thread = std::thread::Builder::new()
+            .name("hangup".into())
+            .spawn(move || {
+                if hung_up(watched.as_fd(), stop_rx.as_fd()) {
+                    end_sandbox();
                 }
-            }
-            if answered.load(Ordering::SeqCst) {
-                return;
-            }
-            if nix::unistd::getpid() == nix::unistd::Pid::from_raw(1) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(-1),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-            std::process::exit(1);
+            })
+            .map_err(AgentError::Watch)?;
+        Ok(HangupWatch {
+            stop: File::from(stop_tx),
+            thread,
         })
-        .map_err(AgentError::Watch)
+    }
+
+    /// Ends the watch (the answer is about to be written).
+    fn stop(self) {
+        drop(self.stop); // end of file on the stop pipe
+        let _ = self.thread.join();
+    }
+}
+
+/// Waits until the channel hangs up (true) or the stop pipe closes (false).
+fn hung_up(channel: BorrowedFd<'_>, stop: BorrowedFd<'_>) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    // nix names no POLLRDHUP (the peer shut its end down); libc does.
+    let rdhup = PollFlags::from_bits_retain(libc::POLLRDHUP);
+    let hangup = rdhup | PollFlags::POLLHUP | PollFlags::POLLERR;
+    loop {
+        let mut fds = [
+            PollFd::new(channel, rdhup),
+            PollFd::new(stop, PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+        if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+            return false;
+        }
+        if fds[0].revents().is_some_and(|r| r.intersects(hangup)) {
+            return true;
+        }
+    }
+}
+
+/// Kills every other process of the sandbox (as its PID 1) and exits.
+fn end_sandbox() -> ! {
+    if nix::unistd::getpid() == nix::unistd::Pid::from_raw(1) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(-1),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    std::process::exit(1);
 }
 
 fn fail<C: Write>(channel: &mut C, message: String) -> Result<(), AgentError> {
@@ -313,6 +388,7 @@ mod tests {
             timeout_ms: 1000,
             stdout_cap: 100,
             stderr_cap: 100,
+            session: false,
         }
     }
 
@@ -442,5 +518,67 @@ mod tests {
             assert!(matches!(got, AgentMessage::Failed { .. }), "{got:?}");
             agent.join().unwrap().unwrap();
         }
+    }
+
+    fn session_job(code: &str) -> RunnerMessage {
+        RunnerMessage::Job(Job {
+            code: code.into(),
+            session: true,
+            ..job()
+        })
+    }
+
+    fn done(code: &str) -> AgentMessage {
+        AgentMessage::Done(
+            echo(
+                &Job {
+                    code: code.into(),
+                    ..job()
+                },
+                None,
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_session_s_sandbox_answers_every_job_until_the_channel_closes() {
+        let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+        let agent = std::thread::spawn(move || serve_with(&mut agent_end, &mut Local::new(echo)));
+        expect(&mut runner, &AgentMessage::Ready);
+        for code in ["one", "two", "three"] {
+            frame::write(&mut runner, &session_job(code)).unwrap();
+            expect(&mut runner, &done(code));
+        }
+        drop(runner);
+        agent.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_session_refuses_a_one_shot_job_and_a_one_shot_sandbox_a_second_job() {
+        let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+        let agent = std::thread::spawn(move || serve_with(&mut agent_end, &mut Local::new(echo)));
+        expect(&mut runner, &AgentMessage::Ready);
+        frame::write(&mut runner, &session_job("one")).unwrap();
+        expect(&mut runner, &done("one"));
+        frame::write(&mut runner, &RunnerMessage::Job(job())).unwrap();
+        let got: AgentMessage = frame::read(&mut runner).unwrap().unwrap();
+        assert!(matches!(got, AgentMessage::Failed { .. }), "{got:?}");
+        agent.join().unwrap().unwrap();
+
+        let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+        let agent = std::thread::spawn(move || serve_with(&mut agent_end, &mut Local::new(echo)));
+        expect(&mut runner, &AgentMessage::Ready);
+        frame::write(&mut runner, &RunnerMessage::Job(job())).unwrap();
+        expect(&mut runner, &done("echo restored"));
+        frame::write(&mut runner, &session_job("two")).unwrap();
+        runner.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(
+            frame::read::<_, AgentMessage>(&mut runner)
+                .unwrap()
+                .is_none(),
+            "no answer after the one job"
+        );
+        agent.join().unwrap().unwrap();
     }
 }

@@ -11,8 +11,9 @@
 //!
 //! Steps 2 and 3 travel as a [`RunnerMessage`].
 //!
-//! The agent then waits for the runner to close the channel, and exits; a sandbox never
-//! takes a second job.
+//! After a one-shot job the agent waits for the runner to close the channel, and exits.
+//! After a job marked [`Job::session`], steps 3 and 4 repeat: a session's sandbox takes
+//! jobs until the runner closes the channel.
 //!
 //! A VM that is to become a snapshot template gets, before step 2, a [`Snapshot`]: the
 //! agent answers Ready, closes the channel and keeps reconnecting. The runner snapshots
@@ -36,6 +37,11 @@ pub struct Job {
     pub stdout_cap: usize,
     /// Bytes of standard error kept; more stops the program.
     pub stderr_cap: usize,
+    /// The sandbox lives on after this job (a session): more jobs may follow, and the
+    /// processes the program leaves running in the background stay. A one-shot job
+    /// (false) is the sandbox's only one, and nothing of it outlives its answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session: bool,
 }
 
 /// Asks the agent to start the interpreter of `prepare` ahead of the job, so that a job in
@@ -160,6 +166,7 @@ mod tests {
             timeout_ms: 1000,
             stdout_cap: 10,
             stderr_cap: 10,
+            session: false,
         };
         let text = serde_json::to_string(&RunnerMessage::Job(job.clone())).unwrap();
         assert_eq!(decode(&text), RunnerMessage::Job(job));

@@ -83,6 +83,7 @@ mod tests {
             timeout_ms: 5,
             stdout_cap: 1,
             stderr_cap: 2,
+            session: false,
         };
         let bytes = encode(&job).unwrap();
         let back: Job = read(&mut bytes.as_slice()).unwrap().unwrap();

@@ -262,6 +262,7 @@ fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
         timeout_ms,
         stdout_cap: sandbox.output_cap_bytes,
         stderr_cap: sandbox.output_cap_bytes,
+        session: false,
     })
 }
 

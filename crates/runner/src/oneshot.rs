@@ -89,6 +89,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
         timeout_ms: timeout,
         stdout_cap: config.output_cap_bytes,
         stderr_cap: config.output_cap_bytes,
+        session: false,
     };
     let outcome = sandbox.run(job).await;
     sandbox.destroy().await;

@@ -46,6 +46,8 @@ const NOFILE: u64 = 1024;
 pub(super) struct Jailed {
     cgroup: Cgroup,
     channel: UnixStream,
+    /// The cgroup's OOM kills before the current job (a session runs several).
+    oom_kills: u64,
 }
 
 impl Jailed {
@@ -77,7 +79,11 @@ impl Jailed {
         // The jail is never waited for: the VM ends with its job.
         let mut channel = spawn_jail(&spec)?;
         match frame::read::<_, AgentMessage>(&mut channel)? {
-            Some(AgentMessage::Ready) => Ok(Jailed { cgroup, channel }),
+            Some(AgentMessage::Ready) => Ok(Jailed {
+                cgroup,
+                channel,
+                oom_kills: 0,
+            }),
             Some(other) => Err(InitError::Jail(format!(
                 "the sandbox's agent said {other:?} instead of Ready"
             ))),
@@ -115,12 +121,15 @@ impl Worker for Jailed {
     }
 
     fn run(&mut self, job: &Job) -> AgentMessage {
+        let before = self.oom_kills;
         let answer = self
             .send(&RunnerMessage::Job(job.clone()))
             .and_then(|()| self.answer());
         match answer {
             Ok(AgentMessage::Done(mut outcome)) => {
-                outcome.oom_killed = self.cgroup.oom_kills().ok().map(|n| n > 0);
+                let now = self.cgroup.oom_kills().ok();
+                outcome.oom_killed = now.map(|n| n > before);
+                self.oom_kills = now.unwrap_or(before);
                 AgentMessage::Done(outcome)
             }
             Ok(AgentMessage::Ready) => AgentMessage::Failed {

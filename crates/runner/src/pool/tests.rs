@@ -31,6 +31,7 @@ fn job(lang: Lang) -> Job {
         timeout_ms: 1000,
         stdout_cap: 1024,
         stderr_cap: 1024,
+        session: false,
     }
 }
 
