@@ -173,8 +173,9 @@ impl Qemu {
 /// the TSC rate (the host's, which TCG passes through), it skips the calibration. And
 /// since the emulated CPU does not claim an invariant TSC, the kernel would fall back
 /// to a jiffies clock (4 ms steps, lost ticks when QEMU is throttled) unless told the
-/// TSC is reliable, which the host's TSC, read through TCG, is.
-fn tsc_cmdline() -> String {
+/// TSC is reliable, which the host's TSC, read through TCG, is. Public for tests that
+/// boot a TCG guest of their own.
+pub fn tsc_cmdline() -> String {
     let khz = fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| {
         text.lines()
             .find_map(|l| l.strip_prefix("cpu MHz"))
