@@ -105,9 +105,8 @@ pub struct SandboxArgs {
     #[arg(long, env = "RUNNER_FIRECRACKER_WITHOUT_JAILER")]
     pub firecracker_without_jailer: bool,
     /// UNSAFE: make process sandboxes without cgroups, so without memory and CPU limits
-    /// (the process cap stays, as an rlimit), where an ordinary user's runner runs
-    /// outside a delegated cgroup v2 subtree (inside one, the limits hold anyway); as
-    /// root, no cgroups at all. `/health` and sandbox-mcp say so.
+    /// (the process cap stays, as an rlimit). Only for an ordinary user's runner outside
+    /// a delegated cgroup v2 subtree; `/health` and sandbox-mcp say so.
     #[arg(long, env = "RUNNER_UNSAFE_NO_RESOURCE_LIMITS")]
     pub unsafe_no_resource_limits: bool,
     /// Refill the pool from a snapshot of a booted VM rather than by booting (Firecracker).

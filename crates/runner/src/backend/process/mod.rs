@@ -49,10 +49,9 @@ pub struct ProcessConfig {
     pub nofile: u64,
     /// How long making a sandbox may take.
     pub create_timeout: Duration,
-    /// Make sandboxes without cgroups where none can be had: no memory or CPU limit
-    /// (the process cap stays, as an rlimit). For an ordinary user outside a delegated
-    /// cgroup v2 subtree, who asked for it by name (inside one, the limits hold anyway);
-    /// as root, no cgroups are made at all.
+    /// Make sandboxes without cgroups: no memory or CPU limit (the process cap stays,
+    /// as an rlimit). For an ordinary user outside a delegated cgroup v2 subtree, who
+    /// asked for it by name.
     pub unsafe_no_resource_limits: bool,
 }
 
@@ -145,18 +144,14 @@ impl ProcessBackend {
                 owner::unprivileged_userns(uid)
             })?))
         };
-        let hierarchy = if root && config.unsafe_no_resource_limits {
-            warn_no_limits(None);
+        let hierarchy = if config.unsafe_no_resource_limits {
+            warn_no_limits();
             None
         } else {
             match open_hierarchy(&config, root) {
                 Ok(hierarchy) => Some(Arc::new(hierarchy)),
                 Err(ProcessError::Cgroup(e)) if !root => {
-                    if !config.unsafe_no_resource_limits {
-                        return Err(RootlessError::NoLimits(e).into());
-                    }
-                    warn_no_limits(Some(&e));
-                    None
+                    return Err(RootlessError::NoLimits(e).into())
                 }
                 Err(e) => return Err(e),
             }
@@ -180,11 +175,6 @@ impl ProcessBackend {
             next_id: AtomicU64::new(1),
             privilege,
         })
-    }
-
-    /// Whether the sandboxes have their memory and CPU limits (cgroups).
-    pub fn resource_limits(&self) -> bool {
-        self.hierarchy.is_some()
     }
 
     /// Makes one sandbox and waits for its agent's Ready (and, with `prepare`, for its
@@ -322,10 +312,9 @@ fn open_hierarchy(config: &ProcessConfig, root: bool) -> Result<Hierarchy, Proce
     Ok(hierarchy)
 }
 
-/// Says loudly that the sandboxes have no memory and CPU limits, and why there are none.
-fn warn_no_limits(reason: Option<&CgroupError>) {
+/// Says loudly that the sandboxes have no memory and CPU limits.
+fn warn_no_limits() {
     tracing::warn!(
-        reason = reason.map(tracing::field::display),
         "UNSAFE: --unsafe-no-resource-limits: sandboxes have no memory and no CPU limit \
          (their processes are still capped); a program can take all of this host's memory \
          and CPU"
