@@ -112,3 +112,16 @@ async fn shutdown_signal() {
     }
     tracing::info!("shutting down");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Flags flattened from several crates must not collide (clap checks only when a
+    /// command is first parsed).
+    #[test]
+    fn every_subcommand_s_flags_are_unique() {
+        Cli::command().debug_assert();
+    }
+}

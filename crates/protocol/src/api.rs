@@ -1,4 +1,5 @@
-//! The runner's HTTP API: `POST /run`, `GET /health` and error bodies.
+//! The runner's HTTP API: `POST /run`, the sessions (`/sessions...`), `GET /health` and
+//! error bodies.
 //!
 //! Field names are camelCase on the wire, as users and outside tests rely on them.
 
@@ -139,6 +140,40 @@ pub struct Health {
     /// than this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Sessions open now (absent from runners without sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<usize>,
+    /// The most sessions open at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<usize>,
+}
+
+/// The body of `POST /sessions` (`{}` or empty takes the runner's defaults).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateSession {
+    /// The session ends after this long without a run, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
+    /// The session ends this long after it was made, in milliseconds, whatever it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// A session, as `POST /sessions` (201) and `GET /sessions/{id}` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// The session's id: at least 128 random bits, the only way to reach it.
+    pub id: String,
+    /// The session ends after this long without a run, in milliseconds.
+    pub idle_timeout_ms: u64,
+    /// When the session ends at the latest (RFC 3339, UTC).
+    pub expires_at: String,
+    /// Runs so far.
+    pub runs: u64,
+    /// A run is in flight.
+    pub busy: bool,
 }
 
 /// Every error answer: `{"error": {"code": ..., "message": ...}}`.

@@ -6,6 +6,7 @@ use crate::backend::process::ProcessConfig;
 use crate::backend::vm::firecracker::FirecrackerConfig;
 use crate::backend::vm::{AccelChoice, VmConfig, Vmm};
 use crate::pool::PoolConfig;
+use crate::session::SessionConfig;
 use sandbox_protocol::api::{defaults, Limits};
 use std::fmt;
 use std::net::SocketAddr;
@@ -156,6 +157,64 @@ pub struct PoolArgs {
     /// Largest program accepted, in bytes; more gets 413.
     #[arg(long, env = "RUNNER_CODE_CAP_BYTES", default_value_t = defaults::CODE_CAP_BYTES as usize)]
     pub code_cap_bytes: usize,
+    /// Sessions: sandboxes that live across runs.
+    #[command(flatten)]
+    pub sessions: SessionArgs,
+}
+
+/// Sessions' settings (see [`crate::session`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SessionArgs {
+    /// A session ends after this long without a run, unless it asks for another idle
+    /// timeout, in milliseconds.
+    #[arg(long, env = "RUNNER_SESSION_IDLE_MS", default_value_t = 600_000)]
+    pub session_idle_ms: u64,
+    /// A session ends this long after it was made, unless it asks for another TTL, in
+    /// milliseconds.
+    #[arg(long, env = "RUNNER_SESSION_TTL_MS", default_value_t = 3_600_000)]
+    pub session_ttl_ms: u64,
+    /// The longest idle timeout a session may ask for, in milliseconds.
+    #[arg(long, env = "RUNNER_SESSION_MAX_IDLE_MS", default_value_t = 3_600_000)]
+    pub session_max_idle_ms: u64,
+    /// The longest TTL a session may ask for, in milliseconds.
+    #[arg(long, env = "RUNNER_SESSION_MAX_TTL_MS", default_value_t = 86_400_000)]
+    pub session_max_ttl_ms: u64,
+    /// Sessions open at once; one more gets 429 `too_many_sessions`. (The flag names
+    /// sandboxes: sandbox-mcp, which embeds these flags, has a `--max-sessions` of its
+    /// own, for MCP sessions.)
+    #[arg(long, env = "RUNNER_MAX_SESSIONS", default_value_t = 16)]
+    pub max_sandbox_sessions: usize,
+}
+
+impl SessionArgs {
+    /// Checks the settings: each default within its maximum.
+    pub fn validate(&self) -> Result<SessionConfig, ConfigError> {
+        check(
+            (1..=self.session_max_idle_ms).contains(&self.session_idle_ms),
+            "RUNNER_SESSION_IDLE_MS",
+            "between 1 and RUNNER_SESSION_MAX_IDLE_MS",
+            self.session_idle_ms,
+        )?;
+        check(
+            (1..=self.session_max_ttl_ms).contains(&self.session_ttl_ms),
+            "RUNNER_SESSION_TTL_MS",
+            "between 1 and RUNNER_SESSION_MAX_TTL_MS",
+            self.session_ttl_ms,
+        )?;
+        check(
+            self.max_sandbox_sessions <= 1024,
+            "RUNNER_MAX_SESSIONS",
+            "at most 1024",
+            self.max_sandbox_sessions,
+        )?;
+        Ok(SessionConfig {
+            idle: Duration::from_millis(self.session_idle_ms),
+            ttl: Duration::from_millis(self.session_ttl_ms),
+            max_idle: Duration::from_millis(self.session_max_idle_ms),
+            max_ttl: Duration::from_millis(self.session_max_ttl_ms),
+            max_sessions: self.max_sandbox_sessions,
+        })
+    }
 }
 
 http_limits::limit_args!(
@@ -243,6 +302,15 @@ pub struct RunnerConfig {
     pub sandbox: SandboxConfig,
     /// What `GET /health` publishes of the limits above.
     pub limits: Limits,
+    /// The sessions.
+    pub sessions: SessionConfig,
+}
+
+impl RunnerConfig {
+    /// The most sandboxes that exist at once: the pool's and the sessions'.
+    pub fn sandboxes(&self) -> usize {
+        self.pool.size + self.sessions.max_sessions
+    }
 }
 
 fn check(
@@ -430,11 +498,13 @@ impl ServeArgs {
             self.pool.pool_size,
         )?;
         check(
-            crate::backend::process::identity::range_end(self.sandbox.id_base, self.pool.pool_size)
-                + u64::from(sandbox_jail::layout::SANDBOX_UID)
+            crate::backend::process::identity::range_end(
+                self.sandbox.id_base,
+                self.pool.pool_size + self.pool.sessions.max_sandbox_sessions,
+            ) + u64::from(sandbox_jail::layout::SANDBOX_UID)
                 < u64::from(u32::MAX),
             "RUNNER_ID_BASE",
-            "low enough for 65536 host ids per sandbox of the pool below 2^32",
+            "low enough for 65536 host ids per sandbox of the pool and the sessions below 2^32",
             self.sandbox.id_base,
         )?;
         check(
@@ -475,6 +545,7 @@ impl ServeArgs {
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
             http: self.http.to_limits().map_err(ConfigError::HttpLimit)?,
             sandbox,
+            sessions: self.pool.sessions.validate()?,
         })
     }
 }

@@ -1,4 +1,5 @@
-//! The HTTP API: `POST /run`, `GET /health`, `GET /metrics`, and JSON errors.
+//! The HTTP API: `POST /run`, the sessions (see [`crate::session::routes`]),
+//! `GET /health`, `GET /metrics`, and JSON errors.
 //!
 //! Handlers are thin: decode and validate, hand the job to the pool, map the outcome.
 
@@ -7,6 +8,7 @@ use crate::backend::{Backend, RunOutcome};
 use crate::config::RunnerConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::pool::{AcquireError, Pool, SandboxFactory};
+use crate::session::{SessionError, Sessions};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -36,6 +38,8 @@ pub struct AppState<B: SandboxFactory = Backend> {
     pub metrics: Metrics,
     /// The backend's name, for /health.
     pub backend: &'static str,
+    /// The sessions.
+    pub sessions: Arc<Sessions<B::Sandbox>>,
     next_request: AtomicU64,
 }
 
@@ -43,6 +47,7 @@ impl<B: SandboxFactory> AppState<B> {
     /// The state of a runner.
     pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str) -> Self {
         AppState {
+            sessions: Arc::new(Sessions::new(config.sessions)),
             config,
             pool,
             metrics: Metrics::new(),
@@ -82,6 +87,9 @@ pub enum ApiError {
     /// The endpoint does not take this method (405).
     #[error("method not allowed on this endpoint")]
     MethodNotAllowed,
+    /// A session operation was refused or failed.
+    #[error(transparent)]
+    Session(#[from] SessionError),
 }
 
 impl ApiError {
@@ -104,6 +112,28 @@ impl ApiError {
             }
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::Session(e) => session_status_and_code(e),
+        }
+    }
+}
+
+fn session_status_and_code(e: &SessionError) -> (StatusCode, &'static str) {
+    match e {
+        SessionError::NotFound(_) => (StatusCode::NOT_FOUND, "session_not_found"),
+        SessionError::Busy(_) => (StatusCode::CONFLICT, "session_busy"),
+        SessionError::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
+        SessionError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+        SessionError::Acquire(AcquireError::QueueFull { .. }) => {
+            (StatusCode::TOO_MANY_REQUESTS, "pool_exhausted")
+        }
+        SessionError::Acquire(AcquireError::Timeout(_)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "queue_timeout")
+        }
+        SessionError::Acquire(AcquireError::Closed) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
+        }
+        SessionError::Sandbox(_) | SessionError::Random(_) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
         }
     }
 }
@@ -117,7 +147,8 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized(_) => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiError::Busy(_) => {
+            ApiError::Busy(_)
+            | ApiError::Session(SessionError::Acquire(_) | SessionError::TooMany(_)) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             _ => {}
@@ -126,16 +157,18 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The runner's routes, with auth on `/run` when a token is configured.
+/// The runner's routes, with auth on `/run` and the sessions when a token is configured.
 pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     let body_limit = state.config.code_cap_bytes.saturating_mul(JSON_OVERHEAD) + 64 * 1024;
-    let mut run = post(run::<B>);
+    let mut protected = Router::new()
+        .route("/run", post(run::<B>))
+        .merge(crate::session::routes::routes::<B>());
     if let Some(token) = &state.config.token {
         let token = Token(Arc::from(token.as_str()));
-        run = run.layer(middleware::from_fn_with_state(token, require_bearer));
+        protected = protected.route_layer(middleware::from_fn_with_state(token, require_bearer));
     }
     Router::new()
-        .route("/run", run)
+        .merge(protected)
         .route("/health", get(health::<B>))
         .route("/metrics", get(metrics::<B>))
         .fallback(|| async { ApiError::NotFound })
@@ -148,16 +181,7 @@ async fn run<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::TooLarge(format!(
-                "the request body is over the limit (code may be at most {} bytes)",
-                state.config.code_cap_bytes
-            ))
-        } else {
-            ApiError::BadRequest(rejection.body_text())
-        }
-    })?;
+    let body = body_bytes(body, &state.config)?;
     let job = parse_run(&body, &state.config)?;
     let lang = job.lang;
     let id = state.next_request.fetch_add(1, Ordering::Relaxed);
@@ -165,6 +189,23 @@ async fn run<B: SandboxFactory>(
         .instrument(tracing::info_span!("run", id, %lang))
         .await
         .map(Json)
+}
+
+/// The body of a request, or why it is refused (over the limit: 413).
+pub fn body_bytes(
+    body: Result<Bytes, BytesRejection>,
+    config: &RunnerConfig,
+) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(format!(
+                "the request body is over the limit (code may be at most {} bytes)",
+                config.code_cap_bytes
+            ))
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })
 }
 
 /// Takes a sandbox, runs the job in it, counts and logs the outcome.
@@ -266,7 +307,8 @@ fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
     })
 }
 
-fn classify(outcome: &RunOutcome) -> Outcome {
+/// How a run counts in the metrics.
+pub fn classify(outcome: &RunOutcome) -> Outcome {
     if outcome.oom_killed {
         Outcome::Oom
     } else if outcome.job.timed_out {
@@ -307,6 +349,8 @@ async fn health<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> Jso
         backend: state.backend.to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         limits: Some(state.config.limits.clone()),
+        sessions: Some(state.sessions.count()),
+        max_sessions: Some(state.sessions.config().max_sessions),
     })
 }
 

@@ -21,3 +21,4 @@ pub mod multicall;
 pub mod oneshot;
 pub mod pool;
 pub mod server;
+pub mod session;

@@ -84,3 +84,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Flags flattened from several crates must not collide (clap checks only when a
+    /// command is first parsed).
+    #[test]
+    fn every_subcommand_s_flags_are_unique() {
+        Cli::command().debug_assert();
+    }
+}

@@ -5,7 +5,8 @@ use crate::backend::vm::VmBackend;
 use crate::backend::{Backend, BackendError};
 use crate::config::{BackendConfig, RunnerConfig, SandboxConfig};
 use crate::http::{router, AppState};
-use crate::pool::Pool;
+use crate::pool::{Pool, PooledSandbox};
+use crate::session::{Sessions, REAP_EVERY};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +48,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(),
 ) -> Result<(), ServeError> {
-    let backend = Arc::new(make_backend(&config.sandbox, config.pool.size)?);
+    let backend = Arc::new(make_backend(&config.sandbox, config.sandboxes())?);
     let name = backend.name();
     let pool = Pool::start(backend, config.pool)
         .await
@@ -55,6 +56,7 @@ pub async fn serve(
     let grace = config.shutdown_grace;
     let limits = config.http;
     let state = Arc::new(AppState::new(config, pool, name));
+    let reaper = tokio::spawn(reap(state.sessions.clone()));
     let app = router(state.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -80,8 +82,18 @@ pub async fn serve(
             let _ = tokio::time::timeout(KILLED_ANSWER_TIME, serving).await;
         }
     }
+    reaper.abort();
+    state.sessions.close_all().await;
     state.pool.shutdown().await;
     Ok(())
+}
+
+/// Ends the sessions past their idle timeout or TTL, for the runner's life.
+async fn reap<S: PooledSandbox>(sessions: Arc<Sessions<S>>) {
+    loop {
+        tokio::time::sleep(REAP_EVERY).await;
+        sessions.reap().await;
+    }
 }
 
 /// Completes on SIGTERM or SIGINT.

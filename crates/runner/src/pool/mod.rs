@@ -108,6 +108,14 @@ pub struct Lease<B: SandboxFactory = Backend> {
 }
 
 impl<B: SandboxFactory> Lease<B> {
+    /// Keeps the sandbox for good (a session's): its slot is given back, and the pool
+    /// makes another sandbox in its place. The caller destroys it.
+    pub fn keep(self) -> B::Sandbox {
+        let Warm { sandbox, slot, .. } = self.warm;
+        drop(slot);
+        sandbox
+    }
+
     /// Runs the job, or stops it when `cancelled` completes first (`None`: the caller went
     /// away). The sandbox is destroyed after, in the background, so the answer does not
     /// wait for it (a little later when the pool has warm sandboxes to spare: see

@@ -146,6 +146,28 @@ impl Runner {
         value
     }
 
+    /// Any request with the token (and a JSON body when given); status and JSON body
+    /// (null when the body is empty).
+    pub async fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(TOKEN);
+        if let Some(body) = body {
+            req = req.body(body.to_string());
+        }
+        let resp = req.send().await.expect("the runner answered");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("JSON body, got {text:?}"))
+        };
+        (status, value)
+    }
+
     pub async fn get(&self, path: &str) -> (u16, String) {
         let resp = self
             .client

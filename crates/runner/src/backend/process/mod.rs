@@ -224,6 +224,7 @@ impl ProcessBackend {
                     child,
                     channel,
                     stderr: Some(stderr),
+                    oom_kills: 0,
                 };
                 match tokio::time::timeout(self.config.create_timeout, sandbox.await_ready(prepare))
                     .await
@@ -381,6 +382,8 @@ pub struct ProcessSandbox {
     child: Child,
     channel: UnixStream,
     stderr: Option<ChildStderr>,
+    /// The cgroup's OOM kills before the current job.
+    oom_kills: u64,
 }
 
 impl ProcessSandbox {
@@ -435,14 +438,15 @@ impl ProcessSandbox {
         });
     }
 
-    /// Sends the job and waits for the result; [`destroy`](Self::destroy) must follow.
+    /// Sends the job and waits for the result. A one-shot sandbox is spent after it
+    /// ([`destroy`](Self::destroy) must follow); a session's takes the next.
     pub async fn run(&mut self, job: Job) -> Result<RunOutcome, ProcessError> {
         let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE).await;
-        let oom_killed = self
-            .cgroup
-            .as_ref()
-            .and_then(|c| c.oom_kills().ok())
-            .is_some_and(|n| n > 0);
+        // The cgroup's count covers the sandbox's life; a session's sandbox runs more
+        // than one job.
+        let kills = self.cgroup.as_ref().and_then(|c| c.oom_kills().ok());
+        let oom_killed = kills.is_some_and(|n| n > self.oom_kills);
+        self.oom_kills = kills.unwrap_or(self.oom_kills);
         Ok(RunOutcome {
             job: result?,
             oom_killed,

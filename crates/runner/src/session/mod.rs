@@ -1,0 +1,349 @@
+//! Sessions: sandboxes that live across runs.
+//!
+//! A session takes a warm sandbox from the pool (the pool makes another in its place)
+//! and keeps it: its runs go to the same agent, marked as a session's
+//! ([`Job::session`]), so that the files of the home folder and `/tmp` and the processes
+//! a program leaves in the background stay for the next run. One run at a time: a
+//! second one while a run is in flight is refused, never queued.
+//!
+//! A session ends at its idle timeout (no run for that long), at its TTL (however
+//! busy), on `DELETE`, when its sandbox fails, and when the runner stops; its sandbox is
+//! then destroyed like any other (a restarted runner removes what a killed one left,
+//! as for every sandbox). Its id is 128 random bits: nothing else leads to it.
+//!
+//! - `mod.rs`: [`Sessions`], the table, and what each operation does;
+//! - `routes.rs`: the HTTP endpoints over it.
+
+pub mod routes;
+
+use crate::backend::RunOutcome;
+use crate::pool::{AcquireError, Pool, PooledSandbox, SandboxFactory};
+use sandbox_protocol::agent::Job;
+use sandbox_protocol::api::{CreateSession, SessionInfo};
+use sandbox_protocol::Lang;
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{watch, OwnedMutexGuard};
+
+/// How often the reaper looks for sessions past their idle timeout or TTL.
+pub const REAP_EVERY: Duration = Duration::from_millis(500);
+
+/// The sessions' settings.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionConfig {
+    /// Idle timeout of a session that asks for none.
+    pub idle: Duration,
+    /// TTL of a session that asks for none.
+    pub ttl: Duration,
+    /// The longest idle timeout a session may ask for.
+    pub max_idle: Duration,
+    /// The longest TTL a session may ask for.
+    pub max_ttl: Duration,
+    /// Sessions open at once.
+    pub max_sessions: usize,
+}
+
+/// Why a session operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// No session has this id (never made, deleted, or expired).
+    #[error("no session {0}: it was never made, or it was deleted or has expired; make a new one with POST /sessions")]
+    NotFound(String),
+    /// A run of the session is in flight.
+    #[error("session {0} is running a program: one run at a time")]
+    Busy(String),
+    /// As many sessions are open as the runner keeps.
+    #[error("{0} sessions are open, the most this runner keeps (RUNNER_MAX_SESSIONS); close one or wait for one to expire")]
+    TooMany(usize),
+    /// The request asks for what cannot be.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No sandbox could be had from the pool.
+    #[error(transparent)]
+    Acquire(#[from] AcquireError),
+    /// The session's sandbox failed; the session is gone.
+    #[error("the session's sandbox failed, and the session has ended: {0}")]
+    Sandbox(String),
+    /// The id could not be drawn.
+    #[error("drawing a session id: {0}")]
+    Random(std::io::Error),
+}
+
+/// One session.
+struct Session<S> {
+    id: String,
+    idle: Duration,
+    deadline: Instant,
+    expires_at: SystemTime,
+    /// The sandbox; `None` once the session has ended. Held by the run in flight.
+    sandbox: Arc<tokio::sync::Mutex<Option<S>>>,
+    last_used: Mutex<Instant>,
+    runs: AtomicU64,
+    /// Turns true when the session ends: a run in flight stops.
+    ended: watch::Sender<bool>,
+}
+
+impl<S> Session<S> {
+    fn info(&self) -> SessionInfo {
+        SessionInfo {
+            id: self.id.clone(),
+            idle_timeout_ms: self.idle.as_millis() as u64,
+            expires_at: rfc3339(self.expires_at),
+            runs: self.runs.load(Ordering::SeqCst),
+            busy: self.sandbox.try_lock().is_err(),
+        }
+    }
+
+    fn touch(&self) {
+        *lock(&self.last_used) = Instant::now();
+    }
+
+    /// Past its TTL, or idle (no run in flight) for its idle timeout.
+    fn expired(&self, now: Instant) -> bool {
+        let idle_since = *lock(&self.last_used);
+        now >= self.deadline
+            || (now.duration_since(idle_since) >= self.idle && self.sandbox.try_lock().is_ok())
+    }
+}
+
+/// The sessions of one runner.
+pub struct Sessions<S> {
+    config: SessionConfig,
+    table: Mutex<HashMap<String, Arc<Session<S>>>>,
+    /// Sessions being made (counted against the maximum).
+    opening: Mutex<usize>,
+}
+
+impl<S: PooledSandbox> Sessions<S> {
+    /// No session yet.
+    pub fn new(config: SessionConfig) -> Self {
+        Sessions {
+            config,
+            table: Mutex::new(HashMap::new()),
+            opening: Mutex::new(0),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Sessions open now.
+    pub fn count(&self) -> usize {
+        lock(&self.table).len()
+    }
+
+    /// Makes a session with a sandbox from `pool`.
+    pub async fn open<B>(
+        &self,
+        pool: &Pool<B>,
+        request: CreateSession,
+    ) -> Result<SessionInfo, SessionError>
+    where
+        B: SandboxFactory<Sandbox = S>,
+    {
+        let idle = self.duration(
+            request.idle_timeout_ms,
+            "idleTimeoutMs",
+            self.config.idle,
+            self.config.max_idle,
+        )?;
+        let ttl = self.duration(
+            request.ttl_ms,
+            "ttlMs",
+            self.config.ttl,
+            self.config.max_ttl,
+        )?;
+        let _opening = self.reserve()?;
+        let id = new_id().map_err(SessionError::Random)?;
+        let sandbox = pool.acquire(Lang::Bash).await?.keep();
+        let (ended, _) = watch::channel(false);
+        let now = Instant::now();
+        let session = Arc::new(Session {
+            id: id.clone(),
+            idle,
+            deadline: now + ttl,
+            expires_at: SystemTime::now() + ttl,
+            sandbox: Arc::new(tokio::sync::Mutex::new(Some(sandbox))),
+            last_used: Mutex::new(now),
+            runs: AtomicU64::new(0),
+            ended,
+        });
+        let info = session.info();
+        lock(&self.table).insert(id, session);
+        Ok(info)
+    }
+
+    /// What a session is now.
+    pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
+        Ok(self.get(id)?.info())
+    }
+
+    /// Runs `job` in the session's sandbox. The run goes on to its end (bounded by its
+    /// timeout) even if the caller goes away, so that the session's channel is never left
+    /// in the middle of an exchange; the session stays busy meanwhile.
+    pub async fn run(self: &Arc<Self>, id: &str, mut job: Job) -> Result<RunOutcome, SessionError>
+    where
+        S::Error: std::fmt::Display + Send,
+    {
+        let session = self.get(id)?;
+        let guard = session
+            .sandbox
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| SessionError::Busy(id.to_owned()))?;
+        job.session = true;
+        session.touch();
+        let sessions = self.clone();
+        let task = tokio::spawn(async move { sessions.run_held(session, guard, job).await });
+        task.await
+            .map_err(|e| SessionError::Sandbox(format!("the run's task failed: {e}")))?
+    }
+
+    async fn run_held(
+        &self,
+        session: Arc<Session<S>>,
+        mut guard: OwnedMutexGuard<Option<S>>,
+        job: Job,
+    ) -> Result<RunOutcome, SessionError>
+    where
+        S::Error: std::fmt::Display + Send,
+    {
+        let id = session.id.clone();
+        let Some(sandbox) = guard.as_mut() else {
+            return Err(SessionError::NotFound(id));
+        };
+        let mut ended = session.ended.subscribe();
+        let result = tokio::select! {
+            result = sandbox.run(job) => Some(result),
+            _ = ended.wait_for(|ended| *ended) => None,
+        };
+        session.runs.fetch_add(1, Ordering::SeqCst);
+        session.touch();
+        let error = match result {
+            Some(Ok(outcome)) => return Ok(outcome),
+            None => return Err(SessionError::NotFound(id)),
+            Some(Err(e)) => e.to_string(),
+        };
+        tracing::warn!(session = %id, %error, "a session's sandbox failed: the session ends");
+        lock(&self.table).remove(&id);
+        if let Some(sandbox) = guard.take() {
+            sandbox.destroy().await;
+        }
+        Err(SessionError::Sandbox(error))
+    }
+
+    /// Ends a session: a run in flight stops, and the sandbox is destroyed before this
+    /// returns.
+    pub async fn close(&self, id: &str) -> Result<(), SessionError> {
+        let session = lock(&self.table)
+            .remove(id)
+            .ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
+        end(&session).await;
+        Ok(())
+    }
+
+    /// Ends the sessions past their idle timeout or TTL; returns how many.
+    pub async fn reap(&self) -> usize {
+        let now = Instant::now();
+        let expired: Vec<Arc<Session<S>>> = {
+            let mut table = lock(&self.table);
+            let ids: Vec<String> = table
+                .values()
+                .filter(|s| s.expired(now))
+                .map(|s| s.id.clone())
+                .collect();
+            ids.iter().filter_map(|id| table.remove(id)).collect()
+        };
+        for session in &expired {
+            tracing::info!(session = %session.id, "session expired");
+            end(session).await;
+        }
+        expired.len()
+    }
+
+    /// Ends every session (the runner is stopping).
+    pub async fn close_all(&self) {
+        let all: Vec<Arc<Session<S>>> = lock(&self.table).drain().map(|(_, s)| s).collect();
+        for session in &all {
+            end(session).await;
+        }
+    }
+
+    fn get(&self, id: &str) -> Result<Arc<Session<S>>, SessionError> {
+        lock(&self.table)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SessionError::NotFound(id.to_owned()))
+    }
+
+    /// A requested duration, or the default; within 1 ms and the maximum.
+    fn duration(
+        &self,
+        asked: Option<u64>,
+        name: &str,
+        default: Duration,
+        max: Duration,
+    ) -> Result<Duration, SessionError> {
+        let Some(ms) = asked else { return Ok(default) };
+        let max_ms = max.as_millis() as u64;
+        if (1..=max_ms).contains(&ms) {
+            Ok(Duration::from_millis(ms))
+        } else {
+            Err(SessionError::BadRequest(format!(
+                "{name} must be between 1 and {max_ms}, not {ms}"
+            )))
+        }
+    }
+
+    /// Counts a session being made against the maximum, until the guard is dropped.
+    fn reserve(&self) -> Result<Opening<'_>, SessionError> {
+        let mut opening = lock(&self.opening);
+        if self.count() + *opening >= self.config.max_sessions {
+            return Err(SessionError::TooMany(self.config.max_sessions));
+        }
+        *opening += 1;
+        Ok(Opening(&self.opening))
+    }
+}
+
+/// A session being made, counted in [`Sessions::opening`] while it lives.
+struct Opening<'a>(&'a Mutex<usize>);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        *lock(self.0) -= 1;
+    }
+}
+
+/// Stops a session's run in flight, then destroys its sandbox.
+async fn end<S: PooledSandbox>(session: &Session<S>) {
+    let _ = session.ended.send(true);
+    let sandbox = session.sandbox.lock().await.take();
+    if let Some(sandbox) = sandbox {
+        sandbox.destroy().await;
+    }
+}
+
+/// 128 random bits from the kernel, as 32 hex digits.
+fn new_id() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A time as RFC 3339, UTC, to the millisecond.
+fn rfc3339(time: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Locks a session mutex; one poisoned by a panic goes on with its data.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,94 @@
+//! The sessions' endpoints: `POST /sessions`, `GET` and `DELETE /sessions/{id}`, and
+//! `POST /sessions/{id}/run` (the body and the answer of `POST /run`). The router puts
+//! them behind the runner's bearer token.
+
+use super::SessionError;
+use crate::http::{body_bytes, classify, parse_run, to_response, ApiError, AppState};
+use crate::metrics::Outcome;
+use crate::pool::SandboxFactory;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use sandbox_protocol::api::{CreateSession, RunResponse, SessionInfo};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The sessions' routes, for the runner's router.
+pub fn routes<B: SandboxFactory>() -> Router<Arc<AppState<B>>> {
+    Router::new()
+        .route("/sessions", post(create::<B>))
+        .route("/sessions/{id}", get(info::<B>).delete(close::<B>))
+        .route("/sessions/{id}/run", post(run::<B>))
+}
+
+async fn create<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<SessionInfo>), ApiError> {
+    let body = body_bytes(body, &state.config)?;
+    let request = decode_create(&body)?;
+    let info = state.sessions.open(&state.pool, request).await?;
+    tracing::info!(session = %info.id, "session opened");
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
+/// An empty body, `{}`, or `{idleTimeoutMs?, ttlMs?}`.
+fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(CreateSession::default());
+    }
+    let shape = |e: &dyn std::fmt::Display| {
+        ApiError::BadRequest(format!(
+            "the body must be empty or a JSON object {{\"idleTimeoutMs\"?: integer, \"ttlMs\"?: integer}}: {e}"
+        ))
+    };
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| shape(&e))?;
+    if !value.is_object() {
+        return Err(shape(&"got something other than an object"));
+    }
+    serde_json::from_value(value).map_err(|e| shape(&e))
+}
+
+async fn info<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionInfo>, ApiError> {
+    Ok(Json(state.sessions.info(&id)?))
+}
+
+async fn close<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.sessions.close(&id).await?;
+    tracing::info!(session = %id, "session closed");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn run<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<RunResponse>, ApiError> {
+    let body = body_bytes(body, &state.config)?;
+    let job = parse_run(&body, &state.config)?;
+    let lang = job.lang;
+    let started = Instant::now();
+    let result = state.sessions.run(&id, job).await;
+    let seconds = Some(started.elapsed().as_secs_f64());
+    match result {
+        Ok(outcome) => {
+            state.metrics.record(lang, classify(&outcome), seconds);
+            Ok(Json(to_response(outcome)))
+        }
+        Err(e) => {
+            if matches!(e, SessionError::Sandbox(_)) {
+                state.metrics.record(lang, Outcome::Error, seconds);
+            }
+            Err(e.into())
+        }
+    }
+}
