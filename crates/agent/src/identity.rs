@@ -58,6 +58,16 @@ pub(crate) fn write_as_program_user(path: &Path, contents: &[u8]) -> io::Result<
     std::fs::write(path, contents)
 }
 
+/// Runs `f` with this thread's file-system ids those of the program user (when one is
+/// set), so that what it touches is checked against the program's rights.
+pub(crate) fn as_program_user<T>(f: impl FnOnce() -> T) -> io::Result<T> {
+    let Some((uid, gid)) = program_user() else {
+        return Ok(f());
+    };
+    let _fs = FsIds::take(uid, gid)?;
+    Ok(f())
+}
+
 /// This thread's file-system ids switched to a user, and switched back on drop.
 struct FsIds {
     uid: u32,

@@ -21,6 +21,7 @@
 //! back to killing the program's process group.
 
 mod capture;
+mod files;
 mod identity;
 pub mod init;
 mod job;

@@ -5,7 +5,7 @@
 //! sandbox it made.
 
 use crate::{prepare, AgentError, JobError, Prepared};
-use sandbox_protocol::agent::{AgentMessage, Job, JobOutcome, Reseed, RunnerMessage};
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome, Reseed, RunnerMessage};
 use sandbox_protocol::frame;
 use sandbox_protocol::Lang;
 use std::fs::File;
@@ -20,6 +20,8 @@ pub trait Worker {
     fn prepare(&mut self, lang: Lang) -> Result<(), String>;
     /// Runs the job to its end; the answer is Done or Failed.
     fn run(&mut self, job: &Job) -> AgentMessage;
+    /// Does a session's file operation; the answer is Stored, File, Files or FileFailed.
+    fn file(&mut self, request: &FileRequest) -> AgentMessage;
 }
 
 /// The agent doing the work itself: it starts the interpreter and runs the program
@@ -60,6 +62,10 @@ where
                 message: e.to_string(),
             },
         }
+    }
+
+    fn file(&mut self, request: &FileRequest) -> AgentMessage {
+        crate::files::serve(request)
     }
 }
 
@@ -195,6 +201,10 @@ fn await_job<C: Read + Write, W: Worker>(
         match frame::read::<_, RunnerMessage>(channel)? {
             None => return Ok(Next::Closed),
             Some(RunnerMessage::Job(job)) => return Ok(Next::Job(job)),
+            // A session's files may come before its first job.
+            Some(RunnerMessage::File(request)) => {
+                frame::write(channel, &worker.file(&request))?;
+            }
             Some(RunnerMessage::Snapshot(_)) => return Ok(Next::Snapshot),
             Some(RunnerMessage::Reseed(_)) => {
                 fail(channel, "a Reseed outside a restore".into())?;
@@ -235,7 +245,15 @@ where
             wait_for_close(channel);
             return Ok(());
         }
-        match frame::read::<_, RunnerMessage>(channel)? {
+        let next = loop {
+            match frame::read::<_, RunnerMessage>(channel)? {
+                Some(RunnerMessage::File(request)) => {
+                    frame::write(channel, &worker.file(&request))?;
+                }
+                other => break other,
+            }
+        };
+        match next {
             None => return Ok(()),
             Some(RunnerMessage::Job(next)) if next.session => job = next,
             Some(_) => {

@@ -61,6 +61,9 @@ fn an_ordinary_user_in_a_delegated_cgroup_v2_gets_sandboxes_with_their_limits() 
     let finished = guest.wait_for("ROOTLESS-DONE", GUEST_LIMIT);
     drop(guest);
     let log = fs::read_to_string(&console).unwrap_or_default();
+    for line in log.lines().filter(|l| l.starts_with("ROOTLESS-")) {
+        println!("{line}");
+    }
     let failed: Vec<&str> = log
         .lines()
         .filter(|l| l.starts_with("ROOTLESS-CHECK") && !l.ends_with(" ok"))

@@ -11,6 +11,8 @@
 //!
 //! Steps 2 and 3 travel as a [`RunnerMessage`].
 //!
+//! A session's sandbox may also get [`FileRequest`]s, before and between its jobs.
+//!
 //! After a one-shot job the agent waits for the runner to close the channel, and exits.
 //! After a job marked [`Job::session`], steps 3 and 4 repeat: a session's sandbox takes
 //! jobs until the runner closes the channel.
@@ -77,11 +79,80 @@ impl Reseed {
     pub const MIN_BYTES: usize = 32;
 }
 
-/// What the runner sends: a [`Prepare`], a [`Job`], a [`Snapshot`] or a [`Reseed`] (told
-/// apart by their fields, so a plain Job frame is a valid RunnerMessage).
+/// A file operation in a session's home folder (`/home/sandbox`), done by the agent
+/// inside the sandbox, as the program's user, never following a path out of the home.
+/// Paths are relative to the home folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "file", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FileRequest {
+    /// Write a file (its folders made as needed); answered by [`AgentMessage::Stored`].
+    Put {
+        /// Where, relative to the home folder.
+        path: String,
+        /// The bytes, as base64 ([`encode_bytes`]).
+        data: String,
+    },
+    /// Read a file of at most `cap` bytes; answered by [`AgentMessage::File`].
+    Get {
+        /// Which, relative to the home folder.
+        path: String,
+        /// The most bytes accepted; a larger file is refused.
+        cap: u64,
+    },
+    /// List the home folder, recursively, at most `limit` entries; answered by
+    /// [`AgentMessage::Files`].
+    List {
+        /// The most entries listed.
+        limit: usize,
+    },
+}
+
+/// One entry of a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the home folder.
+    pub path: String,
+    /// Bytes (0 for a folder).
+    pub size: u64,
+    /// `"file"` or `"dir"`.
+    pub kind: String,
+}
+
+/// Why a file operation was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileFailure {
+    /// The path leaves the home folder (through `..`, or a symlink), or names something
+    /// that is not a file.
+    BadPath,
+    /// No such file.
+    NotFound,
+    /// Over the cap, or the home folder is full.
+    TooLarge,
+    /// Another failure.
+    Io,
+}
+
+/// Bytes as the base64 that file messages carry.
+pub fn encode_bytes(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The bytes of a file message's base64.
+pub fn decode_bytes(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(text)
+}
+
+/// What the runner sends: a [`Prepare`], a [`Job`], a [`Snapshot`], a [`Reseed`] or a
+/// [`FileRequest`] (told apart by their fields, so a plain Job frame is a valid
+/// RunnerMessage).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RunnerMessage {
+    /// A file operation (a session's).
+    File(FileRequest),
     /// Start an interpreter ahead of the job.
     Prepare(Prepare),
     /// Get ready to be snapshotted.
@@ -103,6 +174,27 @@ pub enum AgentMessage {
     /// The agent could not run the job (for example, the interpreter is missing).
     Failed {
         /// What went wrong, for the operator.
+        message: String,
+    },
+    /// A file was written.
+    Stored,
+    /// A file's bytes, as base64.
+    File {
+        /// The bytes ([`decode_bytes`]).
+        data: String,
+    },
+    /// The home folder's listing.
+    Files {
+        /// Its entries, folders before what they hold.
+        files: Vec<FileEntry>,
+        /// More entries than the limit exist.
+        truncated: bool,
+    },
+    /// A file operation was refused.
+    FileFailed {
+        /// Why, for the API's error code.
+        reason: FileFailure,
+        /// A sentence for people.
         message: String,
     },
 }

@@ -160,6 +160,16 @@ pub struct CreateSession {
     pub ttl_ms: Option<u64>,
 }
 
+/// The answer of `GET /sessions/{id}/files`: the home folder, recursively.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileList {
+    /// Files and folders (`path` relative to the home folder, `size`, `kind`: `"file"`
+    /// or `"dir"`), folders before what they hold.
+    pub files: Vec<crate::agent::FileEntry>,
+    /// There were more than the listing gives (10000).
+    pub truncated: bool,
+}
+
 /// A session, as `POST /sessions` (201) and `GET /sessions/{id}` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

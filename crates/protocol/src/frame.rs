@@ -6,8 +6,9 @@
 use serde::{de::DeserializeOwned, Serialize};
 use std::io::{self, Read, Write};
 
-/// The largest payload either side accepts (a 1 MiB program escapes to at most 6 MiB of JSON).
-pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
+/// The largest payload either side accepts: a 1 MiB program escapes to at most 6 MiB of
+/// JSON, and a session's file of at most 16 MiB is 21.4 MiB of base64.
+pub const MAX_FRAME_LEN: usize = 24 * 1024 * 1024;
 
 /// Why a frame could not be read or written.
 #[derive(Debug, thiserror::Error)]

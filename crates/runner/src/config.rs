@@ -184,6 +184,10 @@ pub struct SessionArgs {
     /// own, for MCP sessions.)
     #[arg(long, env = "RUNNER_MAX_SESSIONS", default_value_t = 16)]
     pub max_sandbox_sessions: usize,
+    /// The largest file put into or taken from a session, in bytes (at most 16 MiB);
+    /// more gets 413.
+    #[arg(long, env = "RUNNER_FILE_CAP_BYTES", default_value_t = 16 << 20)]
+    pub file_cap_bytes: usize,
 }
 
 impl SessionArgs {
@@ -207,7 +211,14 @@ impl SessionArgs {
             "at most 1024",
             self.max_sandbox_sessions,
         )?;
+        check(
+            (1..=16 << 20).contains(&self.file_cap_bytes),
+            "RUNNER_FILE_CAP_BYTES",
+            "between 1 and 16777216 (16 MiB)",
+            self.file_cap_bytes,
+        )?;
         Ok(SessionConfig {
+            file_cap_bytes: self.file_cap_bytes,
             idle: Duration::from_millis(self.session_idle_ms),
             ttl: Duration::from_millis(self.session_ttl_ms),
             max_idle: Duration::from_millis(self.session_max_idle_ms),

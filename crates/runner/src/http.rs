@@ -16,7 +16,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
-use sandbox_protocol::agent::Job;
+use sandbox_protocol::agent::{FileFailure, Job};
 use sandbox_protocol::api::{ErrorBody, Health, RunRequest, RunResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -135,6 +135,14 @@ fn session_status_and_code(e: &SessionError) -> (StatusCode, &'static str) {
         SessionError::Sandbox(_) | SessionError::Random(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
         }
+        SessionError::BadPath(_) | SessionError::File(FileFailure::BadPath, _) => {
+            (StatusCode::BAD_REQUEST, "bad_path")
+        }
+        SessionError::File(FileFailure::NotFound, _) => (StatusCode::NOT_FOUND, "file_not_found"),
+        SessionError::File(FileFailure::TooLarge, _) => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
+        }
+        SessionError::File(FileFailure::Io, _) => (StatusCode::BAD_REQUEST, "file_error"),
     }
 }
 
@@ -160,9 +168,12 @@ impl IntoResponse for ApiError {
 /// The runner's routes, with auth on `/run` and the sessions when a token is configured.
 pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     let body_limit = state.config.code_cap_bytes.saturating_mul(JSON_OVERHEAD) + 64 * 1024;
-    let mut protected = Router::new()
-        .route("/run", post(run::<B>))
-        .merge(crate::session::routes::routes::<B>());
+    let mut protected =
+        Router::new()
+            .route("/run", post(run::<B>))
+            .merge(crate::session::routes::routes::<B>(
+                state.config.sessions.file_cap_bytes,
+            ));
     if let Some(token) = &state.config.token {
         let token = Token(Arc::from(token.as_str()));
         protected = protected.route_layer(middleware::from_fn_with_state(token, require_bearer));

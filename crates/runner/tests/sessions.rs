@@ -20,6 +20,24 @@ async fn open(runner: &Runner, body: Value) -> String {
     info["id"].as_str().expect("an id").to_owned()
 }
 
+/// Bash that counts the session's `sleep` processes, once the one a previous run started
+/// in the background has executed (it may not have when that run answered).
+const SLEEPERS: &str = "for i in $(seq 50); do ps -eo comm | grep -q '^sleep$' && break; \
+                        sleep 0.1; done; ps -eo comm | grep -c '^sleep$'";
+
+/// Waits until a background process with `marker` in its command line runs on the host
+/// (a program's `cmd &` may not have executed yet when its run answers).
+async fn wait_for_process(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while host_processes_with(marker).len() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "no single {marker:?} on the host"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A run in a session: status and body.
 async fn run_in(runner: &Runner, id: &str, lang: &str, code: &str) -> (u16, Value) {
     let body = json!({"lang": lang, "code": code});
@@ -66,7 +84,7 @@ async fn a_session_keeps_its_files_and_background_processes_between_runs() {
     let out = ok_in(&runner, id, "bash", "sleep 300 & echo started").await;
     assert_eq!(stdout(&out), "started\n", "{out}");
     assert!(started.elapsed() < Duration::from_secs(10), "{out}");
-    let out = ok_in(&runner, id, "bash", "ps -eo comm | grep -c '^sleep$'").await;
+    let out = ok_in(&runner, id, "bash", SLEEPERS).await;
     assert_eq!(stdout(&out), "1\n", "{out}");
     let out = ok_in(
         &runner,
@@ -93,6 +111,7 @@ async fn two_sessions_see_nothing_of_each_other() {
     let b = open(&runner, json!({})).await;
     assert_ne!(a, b);
     ok_in(&runner, &a, "bash", "echo secret > ~/a; sleep 300 &").await;
+    assert_eq!(stdout(&ok_in(&runner, &a, "bash", SLEEPERS).await), "1\n");
     let out = ok_in(
         &runner,
         &b,
@@ -174,7 +193,7 @@ async fn delete_ends_everything_and_unknown_ids_get_404() {
     });
     let id = open(&runner, json!({})).await;
     ok_in(&runner, &id, "bash", "sleep 3217 &").await;
-    assert_eq!(host_processes_with("sleep 3217").len(), 1);
+    wait_for_process("sleep 3217").await;
     let (status, body) = runner
         .request("DELETE", &format!("/sessions/{id}"), None)
         .await;
@@ -266,7 +285,7 @@ async fn a_killed_runner_leaves_no_session_behind() {
     });
     let id = open(&runner, json!({})).await;
     ok_in(&runner, &id, "bash", "sleep 3218 &").await;
-    assert_eq!(host_processes_with("sleep 3218").len(), 1);
+    wait_for_process("sleep 3218").await;
     runner.kill();
     // The next runner removes what the killed one left (its cgroups, and so the
     // session's processes).
@@ -284,4 +303,162 @@ async fn a_killed_runner_leaves_no_session_behind() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// PUT of raw bytes; the status.
+async fn put(runner: &Runner, id: &str, path: &str, bytes: Vec<u8>) -> (u16, String) {
+    let resp = runner
+        .client
+        .put(format!("{}/sessions/{id}/files/{path}", runner.url))
+        .bearer_auth(TOKEN)
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap())
+}
+
+/// GET of a file: the status and the raw body.
+async fn get(runner: &Runner, id: &str, path: &str) -> (u16, Vec<u8>) {
+    let resp = runner
+        .client
+        .get(format!("{}/sessions/{id}/files/{path}", runner.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test]
+async fn files_go_in_and_out_of_a_session_s_home() {
+    let runner = Runner::start();
+    let id = open(&runner, json!({})).await;
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(3 * 256 + 7).collect();
+    assert_eq!(
+        put(&runner, &id, "data/in/all.bin", bytes.clone()).await.0,
+        204
+    );
+    let (status, back) = get(&runner, &id, "data/in/all.bin").await;
+    assert_eq!(status, 200);
+    assert_eq!(back, bytes);
+
+    // The program sees it, as its own; what it writes comes back.
+    let out = ok_in(
+        &runner,
+        &id,
+        "bash",
+        "stat -c '%U %s' ~/data/in/all.bin; printf 'made by the program' > ~/data/out.txt",
+    )
+    .await;
+    assert_eq!(stdout(&out), "sandbox 775\n", "{out}");
+    let (status, made) = get(&runner, &id, "data/out.txt").await;
+    assert_eq!(
+        (status, made.as_slice()),
+        (200, &b"made by the program"[..])
+    );
+
+    let (status, listing) = runner
+        .request("GET", &format!("/sessions/{id}/files"), None)
+        .await;
+    assert_eq!(status, 200, "{listing}");
+    let entries: Vec<(String, u64, String)> = listing["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_owned(),
+                f["size"].as_u64().unwrap(),
+                f["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for want in [
+        ("data".to_owned(), 0, "dir".to_owned()),
+        ("data/in".to_owned(), 0, "dir".to_owned()),
+        ("data/in/all.bin".to_owned(), 775, "file".to_owned()),
+        ("data/out.txt".to_owned(), 19, "file".to_owned()),
+    ] {
+        assert!(entries.contains(&want), "{want:?} in {listing}");
+    }
+    assert_eq!(listing["truncated"], false);
+
+    // A file larger than the body limit of /run (6 MiB) still goes in: 10 MiB.
+    let big = vec![b'x'; 10 << 20];
+    assert_eq!(put(&runner, &id, "big", big).await.0, 204);
+    let out = ok_in(&runner, &id, "bash", "stat -c %s ~/big").await;
+    assert_eq!(stdout(&out), "10485760\n", "{out}");
+}
+
+#[tokio::test]
+async fn paths_out_of_the_home_folder_are_refused_and_touch_nothing() {
+    let runner = Runner::start();
+    let id = open(&runner, json!({})).await;
+    // Links the program made, to the root and to a file outside the home folder.
+    ok_in(
+        &runner,
+        &id,
+        "bash",
+        "ln -s / ~/root; ln -s /etc/passwd ~/pw; mkdir ~/d; ln -s .. ~/d/up",
+    )
+    .await;
+    // Slashes percent-encoded around '..', so that the HTTP client (which resolves dot
+    // segments, encoded or not) sends them as they are.
+    for path in [
+        "root/etc/passwd",
+        "pw",
+        "d/up/pw",
+        "d%2F..%2F..%2Fetc%2Fpasswd",
+        "..%2Fx",
+        "a%2F..%2F..%2Fx",
+    ] {
+        let (status, body) = get(&runner, &id, path).await;
+        assert_eq!(
+            status,
+            400,
+            "GET {path}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(error_code(&body), "bad_path", "{path}");
+    }
+    for path in ["root/tmp/escaped", "pw", "d/up/escaped", "%2Ftmp%2Fescaped"] {
+        let (status, body) = put(&runner, &id, path, b"x".to_vec()).await;
+        assert_eq!(status, 400, "PUT {path}: {body}");
+    }
+    let out = ok_in(
+        &runner,
+        &id,
+        "bash",
+        "ls /tmp/escaped /escaped ~/../escaped 2>&1 | grep -c 'No such file'; head -c 4 /etc/passwd",
+    )
+    .await;
+    assert_eq!(stdout(&out), "3\nroot", "nothing was written: {out}");
+
+    let (status, body) = get(&runner, &id, "missing/file").await;
+    assert_eq!(status, 404);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error_code(&body), "file_not_found");
+    let (status, _) = get(&runner, &id, "d").await;
+    assert_eq!(status, 400, "a folder is not a file");
+    let (status, _) = get(&runner, "00000000000000000000000000000000", "x").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn files_over_the_cap_get_413() {
+    let runner = Runner::with(Options {
+        pool_size: 1,
+        extra: vec!["--file-cap-bytes".into(), "1000".into()],
+    });
+    let id = open(&runner, json!({})).await;
+    assert_eq!(put(&runner, &id, "ok", vec![1; 1000]).await.0, 204);
+    let (status, body) = put(&runner, &id, "too-big", vec![1; 1001]).await;
+    assert_eq!(status, 413, "{body}");
+    ok_in(&runner, &id, "bash", "head -c 5000 /dev/zero > ~/made-big").await;
+    let (status, body) = get(&runner, &id, "made-big").await;
+    assert_eq!(status, 413, "{}", String::from_utf8_lossy(&body));
 }

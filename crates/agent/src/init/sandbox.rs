@@ -16,7 +16,7 @@ use crate::Worker;
 use sandbox_jail::cgroup::{Cgroup, CgroupLimits, Hierarchy};
 use sandbox_jail::layout::SANDBOX_UID;
 use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};
-use sandbox_protocol::agent::{AgentMessage, Job, Prepare, RunnerMessage};
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, Prepare, RunnerMessage};
 use sandbox_protocol::frame;
 use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -117,6 +117,16 @@ impl Worker for Jailed {
             other => Err(format!(
                 "the sandbox's agent answered a Prepare with {other:?}"
             )),
+        }
+    }
+
+    fn file(&mut self, request: &FileRequest) -> AgentMessage {
+        match self
+            .send(&RunnerMessage::File(request.clone()))
+            .and_then(|()| self.answer())
+        {
+            Ok(answer) => answer,
+            Err(message) => AgentMessage::Failed { message },
         }
     }
 

@@ -15,6 +15,8 @@ import sys
 MCP = "/opt/t/sandbox-mcp"
 NO_LIMITS = "NO memory or CPU limit"
 MIB = 1024 * 1024
+# Filling 256 MiB under TCG on a busy host can outlast the default timeout.
+SLOW_TIMEOUT_MS = 120_000
 
 
 def check(name, ok, detail=""):
@@ -67,8 +69,11 @@ class Server:
     def descriptions(self):
         return [tool.get("description", "") for tool in self.request("tools/list", {})["tools"]]
 
-    def call(self, tool, code):
-        result = self.request("tools/call", {"name": tool, "arguments": {"code": code}})
+    def call(self, tool, code, timeout_ms=None):
+        arguments = {"code": code}
+        if timeout_ms is not None:
+            arguments["timeoutMs"] = timeout_ms
+        result = self.request("tools/call", {"name": tool, "arguments": arguments})
         text = "".join(c.get("text", "") for c in result.get("content", []))
         return text, result.get("structuredContent") or {}
 
@@ -128,6 +133,7 @@ def delegated():
         text, structured = server.call(
             "run_python",
             "b = bytearray(400 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('survived')",
+            SLOW_TIMEOUT_MS,
         )
         check(
             "delegated-memory-limit",

@@ -2,7 +2,7 @@
 //! [`RunnerMessage`]s, reading [`AgentMessage`]s, and the exchanges built from them.
 
 use sandbox_protocol::agent::{
-    AgentMessage, Job, JobOutcome, Prepare, Reseed, RunnerMessage, Snapshot,
+    AgentMessage, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage, Snapshot,
 };
 use sandbox_protocol::frame::{self, FrameError};
 use sandbox_protocol::Lang;
@@ -124,11 +124,43 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// How long a file operation may take (the largest file is 16 MiB, within the sandbox).
+const FILE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Sends a session's file operation and waits for its answer: Stored, File, Files or
+/// FileFailed.
+pub async fn file<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    request: FileRequest,
+) -> Result<AgentMessage, ChannelError> {
+    let exchange = async {
+        send(s, &RunnerMessage::File(request)).await?;
+        match read(s).await? {
+            Some(
+                answer @ (AgentMessage::Stored
+                | AgentMessage::File { .. }
+                | AgentMessage::Files { .. }
+                | AgentMessage::FileFailed { .. }),
+            ) => Ok(answer),
+            Some(AgentMessage::Failed { message }) => Err(ChannelError::AgentFailed(message)),
+            Some(other) => Err(unexpected(&other, "a file answer")),
+            None => Err(ChannelError::Closed("a file answer")),
+        }
+    };
+    tokio::time::timeout(FILE_LIMIT, exchange)
+        .await
+        .unwrap_or(Err(ChannelError::Closed("a file answer in time")))
+}
+
 fn unexpected(got: &AgentMessage, expected: &'static str) -> ChannelError {
     let got = match got {
         AgentMessage::Ready => "Ready",
         AgentMessage::Done(_) => "a result",
         AgentMessage::Failed { .. } => "a failure",
+        AgentMessage::Stored
+        | AgentMessage::File { .. }
+        | AgentMessage::Files { .. }
+        | AgentMessage::FileFailed { .. } => "a file answer",
     };
     ChannelError::Unexpected { got, expected }
 }

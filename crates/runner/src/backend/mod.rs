@@ -9,7 +9,7 @@ pub mod channel;
 pub mod process;
 pub mod vm;
 
-use sandbox_protocol::agent::{Job, JobOutcome};
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome};
 use sandbox_protocol::Lang;
 
 /// How one job ended: what the agent reported, and what the host saw.
@@ -91,6 +91,14 @@ impl Sandbox {
         match self {
             Sandbox::Process(s) => Ok(s.run(job).await?),
             Sandbox::Vm(s) => Ok(s.run(job).await?),
+        }
+    }
+
+    /// Does a session's file operation in the sandbox.
+    pub async fn file(&mut self, request: FileRequest) -> Result<AgentMessage, BackendError> {
+        match self {
+            Sandbox::Process(s) => Ok(s.file(request).await?),
+            Sandbox::Vm(s) => Ok(s.file(request).await?),
         }
     }
 

@@ -2,7 +2,7 @@
 //! pool's unit tests use a fake one, without root or real sandboxes.
 
 use crate::backend::{Backend, BackendError, RunOutcome, Sandbox};
-use sandbox_protocol::agent::Job;
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::Lang;
 use std::future::Future;
 
@@ -39,6 +39,12 @@ pub trait PooledSandbox: Send + 'static {
     /// is dropped before it completes): [`destroy`](Self::destroy) must follow.
     fn run(&mut self, job: Job) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send;
 
+    /// Does a session's file operation (see [`FileRequest`]).
+    fn file(
+        &mut self,
+        request: FileRequest,
+    ) -> impl Future<Output = Result<AgentMessage, Self::Error>> + Send;
+
     /// Kills every process of the sandbox and releases what it holds on the host.
     fn destroy(self) -> impl Future<Output = ()> + Send;
 }
@@ -68,6 +74,13 @@ impl PooledSandbox for Sandbox {
 
     fn run(&mut self, job: Job) -> impl Future<Output = Result<RunOutcome, BackendError>> + Send {
         Sandbox::run(self, job)
+    }
+
+    fn file(
+        &mut self,
+        request: FileRequest,
+    ) -> impl Future<Output = Result<AgentMessage, BackendError>> + Send {
+        Sandbox::file(self, request)
     }
 
     fn destroy(self) -> impl Future<Output = ()> + Send {

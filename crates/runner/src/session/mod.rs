@@ -18,7 +18,7 @@ pub mod routes;
 
 use crate::backend::RunOutcome;
 use crate::pool::{AcquireError, Pool, PooledSandbox, SandboxFactory};
-use sandbox_protocol::agent::Job;
+use sandbox_protocol::agent::{AgentMessage, FileFailure, FileRequest, Job};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
 use sandbox_protocol::Lang;
 use std::collections::HashMap;
@@ -44,6 +44,8 @@ pub struct SessionConfig {
     pub max_ttl: Duration,
     /// Sessions open at once.
     pub max_sessions: usize,
+    /// The largest file put into or taken from a session.
+    pub file_cap_bytes: usize,
 }
 
 /// Why a session operation was refused or failed.
@@ -70,6 +72,12 @@ pub enum SessionError {
     /// The id could not be drawn.
     #[error("drawing a session id: {0}")]
     Random(std::io::Error),
+    /// A file path that leaves the home folder, by its words.
+    #[error("{0:?} is not a path inside the home folder (relative, without '..')")]
+    BadPath(String),
+    /// The agent refused a file operation.
+    #[error("{1}")]
+    File(FileFailure, String),
 }
 
 /// One session.
@@ -237,6 +245,37 @@ impl<S: PooledSandbox> Sessions<S> {
         Err(SessionError::Sandbox(error))
     }
 
+    /// Does a file operation in the session's sandbox (refused while a run is in
+    /// flight). A sandbox that fails to answer ends the session.
+    pub async fn file(&self, id: &str, request: FileRequest) -> Result<AgentMessage, SessionError>
+    where
+        S::Error: std::fmt::Display + Send,
+    {
+        let session = self.get(id)?;
+        let mut guard = session
+            .sandbox
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| SessionError::Busy(id.to_owned()))?;
+        let Some(sandbox) = guard.as_mut() else {
+            return Err(SessionError::NotFound(id.to_owned()));
+        };
+        session.touch();
+        let error = match sandbox.file(request).await {
+            Ok(AgentMessage::FileFailed { reason, message }) => {
+                return Err(SessionError::File(reason, message))
+            }
+            Ok(answer) => return Ok(answer),
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(session = %id, %error, "a session's sandbox failed: the session ends");
+        lock(&self.table).remove(id);
+        if let Some(sandbox) = guard.take() {
+            sandbox.destroy().await;
+        }
+        Err(SessionError::Sandbox(error))
+    }
+
     /// Ends a session: a run in flight stops, and the sandbox is destroyed before this
     /// returns.
     pub async fn close(&self, id: &str) -> Result<(), SessionError> {
@@ -326,6 +365,26 @@ async fn end<S: PooledSandbox>(session: &Session<S>) {
     let sandbox = session.sandbox.lock().await.take();
     if let Some(sandbox) = sandbox {
         sandbox.destroy().await;
+    }
+}
+
+/// Checks a file path by its words: relative, not empty, no `..`, no NUL, at most
+/// 4096 bytes. (Symlinks are for the agent, inside the sandbox, to refuse.)
+pub fn check_path(path: &str) -> Result<(), SessionError> {
+    use std::path::{Component, Path};
+    let words_ok = !path.is_empty()
+        && path.len() <= 4096
+        && !path.contains('\0')
+        && Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        && Path::new(path)
+            .components()
+            .any(|c| matches!(c, Component::Normal(_)));
+    if words_ok {
+        Ok(())
+    } else {
+        Err(SessionError::BadPath(path.to_owned()))
     }
 }
 

@@ -1,27 +1,98 @@
-//! The sessions' endpoints: `POST /sessions`, `GET` and `DELETE /sessions/{id}`, and
-//! `POST /sessions/{id}/run` (the body and the answer of `POST /run`). The router puts
-//! them behind the runner's bearer token.
+//! The sessions' endpoints: `POST /sessions`, `GET` and `DELETE /sessions/{id}`,
+//! `POST /sessions/{id}/run` (the body and the answer of `POST /run`), and the files of
+//! the session's home folder: `PUT` and `GET /sessions/{id}/files/{path}` (raw bytes),
+//! `GET /sessions/{id}/files` (the listing). The router puts them behind the runner's
+//! bearer token.
 
-use super::SessionError;
+use super::{check_path, SessionError};
 use crate::http::{body_bytes, classify, parse_run, to_response, ApiError, AppState};
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use sandbox_protocol::api::{CreateSession, RunResponse, SessionInfo};
+use sandbox_protocol::agent::{decode_bytes, encode_bytes, AgentMessage, FileRequest};
+use sandbox_protocol::api::{CreateSession, FileList, RunResponse, SessionInfo};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// The sessions' routes, for the runner's router.
-pub fn routes<B: SandboxFactory>() -> Router<Arc<AppState<B>>> {
+pub fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B>>> {
     Router::new()
         .route("/sessions", post(create::<B>))
         .route("/sessions/{id}", get(info::<B>).delete(close::<B>))
         .route("/sessions/{id}/run", post(run::<B>))
+        .route("/sessions/{id}/files", get(list::<B>))
+        .route(
+            "/sessions/{id}/files/{*path}",
+            get(download::<B>)
+                .put(upload::<B>)
+                .layer(DefaultBodyLimit::max(file_cap_bytes)),
+        )
+}
+
+/// The most entries a listing gives.
+const LIST_LIMIT: usize = 10_000;
+
+async fn upload<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+    Path((id, path)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, ApiError> {
+    let cap = state.sessions.config().file_cap_bytes;
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(format!("a file may be at most {cap} bytes"))
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })?;
+    check_path(&path)?;
+    let request = FileRequest::Put {
+        path,
+        data: encode_bytes(&body),
+    };
+    state.sessions.file(&id, request).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn download<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+    Path((id, path)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    check_path(&path)?;
+    let cap = state.sessions.config().file_cap_bytes as u64;
+    let answer = state
+        .sessions
+        .file(&id, FileRequest::Get { path, cap })
+        .await?;
+    let AgentMessage::File { data } = answer else {
+        return Err(unexpected(&id));
+    };
+    let bytes = decode_bytes(&data)
+        .map_err(|e| ApiError::Session(SessionError::Sandbox(format!("the file's base64: {e}"))))?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+async fn list<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+    Path(id): Path<String>,
+) -> Result<Json<FileList>, ApiError> {
+    let request = FileRequest::List { limit: LIST_LIMIT };
+    match state.sessions.file(&id, request).await? {
+        AgentMessage::Files { files, truncated } => Ok(Json(FileList { files, truncated })),
+        _ => Err(unexpected(&id)),
+    }
+}
+
+fn unexpected(id: &str) -> ApiError {
+    ApiError::Session(SessionError::Sandbox(format!(
+        "session {id}'s agent answered a file operation out of turn"
+    )))
 }
 
 async fn create<B: SandboxFactory>(

@@ -11,7 +11,7 @@ use super::RunOutcome;
 use identity::{IdLayout, Identities, Identity};
 use rootless::{RootlessError, RootlessSetup};
 use sandbox_jail::{owner, HostIds, JailSpec};
-use sandbox_protocol::agent::Job;
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -451,6 +451,11 @@ impl ProcessSandbox {
             job: result?,
             oom_killed,
         })
+    }
+
+    /// Does a session's file operation.
+    pub async fn file(&mut self, request: FileRequest) -> Result<AgentMessage, ProcessError> {
+        Ok(channel::file(&mut self.channel, request).await?)
     }
 
     /// Kills every process of the sandbox, removes its cgroup and gives its host

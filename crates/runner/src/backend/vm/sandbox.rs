@@ -7,7 +7,7 @@ use super::{BootError, VmError};
 use crate::backend::cgroup::Cgroup;
 use crate::backend::channel;
 use crate::backend::RunOutcome;
-use sandbox_protocol::agent::Job;
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::Lang;
 use std::fs;
 use std::io;
@@ -158,6 +158,12 @@ impl VmSandbox {
         // The agent is alone in its kernel: its count of OOM kills is exact.
         let oom_killed = job.oom_killed.unwrap_or(false);
         Ok(RunOutcome { job, oom_killed })
+    }
+
+    /// Does a session's file operation.
+    pub async fn file(&mut self, request: FileRequest) -> Result<AgentMessage, VmError> {
+        let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
+        Ok(channel::file(channel, request).await?)
     }
 
     /// Kills the VMM, then removes the VM's cgroup and folder.

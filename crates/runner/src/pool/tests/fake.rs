@@ -186,6 +186,14 @@ impl PooledSandbox for FakeSandbox {
         })
     }
 
+    /// The pool never asks for files; a session's sandbox does (tested for real).
+    async fn file(
+        &mut self,
+        _request: sandbox_protocol::agent::FileRequest,
+    ) -> Result<sandbox_protocol::agent::AgentMessage, FakeError> {
+        Ok(sandbox_protocol::agent::AgentMessage::Stored)
+    }
+
     async fn destroy(mut self) {
         self.destroyed = true;
         let now = Instant::now();
