@@ -98,15 +98,7 @@ impl ApiError {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-            ApiError::Busy(AcquireError::QueueFull { .. }) => {
-                (StatusCode::TOO_MANY_REQUESTS, "pool_exhausted")
-            }
-            ApiError::Busy(AcquireError::Timeout(_)) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "queue_timeout")
-            }
-            ApiError::Busy(AcquireError::Closed) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
-            }
+            ApiError::Busy(e) => acquire_status_and_code(e),
             ApiError::Sandbox(_) | ApiError::Cancelled | ApiError::RunTask(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
             }
@@ -117,21 +109,21 @@ impl ApiError {
     }
 }
 
+fn acquire_status_and_code(e: &AcquireError) -> (StatusCode, &'static str) {
+    match e {
+        AcquireError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, "pool_exhausted"),
+        AcquireError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "queue_timeout"),
+        AcquireError::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+    }
+}
+
 fn session_status_and_code(e: &SessionError) -> (StatusCode, &'static str) {
     match e {
         SessionError::NotFound(_) => (StatusCode::NOT_FOUND, "session_not_found"),
         SessionError::Busy(_) => (StatusCode::CONFLICT, "session_busy"),
         SessionError::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
         SessionError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-        SessionError::Acquire(AcquireError::QueueFull { .. }) => {
-            (StatusCode::TOO_MANY_REQUESTS, "pool_exhausted")
-        }
-        SessionError::Acquire(AcquireError::Timeout(_)) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "queue_timeout")
-        }
-        SessionError::Acquire(AcquireError::Closed) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "shutting_down")
-        }
+        SessionError::Acquire(e) => acquire_status_and_code(e),
         SessionError::Sandbox(_) | SessionError::Random(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
         }
@@ -275,17 +267,26 @@ pub fn parse_run(body: &[u8], config: &RunnerConfig) -> Result<Job, ApiError> {
 }
 
 fn decode(body: &[u8]) -> Result<RunRequest, ApiError> {
-    let shape = |e: &dyn std::fmt::Display| {
-        ApiError::BadRequest(format!(
-            "the body must be a JSON object {{\"lang\": \"bash\"|\"python\"|\"node\", \"code\": string, \"timeoutMs\"?: integer}}: {e}"
-        ))
+    decode_object(
+        body,
+        r#"{"lang": "bash"|"python"|"node", "code": string, "timeoutMs"?: integer}"#,
+    )
+}
+
+/// Decodes a JSON object body into `T`; `shape` tells a client what was expected.
+pub fn decode_object<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    shape: &str,
+) -> Result<T, ApiError> {
+    let refuse = |e: &dyn std::fmt::Display| {
+        ApiError::BadRequest(format!("the body must be a JSON object {shape}: {e}"))
     };
     // Decoding through Value first refuses the array form serde would accept for a struct.
-    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| shape(&e))?;
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| refuse(&e))?;
     if !value.is_object() {
-        return Err(shape(&"got something other than an object"));
+        return Err(refuse(&"got something other than an object"));
     }
-    serde_json::from_value(value).map_err(|e| shape(&e))
+    serde_json::from_value(value).map_err(|e| refuse(&e))
 }
 
 /// Validates a request against the limits and makes the job for the agent.

@@ -555,3 +555,52 @@ async fn firecracker_unjailed_cold_boot() {
     assert!(status.success(), "{status}");
     assert!(state_files(&state).is_empty(), "{:?}", state_files(&state));
 }
+
+#[tokio::test]
+async fn a_session_lives_across_runs_in_one_vm() {
+    let _serial = SERIAL.lock().await;
+    let state = state_dir("session");
+    let runner = vm_runner(1, &state);
+    let (status, info) = runner.request("POST", "/sessions", None).await;
+    assert_eq!(status, 201, "{info}");
+    let id = info["id"].as_str().unwrap().to_owned();
+    let run = |code: &'static str| {
+        let body = serde_json::json!({"lang": "bash", "code": code});
+        let path = format!("/sessions/{id}/run");
+        let runner = &runner;
+        async move {
+            let (status, out) = runner.request("POST", &path, Some(&body)).await;
+            assert_eq!(status, 200, "{out}");
+            out
+        }
+    };
+    run("echo kept > ~/note; sleep 300 &").await;
+    let out = run("cat ~/note; ps -eo comm | grep -c '^sleep$'").await;
+    assert_eq!(stdout(&out), "kept\n1\n", "{out}");
+    // Files through the guest's init and the jailed agent.
+    let url = format!("{}/sessions/{id}/files/in/data.bin", runner.url);
+    let put = runner
+        .client
+        .put(&url)
+        .bearer_auth(common::TOKEN)
+        .body(vec![0u8, 1, 2, 255])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status().as_u16(), 204);
+    let out = run("od -An -tu1 ~/in/data.bin | tr -s ' '").await;
+    assert_eq!(stdout(&out), " 0 1 2 255\n", "{out}");
+    let back = runner
+        .client
+        .get(format!("{}/sessions/{id}/files/note", runner.url))
+        .bearer_auth(common::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(back.bytes().await.unwrap().as_ref(), b"kept\n");
+    let (status, _) = runner
+        .request("DELETE", &format!("/sessions/{id}"), None)
+        .await;
+    assert_eq!(status, 204);
+    assert_eq!(runner.health().await["sessions"], 0);
+}

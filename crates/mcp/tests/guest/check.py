@@ -104,19 +104,20 @@ def sandbox_cgroups(root):
     return found
 
 
+def hello_and_tools(server, hello, tools, limited):
+    """A first program runs; every tool says the sandboxes are `limited`, or not."""
+    server.initialize()
+    text, _ = server.call("run_python", "print('hello', 6 * 7)")
+    check(hello, "hello 42" in text, text)
+    descriptions = server.descriptions()
+    said = [NO_LIMITS not in d for d in descriptions]
+    check(tools, descriptions and all(s == limited for s in said), descriptions)
+
+
 def delegated():
     server = Server(base_env())
     try:
-        server.initialize()
-        text, _ = server.call("run_python", "print('rootless', 6 * 7)")
-        check("delegated-hello", "rootless 42" in text, text)
-
-        descriptions = server.descriptions()
-        check(
-            "delegated-tools-say-limits",
-            descriptions and not any(NO_LIMITS in d for d in descriptions),
-            descriptions,
-        )
+        hello_and_tools(server, "delegated-hello", "delegated-tools-say-limits", True)
 
         with open(f"/proc/{server.proc.pid}/cgroup") as f:
             own = f.read().strip()
@@ -191,15 +192,7 @@ def plain():
 
     server = Server(base_env(RUNNER_UNSAFE_NO_RESOURCE_LIMITS="true"))
     try:
-        server.initialize()
-        text, _ = server.call("run_python", "print('unlimited', 6 * 7)")
-        check("plain-opt-out-runs", "unlimited 42" in text, text)
-        descriptions = server.descriptions()
-        check(
-            "plain-opt-out-says-so",
-            descriptions and all(NO_LIMITS in d for d in descriptions),
-            descriptions,
-        )
+        hello_and_tools(server, "plain-opt-out-runs", "plain-opt-out-says-so", False)
     except Exception as e:
         check("plain-opt-out-session", False, repr(e))
     finally:

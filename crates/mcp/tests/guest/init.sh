@@ -24,8 +24,14 @@ mkdir -p /upper/u /upper/w
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w /newroot
 mkdir -p /newroot/opt/t
 mount -o ro "$extra" /newroot/opt/t
-# The uidmap helpers (setuid root) and the libraries they load that the root image
-# lacks (-n: its own, such as libc, stay).
-cp -an /newroot/opt/t/root/. /newroot/
+# The uidmap helpers (setuid root), and the libraries they load that the root image
+# lacks: its own, such as libc, stay (file by file: busybox's cp -n skips a whole
+# folder that exists).
+cd /newroot/opt/t/root
+find . -type f | while read -r file; do
+    mkdir -p "/newroot/${file%/*}"
+    cp -an "$file" "/newroot/$file"
+done
+cd /
 cp /bin/busybox /newroot/opt/busybox
 exec switch_root /newroot /opt/busybox sh /opt/t/check.sh

@@ -30,6 +30,10 @@ pub enum ChannelError {
     /// The agent closed the channel.
     #[error("the agent closed the channel before {0}")]
     Closed(&'static str),
+    /// A session's agent did not answer in time: its channel is out of step, so the
+    /// session cannot go on.
+    #[error("the sandbox did not report within {0:?}")]
+    Unresponsive(Duration),
 }
 
 /// Sends one message.
@@ -98,7 +102,7 @@ pub async fn reseed<S: AsyncWrite + Unpin>(
 
 /// Sends the job and waits for its outcome, for at most the job's timeout plus `grace`;
 /// past that, an outcome that says so (the agent enforces the timeout itself, so this
-/// only happens when it cannot).
+/// only happens when it cannot), or for a session's job an error (its sandbox must go).
 pub async fn run_job<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     job: &Job,
@@ -107,6 +111,7 @@ pub async fn run_job<S: AsyncRead + AsyncWrite + Unpin>(
     let limit = Duration::from_millis(job.timeout_ms) + grace;
     match tokio::time::timeout(limit, exchange(s, job)).await {
         Ok(result) => result,
+        Err(_) if job.session => Err(ChannelError::Unresponsive(limit)),
         Err(_) => Ok(unresponsive(limit)),
     }
 }

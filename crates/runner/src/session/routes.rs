@@ -5,7 +5,9 @@
 //! bearer token.
 
 use super::{check_path, SessionError};
-use crate::http::{body_bytes, classify, parse_run, to_response, ApiError, AppState};
+use crate::http::{
+    body_bytes, classify, decode_object, parse_run, to_response, ApiError, AppState,
+};
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
 use axum::body::Bytes;
@@ -111,16 +113,10 @@ fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(CreateSession::default());
     }
-    let shape = |e: &dyn std::fmt::Display| {
-        ApiError::BadRequest(format!(
-            "the body must be empty or a JSON object {{\"idleTimeoutMs\"?: integer, \"ttlMs\"?: integer}}: {e}"
-        ))
-    };
-    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| shape(&e))?;
-    if !value.is_object() {
-        return Err(shape(&"got something other than an object"));
-    }
-    serde_json::from_value(value).map_err(|e| shape(&e))
+    decode_object(
+        body,
+        r#"{"idleTimeoutMs"?: integer, "ttlMs"?: integer} (or an empty body)"#,
+    )
 }
 
 async fn info<B: SandboxFactory>(
