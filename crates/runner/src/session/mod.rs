@@ -237,8 +237,18 @@ impl<S: PooledSandbox> Sessions<S> {
             None => return Err(SessionError::NotFound(id)),
             Some(Err(e)) => e.to_string(),
         };
+        self.fail(&id, guard, error).await
+    }
+
+    /// Ends a session whose sandbox failed, and says why.
+    async fn fail<T>(
+        &self,
+        id: &str,
+        mut guard: OwnedMutexGuard<Option<S>>,
+        error: String,
+    ) -> Result<T, SessionError> {
         tracing::warn!(session = %id, %error, "a session's sandbox failed: the session ends");
-        lock(&self.table).remove(&id);
+        lock(&self.table).remove(id);
         if let Some(sandbox) = guard.take() {
             sandbox.destroy().await;
         }
@@ -246,21 +256,43 @@ impl<S: PooledSandbox> Sessions<S> {
     }
 
     /// Does a file operation in the session's sandbox (refused while a run is in
-    /// flight). A sandbox that fails to answer ends the session.
-    pub async fn file(&self, id: &str, request: FileRequest) -> Result<AgentMessage, SessionError>
+    /// flight). Like a run, it goes on in a task of its own, so that a caller that goes
+    /// away never leaves the channel in the middle of an exchange. A sandbox that fails
+    /// to answer ends the session.
+    pub async fn file(
+        self: &Arc<Self>,
+        id: &str,
+        request: FileRequest,
+    ) -> Result<AgentMessage, SessionError>
     where
         S::Error: std::fmt::Display + Send,
     {
         let session = self.get(id)?;
-        let mut guard = session
+        let guard = session
             .sandbox
             .clone()
             .try_lock_owned()
             .map_err(|_| SessionError::Busy(id.to_owned()))?;
+        session.touch();
+        let sessions = self.clone();
+        let id = id.to_owned();
+        let task = tokio::spawn(async move { sessions.file_held(&id, guard, request).await });
+        task.await
+            .map_err(|e| SessionError::Sandbox(format!("the file task failed: {e}")))?
+    }
+
+    async fn file_held(
+        &self,
+        id: &str,
+        mut guard: OwnedMutexGuard<Option<S>>,
+        request: FileRequest,
+    ) -> Result<AgentMessage, SessionError>
+    where
+        S::Error: std::fmt::Display + Send,
+    {
         let Some(sandbox) = guard.as_mut() else {
             return Err(SessionError::NotFound(id.to_owned()));
         };
-        session.touch();
         let error = match sandbox.file(request).await {
             Ok(AgentMessage::FileFailed { reason, message }) => {
                 return Err(SessionError::File(reason, message))
@@ -268,12 +300,7 @@ impl<S: PooledSandbox> Sessions<S> {
             Ok(answer) => return Ok(answer),
             Err(e) => e.to_string(),
         };
-        tracing::warn!(session = %id, %error, "a session's sandbox failed: the session ends");
-        lock(&self.table).remove(id);
-        if let Some(sandbox) = guard.take() {
-            sandbox.destroy().await;
-        }
-        Err(SessionError::Sandbox(error))
+        self.fail(id, guard, error).await
     }
 
     /// Ends a session: a run in flight stops, and the sandbox is destroyed before this
