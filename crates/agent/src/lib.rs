@@ -22,6 +22,7 @@
 
 mod capture;
 mod files;
+mod hangup;
 mod identity;
 pub mod init;
 mod job;

@@ -7,22 +7,25 @@ use crate::auth::{require_bearer, Token};
 use crate::backend::{Backend, RunOutcome};
 use crate::config::RunnerConfig;
 use crate::metrics::{Metrics, Outcome};
-use crate::pool::{AcquireError, Pool, SandboxFactory};
-use crate::session::{SessionError, Sessions};
+use crate::pool::{Pool, SandboxFactory};
+use crate::session::Sessions;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
-use sandbox_protocol::agent::{FileFailure, Job};
-use sandbox_protocol::api::{ErrorBody, Health, RunRequest, RunResponse};
+use sandbox_protocol::agent::Job;
+use sandbox_protocol::api::{Health, RunRequest, RunResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
 use tracing::Instrument;
+
+mod error;
+pub use error::ApiError;
 
 /// JSON escaping can make a program's text up to six times longer on the wire.
 const JSON_OVERHEAD: usize = 6;
@@ -54,106 +57,6 @@ impl<B: SandboxFactory> AppState<B> {
             backend,
             next_request: AtomicU64::new(1),
         }
-    }
-}
-
-/// An error answer: a status and `{"error": {"code", "message"}}`.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// The request is not a valid run request (400).
-    #[error("{0}")]
-    BadRequest(String),
-    /// No token, or the wrong one (401).
-    #[error("{0}")]
-    Unauthorized(&'static str),
-    /// The program or the body is over its cap (413).
-    #[error("{0}")]
-    TooLarge(String),
-    /// No sandbox could be had: the queue is full (429), the wait ran out or the runner is shutting down (503).
-    #[error(transparent)]
-    Busy(#[from] AcquireError),
-    /// The sandbox failed (500).
-    #[error(transparent)]
-    Sandbox(Box<dyn std::error::Error + Send + Sync>),
-    /// The run was stopped before it ended (500).
-    #[error("the run was stopped before it ended")]
-    Cancelled,
-    /// The run's task failed (500).
-    #[error("the run's task failed: {0}")]
-    RunTask(#[from] tokio::task::JoinError),
-    /// No such endpoint (404).
-    #[error("no such endpoint: the runner serves POST /run, GET /health and GET /metrics")]
-    NotFound,
-    /// The endpoint does not take this method (405).
-    #[error("method not allowed on this endpoint")]
-    MethodNotAllowed,
-    /// A session operation was refused or failed.
-    #[error(transparent)]
-    Session(#[from] SessionError),
-}
-
-impl ApiError {
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
-        match self {
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-            ApiError::Busy(e) => acquire_status_and_code(e),
-            ApiError::Sandbox(_) | ApiError::Cancelled | ApiError::RunTask(_) => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
-            }
-            ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::Session(e) => session_status_and_code(e),
-        }
-    }
-}
-
-fn acquire_status_and_code(e: &AcquireError) -> (StatusCode, &'static str) {
-    match e {
-        AcquireError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, "pool_exhausted"),
-        AcquireError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "queue_timeout"),
-        AcquireError::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
-    }
-}
-
-fn session_status_and_code(e: &SessionError) -> (StatusCode, &'static str) {
-    match e {
-        SessionError::NotFound(_) => (StatusCode::NOT_FOUND, "session_not_found"),
-        SessionError::Busy(_) => (StatusCode::CONFLICT, "session_busy"),
-        SessionError::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
-        SessionError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-        SessionError::Acquire(e) => acquire_status_and_code(e),
-        SessionError::Sandbox(_) | SessionError::Random(_) => {
-            (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
-        }
-        SessionError::BadPath(_) | SessionError::File(FileFailure::BadPath, _) => {
-            (StatusCode::BAD_REQUEST, "bad_path")
-        }
-        SessionError::File(FileFailure::NotFound, _) => (StatusCode::NOT_FOUND, "file_not_found"),
-        SessionError::File(FileFailure::TooLarge, _) => {
-            (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
-        }
-        SessionError::File(FileFailure::Io, _) => (StatusCode::BAD_REQUEST, "file_error"),
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, code) = self.status_and_code();
-        let mut response = (status, Json(ErrorBody::new(code, self.to_string()))).into_response();
-        let headers = response.headers_mut();
-        match self {
-            ApiError::Unauthorized(_) => {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            ApiError::Busy(_)
-            | ApiError::Session(SessionError::Acquire(_) | SessionError::TooMany(_)) => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            }
-            _ => {}
-        }
-        response
     }
 }
 

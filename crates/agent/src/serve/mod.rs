@@ -1,0 +1,299 @@
+//! The exchange with the runner, for whoever does the work: [`serve_with`] over a
+//! channel it was handed, [`serve_restorable`] over one it makes itself (again after a
+//! snapshot restore), each with a [`Worker`] that prepares interpreters and runs jobs:
+//! the agent itself ([`Local`]), or a VM's init relaying to the agent of the jailed
+//! sandbox it made.
+
+use crate::{prepare, AgentError, JobError, Prepared};
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome, Reseed, RunnerMessage};
+use sandbox_protocol::frame;
+use sandbox_protocol::Lang;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+
+/// What serves the exchange's requests: starts an interpreter ahead of the job, runs
+/// the job.
+pub trait Worker {
+    /// Starts the interpreter of `lang` ahead of the job; on failure, why.
+    fn prepare(&mut self, lang: Lang) -> Result<(), String>;
+    /// Runs the job to its end; the answer is Done or Failed.
+    fn run(&mut self, job: &Job) -> AgentMessage;
+    /// Does a session's file operation; the answer is Stored, File, Files or FileFailed.
+    fn file(&mut self, request: &FileRequest) -> AgentMessage;
+}
+
+/// The agent doing the work itself: it starts the interpreter and runs the program
+/// with `run` (normally [`run_job`](crate::run_job)).
+pub struct Local<F> {
+    run: F,
+    prepared: Option<Prepared>,
+}
+
+impl<F> Local<F>
+where
+    F: FnMut(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
+{
+    /// A worker that runs jobs with `run`.
+    pub fn new(run: F) -> Self {
+        Local {
+            run,
+            prepared: None,
+        }
+    }
+}
+
+impl<F> Worker for Local<F>
+where
+    F: FnMut(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
+{
+    fn prepare(&mut self, lang: Lang) -> Result<(), String> {
+        let interpreter =
+            prepare(lang).map_err(|e| format!("starting the {lang} interpreter: {e}"))?;
+        self.prepared = interpreter;
+        Ok(())
+    }
+
+    fn run(&mut self, job: &Job) -> AgentMessage {
+        match (self.run)(job, self.prepared.take()) {
+            Ok(outcome) => AgentMessage::Done(outcome),
+            Err(e) => AgentMessage::Failed {
+                message: e.to_string(),
+            },
+        }
+    }
+
+    fn file(&mut self, request: &FileRequest) -> AgentMessage {
+        crate::files::serve(request)
+    }
+}
+
+/// Serves one job over `channel` with `worker`: Ready; optionally a Prepare, answered
+/// by Ready again once the interpreter waits; then one Job, answered by Done or Failed
+/// (and, while the jobs are a session's, the jobs that follow); then waits until the
+/// runner closes the channel.
+///
+/// Returns `Ok(())` also when the runner closes the channel without sending a job
+/// (a pooled sandbox being destroyed).
+pub fn serve_with<C, W>(channel: &mut C, worker: &mut W) -> Result<(), AgentError>
+where
+    C: Read + Write + AsFd,
+    W: Worker,
+{
+    shield()?;
+    frame::write(channel, &AgentMessage::Ready)?;
+    let mut started = false;
+    match await_job(channel, worker, &mut started)? {
+        Next::Job(job) => serve_jobs(channel, job, worker),
+        Next::Snapshot => fail(channel, "this sandbox cannot be snapshotted".into()),
+        Next::Closed => Ok(()),
+    }
+}
+
+/// The host side of a VM that can be snapshotted: the agent connects to it (again after
+/// a restore), and a restored VM gets fresh entropy and the time from it.
+pub trait Restorable {
+    /// The channel to the runner.
+    type Channel: Read + Write + AsFd;
+    /// Connects to the runner once; fails while the runner is not listening.
+    fn connect(&mut self) -> io::Result<Self::Channel>;
+    /// Applies what a restored VM gets first: mixes the entropy into the kernel's random
+    /// pool, credited, reseeds its generator, and sets the clock.
+    fn restored(&mut self, fresh: &Reseed) -> io::Result<()>;
+}
+
+/// How often the agent tries to reach the runner, and how long it waits between tries
+/// (counted in tries, not by the clock, which a restore can move).
+const CONNECT_TRIES: u32 = 12_000;
+const CONNECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// [`serve_with`] for a VM the runner may snapshot: the agent connects to the runner
+/// itself, and on a [`Snapshot`](sandbox_protocol::agent::Snapshot) (before any Prepare)
+/// answers Ready, lets the channel go and connects again. Every VM restored from the
+/// snapshot arrives there: it expects a Reseed, feeds it to the kernel, answers Ready,
+/// and serves the rest as [`serve_with`] does.
+pub fn serve_restorable<G, W>(guest: &mut G, worker: &mut W) -> Result<(), AgentError>
+where
+    G: Restorable,
+    W: Worker,
+{
+    shield()?;
+    let mut channel = connect(guest)?;
+    frame::write(&mut channel, &AgentMessage::Ready)?;
+    let mut started = false;
+    let mut next = await_job(&mut channel, worker, &mut started)?;
+    if let Next::Snapshot = next {
+        if started {
+            // A started interpreter would carry its random state into every restore.
+            return fail(&mut channel, "a Snapshot after a Prepare".into());
+        }
+        frame::write(&mut channel, &AgentMessage::Ready)?;
+        drop(channel);
+        channel = connect(guest)?;
+        match frame::read::<_, RunnerMessage>(&mut channel)? {
+            Some(RunnerMessage::Reseed(r)) if r.reseed.len() >= Reseed::MIN_BYTES => {
+                guest.restored(&r).map_err(AgentError::Reseed)?;
+            }
+            Some(_) => {
+                return fail(
+                    &mut channel,
+                    format!(
+                        "a restored VM expects a Reseed of at least {} bytes first",
+                        Reseed::MIN_BYTES
+                    ),
+                )
+            }
+            None => return Ok(()),
+        }
+        frame::write(&mut channel, &AgentMessage::Ready)?;
+        next = await_job(&mut channel, worker, &mut started)?;
+    }
+    match next {
+        Next::Job(job) => serve_jobs(&mut channel, job, worker),
+        Next::Snapshot => fail(&mut channel, "a second Snapshot".into()),
+        Next::Closed => Ok(()),
+    }
+}
+
+/// Connects to the runner, trying again while it does not listen.
+fn connect<G: Restorable>(guest: &mut G) -> Result<G::Channel, AgentError> {
+    let mut last = None;
+    for _ in 0..CONNECT_TRIES {
+        match guest.connect() {
+            Ok(channel) => return Ok(channel),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(CONNECT_PAUSE);
+    }
+    Err(AgentError::Connect(last.unwrap_or_else(|| {
+        io::Error::new(io::ErrorKind::TimedOut, "no attempt was made")
+    })))
+}
+
+/// The agent is not dumpable: a program running as the agent's own user could
+/// otherwise open /proc/<agent>/mem and rewrite it; a program of another user (as
+/// everywhere now) cannot anyway, so this is a second bar. The program's own
+/// processes become dumpable again at exec.
+fn shield() -> Result<(), AgentError> {
+    nix::sys::prctl::set_dumpable(false).map_err(AgentError::Dumpable)
+}
+
+/// What came before the job.
+enum Next {
+    /// The job.
+    Job(Job),
+    /// A snapshot is to be taken.
+    Snapshot,
+    /// The runner closed the channel (a pooled sandbox being destroyed), or the agent
+    /// refused a message and said so.
+    Closed,
+}
+
+/// Reads messages until the job or a snapshot notice, having the worker start the
+/// interpreter on a Prepare (`started` then set).
+fn await_job<C: Read + Write, W: Worker>(
+    channel: &mut C,
+    worker: &mut W,
+    started: &mut bool,
+) -> Result<Next, AgentError> {
+    loop {
+        match frame::read::<_, RunnerMessage>(channel)? {
+            None => return Ok(Next::Closed),
+            Some(RunnerMessage::Job(job)) => return Ok(Next::Job(job)),
+            // A session's files may come before its first job.
+            Some(RunnerMessage::File(request)) => {
+                frame::write(channel, &worker.file(&request))?;
+            }
+            Some(RunnerMessage::Snapshot(_)) => return Ok(Next::Snapshot),
+            Some(RunnerMessage::Reseed(_)) => {
+                fail(channel, "a Reseed outside a restore".into())?;
+                return Ok(Next::Closed);
+            }
+            Some(RunnerMessage::Prepare(_)) if *started => {
+                fail(channel, "a second Prepare".into())?;
+                return Ok(Next::Closed);
+            }
+            Some(RunnerMessage::Prepare(p)) => match worker.prepare(p.prepare) {
+                Ok(()) => {
+                    *started = true;
+                    frame::write(channel, &AgentMessage::Ready)?;
+                }
+                Err(message) => {
+                    fail(channel, message)?;
+                    return Ok(Next::Closed);
+                }
+            },
+        }
+    }
+}
+
+/// Answers `job` and, while the jobs are a session's, the jobs that follow; after a
+/// one-shot job, waits for the runner to let go of the sandbox.
+fn serve_jobs<C, W>(channel: &mut C, first: Job, worker: &mut W) -> Result<(), AgentError>
+where
+    C: Read + Write + AsFd,
+    W: Worker,
+{
+    let mut job = first;
+    loop {
+        answer(channel, &job, worker)?;
+        if !job.session {
+            // Every process of the job is gone by now. Stay until the runner closes
+            // the channel: the sandbox's teardown (a namespace's, a VM's) then happens
+            // when the runner destroys it, not while the answer is on its way.
+            wait_for_close(channel);
+            return Ok(());
+        }
+        let next = loop {
+            match frame::read::<_, RunnerMessage>(channel)? {
+                Some(RunnerMessage::File(request)) => {
+                    frame::write(channel, &worker.file(&request))?;
+                }
+                other => break other,
+            }
+        };
+        match next {
+            None => return Ok(()),
+            Some(RunnerMessage::Job(next)) if next.session => job = next,
+            Some(_) => {
+                return fail(
+                    channel,
+                    "a session's sandbox takes only session jobs".into(),
+                )
+            }
+        }
+    }
+}
+
+/// Runs the job and answers, watching meanwhile for the runner going away.
+fn answer<C, W>(channel: &mut C, job: &Job, worker: &mut W) -> Result<(), AgentError>
+where
+    C: Read + Write + AsFd,
+    W: Worker,
+{
+    let watcher = crate::hangup::HangupWatch::start(channel.as_fd())?;
+    let answer = worker.run(job);
+    watcher.stop();
+    frame::write(channel, &answer)?;
+    Ok(())
+}
+
+/// Reads (and ignores) what the runner sends until it closes the channel.
+fn wait_for_close<C: Read>(channel: &mut C) {
+    let mut buf = [0u8; 64];
+    loop {
+        match channel.read(&mut buf) {
+            Ok(0) => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+            Ok(_) => continue, // nothing is expected; ignore it
+        }
+    }
+}
+
+fn fail<C: Write>(channel: &mut C, message: String) -> Result<(), AgentError> {
+    frame::write(channel, &AgentMessage::Failed { message })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,229 @@
+//! The exchange driven from the runner's side, with a worker that echoes: restores,
+//! refusals and sessions, without a real sandbox.
+
+use super::*;
+use sandbox_protocol::agent::Snapshot;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+
+/// A runner stand-in's address, and what the agent fed its "kernel".
+struct Host {
+    socket: PathBuf,
+    connects: usize,
+    reseeded: Vec<u8>,
+    clock: u64,
+}
+
+impl Restorable for Host {
+    type Channel = UnixStream;
+    fn connect(&mut self) -> io::Result<UnixStream> {
+        let channel = UnixStream::connect(&self.socket)?;
+        self.connects += 1;
+        Ok(channel)
+    }
+    fn restored(&mut self, fresh: &Reseed) -> io::Result<()> {
+        self.reseeded.extend_from_slice(&fresh.reseed);
+        self.clock = fresh.unix_time_ms;
+        Ok(())
+    }
+}
+
+fn job() -> Job {
+    Job {
+        lang: Lang::Bash,
+        code: "echo restored".into(),
+        timeout_ms: 1000,
+        stdout_cap: 100,
+        stderr_cap: 100,
+        session: false,
+    }
+}
+
+/// Stands in for the interpreter: the exchange is what is tested here.
+fn echo(job: &Job, _: Option<Prepared>) -> Result<JobOutcome, JobError> {
+    Ok(JobOutcome {
+        stdout: job.code.clone(),
+        stderr: String::new(),
+        exit_code: 0,
+        signal: None,
+        duration_ms: 0,
+        timed_out: false,
+        stdout_truncated: false,
+        stderr_truncated: false,
+        oom_killed: None,
+    })
+}
+
+fn expect(channel: &mut UnixStream, want: &AgentMessage) {
+    let got: AgentMessage = frame::read(channel).unwrap().expect("a message");
+    assert_eq!(&got, want);
+}
+
+/// The agent's thread: what serving returned, and the host it served.
+type Agent = std::thread::JoinHandle<(Result<(), AgentError>, Host)>;
+
+fn serve_in_background(dir: &std::path::Path) -> (UnixListener, Agent) {
+    let socket = dir.join("agent.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let agent = std::thread::spawn(move || {
+        let mut host = Host {
+            socket,
+            connects: 0,
+            reseeded: Vec::new(),
+            clock: 0,
+        };
+        (serve_restorable(&mut host, &mut Local::new(echo)), host)
+    });
+    (listener, agent)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agent-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The template's side: Ready, Snapshot, Ready; the agent then lets the channel go.
+fn snapshot_template(listener: &UnixListener) -> UnixStream {
+    let (mut template, _) = listener.accept().unwrap();
+    expect(&mut template, &AgentMessage::Ready);
+    let notice = RunnerMessage::Snapshot(Snapshot { snapshot: true });
+    frame::write(&mut template, &notice).unwrap();
+    expect(&mut template, &AgentMessage::Ready);
+    template
+}
+
+#[test]
+fn a_restored_agent_reconnects_takes_the_reseed_and_serves_its_job() {
+    let dir = temp_dir("restore");
+    let (listener, agent) = serve_in_background(&dir);
+    let mut template = snapshot_template(&listener);
+    assert!(frame::read::<_, AgentMessage>(&mut template)
+        .unwrap()
+        .is_none());
+    // The restored VM: it connects again and wants entropy before anything else.
+    let (mut restored, _) = listener.accept().unwrap();
+    let entropy: Vec<u8> = (0..Reseed::MIN_BYTES as u8).collect();
+    let reseed = RunnerMessage::Reseed(Reseed {
+        reseed: entropy.clone(),
+        unix_time_ms: 1_800_000_000_000,
+    });
+    frame::write(&mut restored, &reseed).unwrap();
+    expect(&mut restored, &AgentMessage::Ready);
+    frame::write(&mut restored, &RunnerMessage::Job(job())).unwrap();
+    expect(
+        &mut restored,
+        &AgentMessage::Done(echo(&job(), None).unwrap()),
+    );
+    drop(restored);
+    let (result, host) = agent.join().unwrap();
+    result.unwrap();
+    assert_eq!(host.connects, 2);
+    assert_eq!(host.reseeded, entropy);
+    assert_eq!(host.clock, 1_800_000_000_000);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_restored_agent_refuses_a_job_before_its_reseed() {
+    let dir = temp_dir("no-reseed");
+    let (listener, agent) = serve_in_background(&dir);
+    snapshot_template(&listener);
+    let (mut restored, _) = listener.accept().unwrap();
+    let short = RunnerMessage::Reseed(Reseed {
+        reseed: vec![7; 4],
+        unix_time_ms: 1,
+    });
+    frame::write(&mut restored, &short).unwrap();
+    let got: AgentMessage = frame::read(&mut restored).unwrap().unwrap();
+    assert!(
+        matches!(&got, AgentMessage::Failed { message } if message.contains("Reseed")),
+        "{got:?}"
+    );
+    let (result, host) = agent.join().unwrap();
+    result.unwrap();
+    assert!(host.reseeded.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sandbox_served_without_restore_refuses_a_snapshot_and_a_reseed() {
+    for message in [
+        RunnerMessage::Snapshot(Snapshot { snapshot: true }),
+        RunnerMessage::Reseed(Reseed {
+            reseed: vec![0; Reseed::MIN_BYTES],
+            unix_time_ms: 1,
+        }),
+    ] {
+        let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+        let agent = std::thread::spawn(move || serve_with(&mut agent_end, &mut Local::new(echo)));
+        expect(&mut runner, &AgentMessage::Ready);
+        frame::write(&mut runner, &message).unwrap();
+        let got: AgentMessage = frame::read(&mut runner).unwrap().unwrap();
+        assert!(matches!(got, AgentMessage::Failed { .. }), "{got:?}");
+        agent.join().unwrap().unwrap();
+    }
+}
+
+fn session_job(code: &str) -> RunnerMessage {
+    RunnerMessage::Job(Job {
+        code: code.into(),
+        session: true,
+        ..job()
+    })
+}
+
+fn done(code: &str) -> AgentMessage {
+    AgentMessage::Done(
+        echo(
+            &Job {
+                code: code.into(),
+                ..job()
+            },
+            None,
+        )
+        .unwrap(),
+    )
+}
+
+#[test]
+fn a_session_s_sandbox_answers_every_job_until_the_channel_closes() {
+    let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+    let agent = std::thread::spawn(move || serve_with(&mut agent_end, &mut Local::new(echo)));
+    expect(&mut runner, &AgentMessage::Ready);
+    for code in ["one", "two", "three"] {
+        frame::write(&mut runner, &session_job(code)).unwrap();
+        expect(&mut runner, &done(code));
+    }
+    drop(runner);
+    agent.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_session_refuses_a_one_shot_job_and_a_one_shot_sandbox_a_second_job() {
+    let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+    let agent = std::thread::spawn(move || serve_with(&mut agent_end, &mut Local::new(echo)));
+    expect(&mut runner, &AgentMessage::Ready);
+    frame::write(&mut runner, &session_job("one")).unwrap();
+    expect(&mut runner, &done("one"));
+    frame::write(&mut runner, &RunnerMessage::Job(job())).unwrap();
+    let got: AgentMessage = frame::read(&mut runner).unwrap().unwrap();
+    assert!(matches!(got, AgentMessage::Failed { .. }), "{got:?}");
+    agent.join().unwrap().unwrap();
+
+    let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+    let agent = std::thread::spawn(move || serve_with(&mut agent_end, &mut Local::new(echo)));
+    expect(&mut runner, &AgentMessage::Ready);
+    frame::write(&mut runner, &RunnerMessage::Job(job())).unwrap();
+    expect(&mut runner, &done("echo restored"));
+    frame::write(&mut runner, &session_job("two")).unwrap();
+    runner.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(
+        frame::read::<_, AgentMessage>(&mut runner)
+            .unwrap()
+            .is_none(),
+        "no answer after the one job"
+    );
+    agent.join().unwrap().unwrap();
+}
