@@ -80,6 +80,9 @@ pub enum SessionError {
     File(FileFailure, String),
 }
 
+/// A session's sandbox, held by the one operation in flight (`None`: the session ended).
+type Held<S> = OwnedMutexGuard<Option<S>>;
+
 /// One session.
 struct Session<S> {
     id: String,
@@ -198,14 +201,8 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let session = self.get(id)?;
-        let guard = session
-            .sandbox
-            .clone()
-            .try_lock_owned()
-            .map_err(|_| SessionError::Busy(id.to_owned()))?;
+        let (session, guard) = self.hold(id)?;
         job.session = true;
-        session.touch();
         let sessions = self.clone();
         let task = tokio::spawn(async move { sessions.run_held(session, guard, job).await });
         task.await
@@ -215,7 +212,7 @@ impl<S: PooledSandbox> Sessions<S> {
     async fn run_held(
         &self,
         session: Arc<Session<S>>,
-        mut guard: OwnedMutexGuard<Option<S>>,
+        mut guard: Held<S>,
         job: Job,
     ) -> Result<RunOutcome, SessionError>
     where
@@ -244,7 +241,7 @@ impl<S: PooledSandbox> Sessions<S> {
     async fn fail<T>(
         &self,
         id: &str,
-        mut guard: OwnedMutexGuard<Option<S>>,
+        mut guard: Held<S>,
         error: String,
     ) -> Result<T, SessionError> {
         tracing::warn!(session = %id, %error, "a session's sandbox failed: the session ends");
@@ -267,13 +264,7 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let session = self.get(id)?;
-        let guard = session
-            .sandbox
-            .clone()
-            .try_lock_owned()
-            .map_err(|_| SessionError::Busy(id.to_owned()))?;
-        session.touch();
+        let (_, guard) = self.hold(id)?;
         let sessions = self.clone();
         let id = id.to_owned();
         let task = tokio::spawn(async move { sessions.file_held(&id, guard, request).await });
@@ -284,7 +275,7 @@ impl<S: PooledSandbox> Sessions<S> {
     async fn file_held(
         &self,
         id: &str,
-        mut guard: OwnedMutexGuard<Option<S>>,
+        mut guard: Held<S>,
         request: FileRequest,
     ) -> Result<AgentMessage, SessionError>
     where
@@ -338,6 +329,19 @@ impl<S: PooledSandbox> Sessions<S> {
         for session in &all {
             end(session).await;
         }
+    }
+
+    /// The session and its sandbox, held for one operation (refused while another one
+    /// holds it), its idle clock restarted.
+    fn hold(&self, id: &str) -> Result<(Arc<Session<S>>, Held<S>), SessionError> {
+        let session = self.get(id)?;
+        let guard = session
+            .sandbox
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| SessionError::Busy(id.to_owned()))?;
+        session.touch();
+        Ok((session, guard))
     }
 
     fn get(&self, id: &str) -> Result<Arc<Session<S>>, SessionError> {
