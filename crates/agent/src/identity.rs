@@ -51,11 +51,7 @@ pub(crate) fn become_program_user((uid, gid): (u32, u32)) -> io::Result<()> {
 /// Writes `contents` to `path`, as the program user when one is set (so that the file
 /// is the program's, in a home folder only it may write to).
 pub(crate) fn write_as_program_user(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let Some((uid, gid)) = program_user() else {
-        return std::fs::write(path, contents);
-    };
-    let _fs = FsIds::take(uid, gid)?;
-    std::fs::write(path, contents)
+    as_program_user(|| std::fs::write(path, contents))?
 }
 
 /// Runs `f` with this thread's file-system ids those of the program user (when one is

@@ -13,6 +13,14 @@ fn error_code(v: &Value) -> &str {
         .unwrap_or_else(|| panic!("error body, got {v}"))
 }
 
+/// A runner whose pool keeps one sandbox.
+fn one_sandbox_runner() -> Runner {
+    Runner::with(Options {
+        pool_size: 1,
+        ..Options::default()
+    })
+}
+
 /// Opens a session (201) and returns its id.
 async fn open(runner: &Runner, body: Value) -> String {
     let (status, info) = runner.request("POST", "/sessions", Some(&body)).await;
@@ -187,10 +195,7 @@ async fn a_session_stays_usable_after_running_out_of_memory() {
 
 #[tokio::test]
 async fn delete_ends_everything_and_unknown_ids_get_404() {
-    let runner = Runner::with(Options {
-        pool_size: 1,
-        ..Options::default()
-    });
+    let runner = one_sandbox_runner();
     let id = open(&runner, json!({})).await;
     ok_in(&runner, &id, "bash", "sleep 3217 &").await;
     wait_for_process("sleep 3217").await;
@@ -279,20 +284,14 @@ async fn the_number_of_sessions_is_capped_and_bad_requests_are_refused() {
 
 #[tokio::test]
 async fn a_killed_runner_leaves_no_session_behind() {
-    let runner = Runner::with(Options {
-        pool_size: 1,
-        ..Options::default()
-    });
+    let runner = one_sandbox_runner();
     let id = open(&runner, json!({})).await;
     ok_in(&runner, &id, "bash", "sleep 3218 &").await;
     wait_for_process("sleep 3218").await;
     runner.kill();
     // The next runner removes what the killed one left (its cgroups, and so the
     // session's processes).
-    let next = Runner::with(Options {
-        pool_size: 1,
-        ..Options::default()
-    });
+    let next = one_sandbox_runner();
     let out = next.run("bash", "echo 1").await;
     assert_eq!(exit_code(&out), 0);
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -87,7 +87,7 @@ async fn run<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let body = body_bytes(body, &state.config)?;
+    let body = body_bytes(body, code_limit(&state.config))?;
     let job = parse_run(&body, &state.config)?;
     let lang = job.lang;
     let id = state.next_request.fetch_add(1, Ordering::Relaxed);
@@ -97,21 +97,29 @@ async fn run<B: SandboxFactory>(
         .map(Json)
 }
 
-/// The body of a request, or why it is refused (over the limit: 413).
+/// The body of a request, or why it is refused: over the limit, 413 saying what
+/// `limit` says.
 pub fn body_bytes(
     body: Result<Bytes, BytesRejection>,
-    config: &RunnerConfig,
+    limit: impl FnOnce() -> String,
 ) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::TooLarge(format!(
-                "the request body is over the limit (code may be at most {} bytes)",
-                config.code_cap_bytes
-            ))
+            ApiError::TooLarge(limit())
         } else {
             ApiError::BadRequest(rejection.body_text())
         }
     })
+}
+
+/// What a body over the limit of `/run` (and a session's run) is told.
+pub fn code_limit(config: &RunnerConfig) -> impl FnOnce() -> String + '_ {
+    move || {
+        format!(
+            "the request body is over the limit (code may be at most {} bytes)",
+            config.code_cap_bytes
+        )
+    }
 }
 
 /// Takes a sandbox, runs the job in it, counts and logs the outcome.

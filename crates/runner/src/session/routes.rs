@@ -6,7 +6,7 @@
 
 use super::{check_path, SessionError};
 use crate::http::{
-    body_bytes, classify, decode_object, parse_run, to_response, ApiError, AppState,
+    body_bytes, classify, code_limit, decode_object, parse_run, to_response, ApiError, AppState,
 };
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
@@ -46,13 +46,7 @@ async fn upload<B: SandboxFactory>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
     let cap = state.sessions.config().file_cap_bytes;
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::TooLarge(format!("a file may be at most {cap} bytes"))
-        } else {
-            ApiError::BadRequest(rejection.body_text())
-        }
-    })?;
+    let body = body_bytes(body, || format!("a file may be at most {cap} bytes"))?;
     check_path(&path)?;
     let request = FileRequest::Put {
         path,
@@ -101,7 +95,7 @@ async fn create<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<SessionInfo>), ApiError> {
-    let body = body_bytes(body, &state.config)?;
+    let body = body_bytes(body, code_limit(&state.config))?;
     let request = decode_create(&body)?;
     let info = state.sessions.open(&state.pool, request).await?;
     tracing::info!(session = %info.id, "session opened");
@@ -140,7 +134,7 @@ async fn run<B: SandboxFactory>(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let body = body_bytes(body, &state.config)?;
+    let body = body_bytes(body, code_limit(&state.config))?;
     let job = parse_run(&body, &state.config)?;
     let lang = job.lang;
     let started = Instant::now();
