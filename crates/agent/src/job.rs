@@ -97,6 +97,9 @@ pub fn run_job(job: &Job, prepared: Option<Prepared>) -> Result<JobOutcome, JobE
         duration_ms,
         timed_out,
         oom_killed: None,
+        outputs: Vec::new(),
+        outputs_truncated: false,
+        state_lost: false,
     })
 }
 

@@ -278,6 +278,9 @@ mod tests {
             oom_killed: false,
             stdout_truncated: false,
             stderr_truncated: false,
+            outputs: Vec::new(),
+            outputs_truncated: false,
+            state_lost: None,
         }
     }
 

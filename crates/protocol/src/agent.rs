@@ -44,6 +44,22 @@ pub struct Job {
     /// (false) is the sandbox's only one, and nothing of it outlives its answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub session: bool,
+    /// Collect the files the job writes under the home's `outputs/` folder into the
+    /// answer, within these caps; absent: collect none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<OutputCaps>,
+}
+
+/// How much of `outputs/` a job's answer may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutputCaps {
+    /// A file larger than this is listed without its bytes.
+    pub file_cap: u64,
+    /// The bytes of all files carried together; files past it are listed without theirs.
+    pub total_cap: u64,
+    /// Files listed at most; more set `outputs_truncated`.
+    pub max_files: usize,
 }
 
 /// Asks the agent to start the interpreter of `prepare` ahead of the job, so that a job in
@@ -223,6 +239,16 @@ pub struct JobOutcome {
     /// agent itself leaves it absent, and on a host the runner reads the cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oom_killed: Option<bool>,
+    /// The files the job wrote under `outputs/` (see [`Job::outputs`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<crate::api::OutputFile>,
+    /// More files were written under `outputs/` than the answer lists.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outputs_truncated: bool,
+    /// A session's interpreter ended with this job (a timeout, an output cap, running out
+    /// of memory, or the program ending it): what the earlier jobs left in it is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub state_lost: bool,
 }
 
 #[cfg(test)]
@@ -259,6 +285,7 @@ mod tests {
             stdout_cap: 10,
             stderr_cap: 10,
             session: false,
+            outputs: None,
         };
         let text = serde_json::to_string(&RunnerMessage::Job(job.clone())).unwrap();
         assert_eq!(decode(&text), RunnerMessage::Job(job));

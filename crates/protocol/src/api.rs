@@ -40,6 +40,33 @@ pub struct RunResponse {
     pub stdout_truncated: bool,
     /// Standard error went over the cap; the program was stopped there.
     pub stderr_truncated: bool,
+    /// The files the run wrote under `/home/sandbox/outputs/`, in path order.
+    #[serde(default)]
+    pub outputs: Vec<OutputFile>,
+    /// More files were written under `outputs/` than `outputs` lists.
+    #[serde(default)]
+    pub outputs_truncated: bool,
+    /// Only in a session's answer: whether the session's interpreter had to be ended
+    /// (timeout, output cap, out of memory, or the program ended it), so that what the
+    /// earlier runs left in it (variables, imports) is gone; its files remain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_lost: Option<bool>,
+}
+
+/// A file a run wrote under `/home/sandbox/outputs/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputFile {
+    /// Relative to the outputs folder.
+    pub path: String,
+    /// Bytes.
+    pub size: u64,
+    /// The media type, from the file's first bytes and its name (see [`crate::media`]).
+    pub mime_type: String,
+    /// The bytes in standard base64; absent when the file is over the per-file cap or
+    /// the answer's total was reached (a session's file can still be downloaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
 }
 
 /// The runner's defaults: the one place each default limit is written. The runner's
@@ -66,6 +93,12 @@ pub mod defaults {
     pub const QUEUE_SIZE: usize = 32;
     /// How long a request may wait for a sandbox, ms.
     pub const QUEUE_TIMEOUT_MS: u64 = 5_000;
+    /// Bytes of one file of `outputs/` carried in an answer.
+    pub const OUTPUT_FILE_CAP_BYTES: u64 = 4 << 20;
+    /// Bytes of all files of `outputs/` carried in one answer.
+    pub const OUTPUTS_CAP_BYTES: u64 = 8 << 20;
+    /// Files of `outputs/` listed in one answer.
+    pub const OUTPUT_FILES_MAX: usize = 64;
 }
 
 /// The limits every sandbox of a runner runs under and the caps of its API, as

@@ -85,6 +85,7 @@ mod tests {
             stdout_cap: 1,
             stderr_cap: 2,
             session: false,
+            outputs: None,
         };
         let bytes = encode(&job).unwrap();
         let back: Job = read(&mut bytes.as_slice()).unwrap().unwrap();

@@ -5,6 +5,7 @@
 //!   used by `sandbox-runner` to serve and by `sandbox-mcp` to call it;
 //! - [`agent`]: the frames exchanged between the runner and the in-sandbox agent,
 //!   and their length-prefixed framing ([`frame`]);
+//! - [`media`]: the media type of a file a sandbox hands back;
 //! - [`Lang`]: the languages a sandbox runs.
 //!
 //! It is not for transport code (HTTP clients, sockets): those live in the crates
@@ -13,6 +14,7 @@
 pub mod agent;
 pub mod api;
 pub mod frame;
+pub mod media;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -90,11 +90,12 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
         stdout_cap: config.output_cap_bytes,
         stderr_cap: config.output_cap_bytes,
         session: false,
+        outputs: None,
     };
     let outcome = sandbox.run(job).await;
     sandbox.destroy().await;
     backend.shutdown();
-    let response = to_response(outcome?);
+    let response = to_response(outcome?, false);
     std::io::stdout().write_all(response.stdout.as_bytes())?;
     std::io::stderr().write_all(response.stderr.as_bytes())?;
     for (flag, note) in [

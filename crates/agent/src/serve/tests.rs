@@ -36,6 +36,7 @@ fn job() -> Job {
         stdout_cap: 100,
         stderr_cap: 100,
         session: false,
+        outputs: None,
     }
 }
 
@@ -51,6 +52,9 @@ fn echo(job: &Job, _: Option<Prepared>) -> Result<JobOutcome, JobError> {
         stdout_truncated: false,
         stderr_truncated: false,
         oom_killed: None,
+        outputs: Vec::new(),
+        outputs_truncated: false,
+        state_lost: false,
     })
 }
 
@@ -170,6 +174,7 @@ fn session_job(code: &str) -> RunnerMessage {
     RunnerMessage::Job(Job {
         code: code.into(),
         session: true,
+        outputs: None,
         ..job()
     })
 }

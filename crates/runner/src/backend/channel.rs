@@ -185,5 +185,8 @@ fn unresponsive(limit: Duration) -> JobOutcome {
         stdout_truncated: false,
         stderr_truncated: false,
         oom_killed: None,
+        outputs: Vec::new(),
+        outputs_truncated: false,
+        state_lost: true,
     }
 }

@@ -16,8 +16,8 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
-use sandbox_protocol::agent::Job;
-use sandbox_protocol::api::{Health, RunRequest, RunResponse};
+use sandbox_protocol::agent::{Job, OutputCaps};
+use sandbox_protocol::api::{defaults, Health, RunRequest, RunResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -169,7 +169,7 @@ async fn execute<B: SandboxFactory>(
     let counted = classify(&outcome);
     state.metrics.record(lang, counted, seconds);
     tracing::info!(outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
-    Ok(to_response(outcome))
+    Ok(to_response(outcome, false))
 }
 
 /// Decodes and validates a `POST /run` body into the job for the agent.
@@ -227,6 +227,11 @@ fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
         stdout_cap: sandbox.output_cap_bytes,
         stderr_cap: sandbox.output_cap_bytes,
         session: false,
+        outputs: Some(OutputCaps {
+            file_cap: defaults::OUTPUT_FILE_CAP_BYTES,
+            total_cap: defaults::OUTPUTS_CAP_BYTES,
+            max_files: defaults::OUTPUT_FILES_MAX,
+        }),
     })
 }
 
@@ -243,10 +248,14 @@ pub fn classify(outcome: &RunOutcome) -> Outcome {
     }
 }
 
-/// The API's answer for an outcome.
-pub fn to_response(outcome: RunOutcome) -> RunResponse {
+/// The API's answer for an outcome; a session's (`session`) says whether the
+/// interpreter's state was lost.
+pub fn to_response(outcome: RunOutcome, session: bool) -> RunResponse {
     let job = outcome.job;
     RunResponse {
+        outputs: job.outputs,
+        outputs_truncated: job.outputs_truncated,
+        state_lost: session.then_some(job.state_lost),
         stdout: job.stdout,
         stderr: job.stderr,
         exit_code: job.exit_code,

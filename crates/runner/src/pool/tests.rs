@@ -32,6 +32,7 @@ fn job(lang: Lang) -> Job {
         stdout_cap: 1024,
         stderr_cap: 1024,
         session: false,
+        outputs: None,
     }
 }
 

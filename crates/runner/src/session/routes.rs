@@ -143,7 +143,7 @@ async fn run<B: SandboxFactory>(
     match result {
         Ok(outcome) => {
             state.metrics.record(lang, classify(&outcome), seconds);
-            Ok(Json(to_response(outcome)))
+            Ok(Json(to_response(outcome, true)))
         }
         Err(e) => {
             if matches!(e, SessionError::Sandbox(_)) {

@@ -181,6 +181,9 @@ impl PooledSandbox for FakeSandbox {
                 stdout_truncated: false,
                 stderr_truncated: false,
                 oom_killed: None,
+                outputs: Vec::new(),
+                outputs_truncated: false,
+                state_lost: false,
             },
             oom_killed: false,
         })
