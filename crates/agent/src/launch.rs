@@ -1,6 +1,6 @@
 //! Starting the interpreter: cold (`python3 main.py`) or ahead of time (a small loader
-//! that waits for the program's path on descriptor 3, then runs it as the cold start
-//! would).
+//! that waits for a request on descriptor 3, then runs the program as the cold start
+//! would, or, in a session, as its [`Resident`](crate::resident::Resident) interpreter).
 
 use crate::identity::{become_program_user, program_user};
 use crate::{HOME, HOME_C, PATH};
@@ -12,16 +12,20 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// The descriptor a loader reads the program's path from.
+/// The descriptor a loader reads its requests from.
 const GO_FD: i32 = 3;
+/// The descriptor a session's loader reports a program's end on.
+const DONE_FD: i32 = 4;
 const PYTHON_LOADER: &str = include_str!("loader/python.py");
 const NODE_LOADER: &str = include_str!("loader/node.js");
+const BASH_SESSION: &str = include_str!("loader/bash_session.sh");
 
-/// An interpreter started ahead of its job, waiting for the program's path.
+/// An interpreter started ahead of its job, waiting for a request.
 pub struct Prepared {
     lang: Lang,
     child: Child,
     go: File,
+    done: OwnedFd,
 }
 
 impl Prepared {
@@ -30,18 +34,24 @@ impl Prepared {
         self.lang
     }
 
-    /// Lets the waiting interpreter run the program at `path`.
+    /// Lets the waiting interpreter run the program at `path` as a one-shot job.
     pub(crate) fn start(mut self, path: &Path) -> io::Result<Child> {
-        self.go.write_all(path.as_os_str().as_encoded_bytes())?;
+        let line = serde_json::json!({ "path": path }).to_string() + "\n";
+        self.go.write_all(line.as_bytes())?;
         drop(self.go); // end of file: the loader stops reading
         Ok(self.child)
     }
 
     /// Ends the waiting interpreter (the job is in another language).
     pub(crate) fn discard(mut self) {
-        drop(self.go); // the loader reads an empty path and exits
+        drop(self.go); // the loader reads no request and exits
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Its parts, for a session to keep it: language, process, request and report pipes.
+    pub(crate) fn into_parts(self) -> (Lang, Child, File, OwnedFd) {
+        (self.lang, self.child, self.go, self.done)
     }
 }
 
@@ -56,11 +66,16 @@ fn interpreter(lang: Lang) -> (&'static str, &'static [&'static str]) {
     }
 }
 
-/// Starts the interpreter of `lang` on `file`.
-pub(crate) fn cold(lang: Lang, file: &Path) -> io::Result<Child> {
+/// Starts the interpreter of `lang` on `file`; a session's bash (`session`) in the
+/// working directory and with the exported variables of its previous run.
+pub(crate) fn cold(lang: Lang, file: &Path, session: bool) -> io::Result<Child> {
     let (program, options) = interpreter(lang);
     let mut cmd = command(program);
-    cmd.args(options).arg(file);
+    cmd.args(options);
+    if session && lang == Lang::Bash {
+        cmd.args(["-c", BASH_SESSION, "bash"]);
+    }
+    cmd.arg(file);
     let user = program_user();
     // SAFETY: between fork and exec the child only runs `harden`, which is
     // async-signal-safe and allocates nothing.
@@ -80,28 +95,51 @@ pub fn prepare(lang: Lang) -> io::Result<Option<Prepared>> {
     };
     let (program, options) = interpreter(lang);
     let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (done_read, done_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let mut cmd = command(program);
     cmd.args(options).args(loader);
-    let go_raw = go_read.as_raw_fd();
+    let (go_raw, done_raw) = (go_read.as_raw_fd(), done_write.as_raw_fd());
     let user = program_user();
     // SAFETY: between fork and exec the child makes only async-signal-safe calls, and
-    // allocates nothing: dup2 gives the loader the read end as descriptor 3 (without
-    // close-on-exec), then `harden` (see there).
+    // allocates nothing: `give` hands the loader its two pipe ends as descriptors 3 and
+    // 4 (without close-on-exec), then `harden` (see there).
     unsafe {
         cmd.pre_exec(move || {
-            if nix::libc::dup2(go_raw, GO_FD) < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            give(&[(go_raw, GO_FD), (done_raw, DONE_FD)])?;
             harden(user)
         });
     }
     let child = cmd.spawn()?;
     drop::<OwnedFd>(go_read);
+    drop::<OwnedFd>(done_write);
     Ok(Some(Prepared {
         lang,
         child,
         go: File::from(go_write),
+        done: done_read,
     }))
+}
+
+/// In the child, between fork and exec: makes each `(from, to)` descriptor `from`
+/// available as `to` across exec. Each is first copied above every target, so that
+/// placing one never overwrites another still to be placed. Raw calls only.
+fn give(pairs: &[(i32, i32); 2]) -> io::Result<()> {
+    let mut copies = [0; 2];
+    for (copy, (from, _)) in copies.iter_mut().zip(pairs) {
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes descriptors and touches no memory.
+        *copy = unsafe { libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10) };
+        if *copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    for (copy, (_, to)) in copies.iter().zip(pairs) {
+        // SAFETY: dup2 takes descriptors and touches no memory; the copy (close-on-exec)
+        // goes away at exec.
+        if unsafe { libc::dup2(*copy, *to) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 fn command(program: &str) -> Command {

@@ -28,12 +28,14 @@ pub mod init;
 mod job;
 mod launch;
 pub mod multicall;
+mod outputs;
+mod resident;
 mod serve;
 mod sink;
 mod tree;
 
 pub use identity::run_programs_as;
-pub use job::{run_job, JobError};
+pub use job::{run_job, JobError, Kept};
 pub use launch::{prepare, Prepared};
 pub use serve::{serve_restorable, serve_with, Local, Restorable, Worker};
 

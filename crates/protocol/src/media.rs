@@ -4,12 +4,16 @@
 
 /// The media type of a file named `path` whose bytes are (or begin with) `head`.
 /// `complete` says whether `head` is the whole file (only then is "valid UTF-8" known).
+/// A NUL byte makes a file binary, as for `file(1)`.
 pub fn mime_type(path: &str, head: &[u8], complete: bool) -> &'static str {
     if let Some(sniffed) = sniff(head) {
         return sniffed;
     }
     if let Some(named) = by_extension(path) {
         return named;
+    }
+    if head.contains(&0) {
+        return "application/octet-stream";
     }
     match std::str::from_utf8(head) {
         Ok(_) => "text/plain",
@@ -21,7 +25,10 @@ pub fn mime_type(path: &str, head: &[u8], complete: bool) -> &'static str {
 
 /// Whether a client should be shown this type as an image.
 pub fn is_image(mime: &str) -> bool {
-    matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp")
+    matches!(
+        mime,
+        "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+    )
 }
 
 /// Whether this type is text.
@@ -76,7 +83,10 @@ mod tests {
 
     #[test]
     fn images_are_known_by_their_bytes_whatever_their_name() {
-        assert_eq!(mime_type("plot.bin", b"\x89PNG\r\n\x1a\nrest", true), "image/png");
+        assert_eq!(
+            mime_type("plot.bin", b"\x89PNG\r\n\x1a\nrest", true),
+            "image/png"
+        );
         assert_eq!(mime_type("a", b"\xff\xd8\xff\xe0", true), "image/jpeg");
         assert_eq!(mime_type("a", b"GIF89a...", true), "image/gif");
         assert_eq!(mime_type("a", b"RIFF\0\0\0\0WEBPVP8 ", true), "image/webp");
@@ -87,10 +97,16 @@ mod tests {
     fn other_files_by_name_then_by_being_utf8() {
         assert_eq!(mime_type("data/t.CSV", b"a,b\n", true), "text/csv");
         assert_eq!(mime_type("notes", "héllo".as_bytes(), true), "text/plain");
-        assert_eq!(mime_type("blob", b"\xff\xfe\x00", true), "application/octet-stream");
+        assert_eq!(
+            mime_type("blob", b"\xff\xfe\x00", true),
+            "application/octet-stream"
+        );
         // A head cut inside a character is still text; the whole file is not.
         assert_eq!(mime_type("x", &"é".as_bytes()[..1], false), "text/plain");
-        assert_eq!(mime_type("x", &"é".as_bytes()[..1], true), "application/octet-stream");
+        assert_eq!(
+            mime_type("x", &"é".as_bytes()[..1], true),
+            "application/octet-stream"
+        );
         assert!(is_text("application/json") && !is_text("application/pdf"));
     }
 }

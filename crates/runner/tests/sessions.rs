@@ -21,13 +21,6 @@ fn one_sandbox_runner() -> Runner {
     })
 }
 
-/// Opens a session (201) and returns its id.
-async fn open(runner: &Runner, body: Value) -> String {
-    let (status, info) = runner.request("POST", "/sessions", Some(&body)).await;
-    assert_eq!(status, 201, "{info}");
-    info["id"].as_str().expect("an id").to_owned()
-}
-
 /// Bash that counts the session's `sleep` processes, once the one a previous run started
 /// in the background has executed (it may not have when that run answered).
 const SLEEPERS: &str = "for i in $(seq 50); do ps -eo comm | grep -q '^sleep$' && break; \
@@ -46,21 +39,6 @@ async fn wait_for_process(marker: &str) {
     }
 }
 
-/// A run in a session: status and body.
-async fn run_in(runner: &Runner, id: &str, lang: &str, code: &str) -> (u16, Value) {
-    let body = json!({"lang": lang, "code": code});
-    runner
-        .request("POST", &format!("/sessions/{id}/run"), Some(&body))
-        .await
-}
-
-/// A run in a session that must answer 200.
-async fn ok_in(runner: &Runner, id: &str, lang: &str, code: &str) -> Value {
-    let (status, out) = run_in(runner, id, lang, code).await;
-    assert_eq!(status, 200, "{out}");
-    out
-}
-
 #[tokio::test]
 async fn a_session_keeps_its_files_and_background_processes_between_runs() {
     let runner = Runner::start();
@@ -76,31 +54,33 @@ async fn a_session_keeps_its_files_and_background_processes_between_runs() {
         "RFC 3339 UTC: {expires}"
     );
 
-    ok_in(&runner, id, "bash", "echo kept > ~/note; echo tmp > /tmp/t").await;
-    let out = ok_in(
-        &runner,
-        id,
-        "python",
-        "print(open('/home/sandbox/note').read().strip(), open('/tmp/t').read().strip())",
-    )
-    .await;
+    runner
+        .ok_in(id, "bash", "echo kept > ~/note; echo tmp > /tmp/t")
+        .await;
+    let out = runner
+        .ok_in(
+            id,
+            "python",
+            "print(open('/home/sandbox/note').read().strip(), open('/tmp/t').read().strip())",
+        )
+        .await;
     assert_eq!(stdout(&out), "kept tmp\n", "{out}");
 
     // A background process that keeps the output pipe open: the run still returns when
     // its foreground ends, and the process lives on for the next run.
     let started = Instant::now();
-    let out = ok_in(&runner, id, "bash", "sleep 300 & echo started").await;
+    let out = runner.ok_in(id, "bash", "sleep 300 & echo started").await;
     assert_eq!(stdout(&out), "started\n", "{out}");
     assert!(started.elapsed() < Duration::from_secs(10), "{out}");
-    let out = ok_in(&runner, id, "bash", SLEEPERS).await;
+    let out = runner.ok_in(id, "bash", SLEEPERS).await;
     assert_eq!(stdout(&out), "1\n", "{out}");
-    let out = ok_in(
-        &runner,
-        id,
-        "node",
-        "console.log(require('fs').readFileSync('/home/sandbox/note', 'utf8').trim())",
-    )
-    .await;
+    let out = runner
+        .ok_in(
+            id,
+            "node",
+            "console.log(require('fs').readFileSync('/home/sandbox/note', 'utf8').trim())",
+        )
+        .await;
     assert_eq!(stdout(&out), "kept\n", "{out}");
 
     let (status, info) = runner
@@ -115,18 +95,20 @@ async fn a_session_keeps_its_files_and_background_processes_between_runs() {
 #[tokio::test]
 async fn two_sessions_see_nothing_of_each_other() {
     let runner = Runner::start();
-    let a = open(&runner, json!({})).await;
-    let b = open(&runner, json!({})).await;
+    let a = runner.open_session(json!({})).await;
+    let b = runner.open_session(json!({})).await;
     assert_ne!(a, b);
-    ok_in(&runner, &a, "bash", "echo secret > ~/a; sleep 300 &").await;
-    assert_eq!(stdout(&ok_in(&runner, &a, "bash", SLEEPERS).await), "1\n");
-    let out = ok_in(
-        &runner,
-        &b,
-        "bash",
-        "cat ~/a 2>&1; ls /tmp; ps -eo comm | grep -c '^sleep$'",
-    )
-    .await;
+    runner
+        .ok_in(&a, "bash", "echo secret > ~/a; sleep 300 &")
+        .await;
+    assert_eq!(stdout(&runner.ok_in(&a, "bash", SLEEPERS).await), "1\n");
+    let out = runner
+        .ok_in(
+            &b,
+            "bash",
+            "cat ~/a 2>&1; ls /tmp; ps -eo comm | grep -c '^sleep$'",
+        )
+        .await;
     let text = stdout(&out);
     assert!(!text.contains("secret"), "{out}");
     assert!(
@@ -143,8 +125,8 @@ async fn two_sessions_see_nothing_of_each_other() {
 #[tokio::test]
 async fn one_run_at_a_time_and_the_session_stays_after_a_timeout() {
     let runner = Runner::start();
-    let id = open(&runner, json!({})).await;
-    ok_in(&runner, &id, "bash", "echo 1 > ~/f").await;
+    let id = runner.open_session(json!({})).await;
+    runner.ok_in(&id, "bash", "echo 1 > ~/f").await;
     let slow = {
         let body = json!({"lang": "bash", "code": "sleep 20", "timeoutMs": 2000});
         let request = runner
@@ -155,7 +137,7 @@ async fn one_run_at_a_time_and_the_session_stays_after_a_timeout() {
         tokio::spawn(async move { request.send().await.unwrap().json::<Value>().await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (status, busy) = run_in(&runner, &id, "bash", "echo 2").await;
+    let (status, busy) = runner.run_in(&id, "bash", "echo 2").await;
     assert_eq!(status, 409, "{busy}");
     assert_eq!(error_code(&busy), "session_busy");
     let (_, info) = runner
@@ -165,7 +147,7 @@ async fn one_run_at_a_time_and_the_session_stays_after_a_timeout() {
 
     let timed_out = slow.await.unwrap();
     assert_eq!(timed_out["timedOut"], true, "{timed_out}");
-    let out = ok_in(&runner, &id, "bash", "cat ~/f").await;
+    let out = runner.ok_in(&id, "bash", "cat ~/f").await;
     assert_eq!(stdout(&out), "1\n", "the files outlive a timeout: {out}");
 }
 
@@ -175,17 +157,26 @@ async fn a_session_stays_usable_after_running_out_of_memory() {
         return;
     }
     let runner = Runner::start();
-    let id = open(&runner, json!({})).await;
-    ok_in(&runner, &id, "bash", "echo 1 > ~/f").await;
-    let out = ok_in(
-        &runner,
-        &id,
-        "python",
-        "b = bytearray(400 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1",
-    )
-    .await;
+    let id = runner.open_session(json!({})).await;
+    runner.ok_in(&id, "bash", "echo 1 > ~/f").await;
+    runner.ok_in(&id, "python", "before = 1").await;
+    let out = runner
+        .ok_in(
+            &id,
+            "python",
+            "b = bytearray(400 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1",
+        )
+        .await;
     assert_eq!(out["oomKilled"], true, "{out}");
-    let out = ok_in(&runner, &id, "bash", "cat ~/f").await;
+    assert_eq!(
+        out["stateLost"], true,
+        "the interpreter was the one killed: {out}"
+    );
+    let out = runner
+        .ok_in(&id, "python", "print('before' in globals())")
+        .await;
+    assert_eq!(stdout(&out), "False\n", "{out}");
+    let out = runner.ok_in(&id, "bash", "cat ~/f").await;
     assert_eq!(stdout(&out), "1\n", "{out}");
     assert_eq!(
         out["oomKilled"], false,
@@ -196,8 +187,8 @@ async fn a_session_stays_usable_after_running_out_of_memory() {
 #[tokio::test]
 async fn delete_ends_everything_and_unknown_ids_get_404() {
     let runner = one_sandbox_runner();
-    let id = open(&runner, json!({})).await;
-    ok_in(&runner, &id, "bash", "sleep 3217 &").await;
+    let id = runner.open_session(json!({})).await;
+    runner.ok_in(&id, "bash", "sleep 3217 &").await;
     wait_for_process("sleep 3217").await;
     let (status, body) = runner
         .request("DELETE", &format!("/sessions/{id}"), None)
@@ -219,7 +210,7 @@ async fn delete_ends_everything_and_unknown_ids_get_404() {
         assert_eq!(status, 404, "{method} {path}: {body}");
         assert_eq!(error_code(&body), "session_not_found");
     }
-    let (status, body) = run_in(&runner, &id, "bash", "echo 1").await;
+    let (status, body) = runner.run_in(&id, "bash", "echo 1").await;
     assert_eq!(status, 404, "{body}");
     assert_eq!(error_code(&body), "session_not_found");
     assert_eq!(runner.health().await["sessions"], 0);
@@ -228,16 +219,16 @@ async fn delete_ends_everything_and_unknown_ids_get_404() {
 #[tokio::test]
 async fn sessions_end_at_their_idle_timeout_and_their_ttl() {
     let runner = Runner::start();
-    let idle = open(&runner, json!({"idleTimeoutMs": 1000})).await;
+    let idle = runner.open_session(json!({"idleTimeoutMs": 1000})).await;
     let (_, info) = runner
         .request("GET", &format!("/sessions/{idle}"), None)
         .await;
     assert_eq!(info["idleTimeoutMs"], 1000, "{info}");
-    let ttl = open(&runner, json!({"ttlMs": 2500})).await;
+    let ttl = runner.open_session(json!({"ttlMs": 2500})).await;
     let started = Instant::now();
     // The TTL ends a session however busy it keeps.
     while started.elapsed() < Duration::from_millis(2000) {
-        ok_in(&runner, &ttl, "bash", "true").await;
+        runner.ok_in(&ttl, "bash", "true").await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -255,8 +246,8 @@ async fn the_number_of_sessions_is_capped_and_bad_requests_are_refused() {
         pool_size: 1,
         extra: vec!["--max-sandbox-sessions".into(), "2".into()],
     });
-    open(&runner, json!({})).await;
-    open(&runner, json!({})).await;
+    runner.open_session(json!({})).await;
+    runner.open_session(json!({})).await;
     let (status, body) = runner.request("POST", "/sessions", Some(&json!({}))).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(error_code(&body), "too_many_sessions");
@@ -285,8 +276,8 @@ async fn the_number_of_sessions_is_capped_and_bad_requests_are_refused() {
 #[tokio::test]
 async fn a_killed_runner_leaves_no_session_behind() {
     let runner = one_sandbox_runner();
-    let id = open(&runner, json!({})).await;
-    ok_in(&runner, &id, "bash", "sleep 3218 &").await;
+    let id = runner.open_session(json!({})).await;
+    runner.ok_in(&id, "bash", "sleep 3218 &").await;
     wait_for_process("sleep 3218").await;
     runner.kill();
     // The next runner removes what the killed one left (its cgroups, and so the
@@ -334,7 +325,7 @@ async fn get(runner: &Runner, id: &str, path: &str) -> (u16, Vec<u8>) {
 #[tokio::test]
 async fn files_go_in_and_out_of_a_session_s_home() {
     let runner = Runner::start();
-    let id = open(&runner, json!({})).await;
+    let id = runner.open_session(json!({})).await;
     let bytes: Vec<u8> = (0..=255u8).cycle().take(3 * 256 + 7).collect();
     assert_eq!(
         put(&runner, &id, "data/in/all.bin", bytes.clone()).await.0,
@@ -345,13 +336,13 @@ async fn files_go_in_and_out_of_a_session_s_home() {
     assert_eq!(back, bytes);
 
     // The program sees it, as its own; what it writes comes back.
-    let out = ok_in(
-        &runner,
-        &id,
-        "bash",
-        "stat -c '%U %s' ~/data/in/all.bin; printf 'made by the program' > ~/data/out.txt",
-    )
-    .await;
+    let out = runner
+        .ok_in(
+            &id,
+            "bash",
+            "stat -c '%U %s' ~/data/in/all.bin; printf 'made by the program' > ~/data/out.txt",
+        )
+        .await;
     assert_eq!(stdout(&out), "sandbox 775\n", "{out}");
     let (status, made) = get(&runner, &id, "data/out.txt").await;
     assert_eq!(
@@ -388,22 +379,22 @@ async fn files_go_in_and_out_of_a_session_s_home() {
     // A file larger than the body limit of /run (6 MiB) still goes in: 10 MiB.
     let big = vec![b'x'; 10 << 20];
     assert_eq!(put(&runner, &id, "big", big).await.0, 204);
-    let out = ok_in(&runner, &id, "bash", "stat -c %s ~/big").await;
+    let out = runner.ok_in(&id, "bash", "stat -c %s ~/big").await;
     assert_eq!(stdout(&out), "10485760\n", "{out}");
 }
 
 #[tokio::test]
 async fn paths_out_of_the_home_folder_are_refused_and_touch_nothing() {
     let runner = Runner::start();
-    let id = open(&runner, json!({})).await;
+    let id = runner.open_session(json!({})).await;
     // Links the program made, to the root and to a file outside the home folder.
-    ok_in(
-        &runner,
-        &id,
-        "bash",
-        "ln -s / ~/root; ln -s /etc/passwd ~/pw; mkdir ~/d; ln -s .. ~/d/up",
-    )
-    .await;
+    runner
+        .ok_in(
+            &id,
+            "bash",
+            "ln -s / ~/root; ln -s /etc/passwd ~/pw; mkdir ~/d; ln -s .. ~/d/up",
+        )
+        .await;
     // Slashes percent-encoded around '..', so that the HTTP client (which resolves dot
     // segments, encoded or not) sends them as they are.
     for path in [
@@ -428,10 +419,7 @@ async fn paths_out_of_the_home_folder_are_refused_and_touch_nothing() {
         let (status, body) = put(&runner, &id, path, b"x".to_vec()).await;
         assert_eq!(status, 400, "PUT {path}: {body}");
     }
-    let out = ok_in(
-        &runner,
-        &id,
-        "bash",
+    let out = runner.ok_in(&id, "bash",
         "ls /tmp/escaped /escaped ~/../escaped 2>&1 | grep -c 'No such file'; head -c 4 /etc/passwd",
     )
     .await;
@@ -453,11 +441,13 @@ async fn files_over_the_cap_get_413() {
         pool_size: 1,
         extra: vec!["--file-cap-bytes".into(), "1000".into()],
     });
-    let id = open(&runner, json!({})).await;
+    let id = runner.open_session(json!({})).await;
     assert_eq!(put(&runner, &id, "ok", vec![1; 1000]).await.0, 204);
     let (status, body) = put(&runner, &id, "too-big", vec![1; 1001]).await;
     assert_eq!(status, 413, "{body}");
-    ok_in(&runner, &id, "bash", "head -c 5000 /dev/zero > ~/made-big").await;
+    runner
+        .ok_in(&id, "bash", "head -c 5000 /dev/zero > ~/made-big")
+        .await;
     let (status, body) = get(&runner, &id, "made-big").await;
     assert_eq!(status, 413, "{}", String::from_utf8_lossy(&body));
 }

@@ -1,14 +1,151 @@
-// Pre-started Node: waits for the path of the program on descriptor 3, then runs it as
-// `node PATH` would: require.main, process.argv, CommonJS or ES module.
+// Pre-started Node. Reads a request line on descriptor 3: {"path": ..., "session": ...}.
+// One-shot (session false): runs the program as `node PATH` would (require.main,
+// process.argv, CommonJS or ES module).
+// Session: runs each requested program as a script in the one global context, as the
+// REPL does (var, let, const, functions and globalThis persist), awaits the value it
+// ends with when that is a promise, waits until what it started is done (timers,
+// requests, child processes; not listening servers), then writes {"exit": CODE, "run": N} on
+// descriptor 4 and waits for the next request. A program with import/export or
+// top-level await runs as an ES module instead (only globalThis persists from it).
 (() => {
   const fs = require('fs');
-  const { runMain } = require('module');
-  const path = fs.readFileSync(3, 'utf8');
-  fs.closeSync(3);
-  if (!path) process.exit(0);
+  const vm = require('vm');
+  const util = require('util');
+  const nodePath = require('path');
+  const { createRequire, runMain } = require('module');
+  const { pathToFileURL } = require('url');
+
+  let pending = Buffer.alloc(0);
+  const request = () => {
+    const chunk = Buffer.alloc(4096);
+    for (;;) {
+      const nl = pending.indexOf(10);
+      if (nl >= 0) {
+        const line = pending.subarray(0, nl).toString();
+        pending = pending.subarray(nl + 1);
+        return JSON.parse(line);
+      }
+      let n;
+      try {
+        n = fs.readSync(3, chunk, 0, chunk.length, null);
+      } catch (e) {
+        if (e.code === 'EAGAIN' || e.code === 'EINTR') continue;
+        throw e;
+      }
+      if (n === 0) {
+        const line = pending.toString();
+        pending = Buffer.alloc(0);
+        return line.trim() ? JSON.parse(line) : null;
+      }
+      pending = Buffer.concat([pending, chunk.subarray(0, n)]);
+    }
+  };
+
+  const first = request();
+  if (!first) process.exit(0);
   for (const name of ['module', 'require', 'exports', '__filename', '__dirname']) {
     delete globalThis[name];
   }
-  process.argv[1] = path;
-  runMain();
+  if (!first.session) {
+    fs.closeSync(3);
+    fs.closeSync(4);
+    process.argv[1] = first.path;
+    runMain();
+    return;
+  }
+
+  // What the program ended with, or threw, during the current run.
+  let status = 0;
+  const exitRequest = Symbol('process.exit');
+  const realExit = process.exit;
+  process.exit = (code) => {
+    status = Number(code ?? process.exitCode ?? 0) & 0xff;
+    throw exitRequest;
+  };
+  const uncaught = (e) => {
+    if (e === exitRequest) return;
+    const text = e instanceof Error && typeof e.stack === 'string'
+      ? e.stack.split('\n').filter((l) => !/\[eval\]|node:vm:/.test(l)).join('\n')
+      : `Uncaught ${util.inspect(e)}`;
+    process.stderr.write(text + '\n');
+    status = 1;
+  };
+  process.on('uncaughtException', uncaught);
+  process.on('unhandledRejection', uncaught);
+
+  // Resources that do not keep a run going: listening servers, and the pipes of our own
+  // stdout and stderr.
+  const background = new Set(['TCPServerWrap', 'PipeServerWrap', 'UDPWrap']);
+  const counts = () => {
+    const seen = new Map();
+    for (const name of process.getActiveResourcesInfo()) {
+      seen.set(name, (seen.get(name) || 0) + 1);
+    }
+    return seen;
+  };
+  const busy = (before) => {
+    for (const [name, n] of counts()) {
+      if (background.has(name)) continue;
+      const allowed = (before.get(name) || 0) + (name === 'PipeWrap' ? 2 : 0);
+      if (n > allowed) return true;
+    }
+    return false;
+  };
+  const settled = (before) => new Promise((resolve) => {
+    let pause = 1;
+    const check = () => {
+      if (!busy(before)) return resolve();
+      pause = Math.min(pause * 2, 20);
+      setTimeout(check, pause).unref();
+    };
+    setImmediate(check);
+  });
+
+  const run = async (path) => {
+    const source = fs.readFileSync(path, 'utf8');
+    Object.assign(globalThis, {
+      require: createRequire(path),
+      __filename: path,
+      __dirname: nodePath.dirname(path),
+    });
+    process.argv[1] = path;
+    let script;
+    try {
+      script = new vm.Script(source, { filename: path, importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER });
+    } catch (e) {
+      if (!(e instanceof SyntaxError) || !/import|export|await/.test(e.message)) throw e;
+      const module = path.replace(/\.js$/, '') + '.mjs';
+      fs.writeFileSync(module, source);
+      try {
+        await import(`${pathToFileURL(module)}?run=${Date.now()}`);
+      } finally {
+        fs.rmSync(module, { force: true });
+      }
+      return;
+    }
+    const value = script.runInThisContext({ displayErrors: true });
+    if (value && typeof value.then === 'function') await value;
+  };
+
+  const loop = async (job) => {
+    while (job) {
+      status = 0;
+      process.exitCode = undefined;
+      // Keeps the event loop alive while the run settles; counted in the baseline.
+      const alive = setInterval(() => {}, 1 << 30);
+      const before = counts();
+      try {
+        await run(job.path);
+      } catch (e) {
+        uncaught(e);
+      }
+      await settled(before);
+      clearInterval(alive);
+      if (status === 0 && process.exitCode) status = Number(process.exitCode) & 0xff;
+      fs.writeSync(4, JSON.stringify({ exit: status, run: job.run }) + '\n');
+      job = request();
+    }
+    realExit(0);
+  };
+  loop(first);
 })();

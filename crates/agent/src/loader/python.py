@@ -1,41 +1,96 @@
-# Pre-started Python: waits for the path of the program on descriptor 3, then runs it
-# as `python3 PATH` would: __main__, sys.argv, sys.path[0], tracebacks naming the file.
-def _sandbox_run():
-    import os, sys
+# Pre-started Python. Reads a request line on descriptor 3: {"path": ..., "session": ...}.
+# One-shot (session false): runs the program as `python3 PATH` would (__main__, sys.argv,
+# sys.path[0], tracebacks naming the file), then exits as it would.
+# Session: runs each requested program in the one __main__ namespace (globals and
+# imports persist, as in a notebook), then writes {"exit": CODE, "run": N} (N from the
+# request) on descriptor 4 and
+# waits for the next request; an uncaught exception or SystemExit ends the run, not the
+# interpreter.
+def _sandbox_loader():
+    import json, os, sys
     import __main__
     from importlib.machinery import SourceFileLoader
-    chunks = []
-    while True:
-        chunk = os.read(3, 4096)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(3)
-    path = b"".join(chunks).decode()
-    if not path:
-        sys.exit(0)
-    with open(path, "rb") as f:
-        source = f.read()
-    sys.argv[:] = [path]
-    sys.path[0] = os.path.dirname(path)
-    namespace = __main__.__dict__
-    for name in [n for n in namespace if n not in ("__name__", "__builtins__")]:
-        del namespace[name]
-    namespace.update(__file__=path, __doc__=None, __package__=None, __spec__=None,
-                     __cached__=None, __loader__=SourceFileLoader("__main__", path))
-    try:
-        exec(compile(source, path, "exec"), namespace)
-    except SystemExit:
-        raise
-    except BaseException as e:
+
+    pending = bytearray()
+
+    def request():
+        while b"\n" not in pending:
+            chunk = os.read(3, 4096)
+            if not chunk:
+                line, pending[:] = bytes(pending), b""
+                return json.loads(line) if line.strip() else None
+            pending.extend(chunk)
+        line, _, rest = bytes(pending).partition(b"\n")
+        pending[:] = rest
+        return json.loads(line)
+
+    def load(path, fresh):
+        with open(path, "rb") as f:
+            source = f.read()
+        sys.argv[:] = [path]
+        sys.path[0] = os.path.dirname(path)
+        namespace = __main__.__dict__
+        if fresh:
+            for name in [n for n in namespace if n not in ("__name__", "__builtins__")]:
+                del namespace[name]
+        namespace.update(__file__=path, __doc__=None, __package__=None, __spec__=None,
+                         __cached__=None, __loader__=SourceFileLoader("__main__", path))
+        return compile(source, path, "exec"), namespace
+
+    def report(e):
         tb = e.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
             tb = tb.tb_next
         sys.excepthook(type(e), e.with_traceback(tb), tb)
-        if isinstance(e, KeyboardInterrupt):
-            import signal
-            sys.stdout.flush()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-        sys.exit(1)
-_sandbox_run()
+
+    def exit_code(e):
+        code = e.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code & 0xFF
+        print(code, file=sys.stderr)
+        return 1
+
+    first = request()
+    if not first:
+        sys.exit(0)
+    if not first.get("session"):
+        code, namespace = load(first["path"], True)
+        os.close(3)
+        os.close(4)
+        try:
+            exec(code, namespace)
+        except SystemExit:
+            raise
+        except BaseException as e:
+            report(e)
+            if isinstance(e, KeyboardInterrupt):
+                import signal
+                sys.stdout.flush()
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGINT)
+            sys.exit(1)
+        return
+
+    fresh, job = True, first
+    while job:
+        status = 0
+        try:
+            code, namespace = load(job["path"], fresh)
+            fresh = False
+            exec(code, namespace)
+        except SystemExit as e:
+            status = exit_code(e)
+        except BaseException as e:
+            report(e)
+            status = 1
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os.write(4, json.dumps({"exit": status, "run": job.get("run")}).encode() + b"\n")
+        job = request()
+    sys.exit(0)
+_sandbox_loader()

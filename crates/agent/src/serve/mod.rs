@@ -4,7 +4,7 @@
 //! the agent itself ([`Local`]), or a VM's init relaying to the agent of the jailed
 //! sandbox it made.
 
-use crate::{prepare, AgentError, JobError, Prepared};
+use crate::{prepare, AgentError, JobError, Kept};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome, Reseed, RunnerMessage};
 use sandbox_protocol::frame;
 use sandbox_protocol::Lang;
@@ -26,35 +26,35 @@ pub trait Worker {
 /// with `run` (normally [`run_job`](crate::run_job)).
 pub struct Local<F> {
     run: F,
-    prepared: Option<Prepared>,
+    kept: Kept,
 }
 
 impl<F> Local<F>
 where
-    F: FnMut(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
+    F: FnMut(&Job, &mut Kept) -> Result<JobOutcome, JobError>,
 {
     /// A worker that runs jobs with `run`.
     pub fn new(run: F) -> Self {
         Local {
             run,
-            prepared: None,
+            kept: Kept::default(),
         }
     }
 }
 
 impl<F> Worker for Local<F>
 where
-    F: FnMut(&Job, Option<Prepared>) -> Result<JobOutcome, JobError>,
+    F: FnMut(&Job, &mut Kept) -> Result<JobOutcome, JobError>,
 {
     fn prepare(&mut self, lang: Lang) -> Result<(), String> {
         let interpreter =
             prepare(lang).map_err(|e| format!("starting the {lang} interpreter: {e}"))?;
-        self.prepared = interpreter;
+        self.kept.prepared(interpreter);
         Ok(())
     }
 
     fn run(&mut self, job: &Job) -> AgentMessage {
-        match (self.run)(job, self.prepared.take()) {
+        match (self.run)(job, &mut self.kept) {
             Ok(outcome) => AgentMessage::Done(outcome),
             Err(e) => AgentMessage::Failed {
                 message: e.to_string(),

@@ -41,7 +41,7 @@ fn job() -> Job {
 }
 
 /// Stands in for the interpreter: the exchange is what is tested here.
-fn echo(job: &Job, _: Option<Prepared>) -> Result<JobOutcome, JobError> {
+fn echo(job: &Job, _: &mut Kept) -> Result<JobOutcome, JobError> {
     Ok(JobOutcome {
         stdout: job.code.clone(),
         stderr: String::new(),
@@ -118,7 +118,7 @@ fn a_restored_agent_reconnects_takes_the_reseed_and_serves_its_job() {
     frame::write(&mut restored, &RunnerMessage::Job(job())).unwrap();
     expect(
         &mut restored,
-        &AgentMessage::Done(echo(&job(), None).unwrap()),
+        &AgentMessage::Done(echo(&job(), &mut Kept::default()).unwrap()),
     );
     drop(restored);
     let (result, host) = agent.join().unwrap();
@@ -186,7 +186,7 @@ fn done(code: &str) -> AgentMessage {
                 code: code.into(),
                 ..job()
             },
-            None,
+            &mut Kept::default(),
         )
         .unwrap(),
     )

@@ -168,6 +168,27 @@ impl Runner {
         (status, value)
     }
 
+    /// Opens a session (201) and returns its id.
+    pub async fn open_session(&self, body: Value) -> String {
+        let (status, info) = self.request("POST", "/sessions", Some(&body)).await;
+        assert_eq!(status, 201, "{info}");
+        info["id"].as_str().expect("an id").to_owned()
+    }
+
+    /// A run in a session: status and body.
+    pub async fn run_in(&self, id: &str, lang: &str, code: &str) -> (u16, Value) {
+        let body = json!({"lang": lang, "code": code});
+        self.request("POST", &format!("/sessions/{id}/run"), Some(&body))
+            .await
+    }
+
+    /// A run in a session that must answer 200.
+    pub async fn ok_in(&self, id: &str, lang: &str, code: &str) -> Value {
+        let (status, out) = self.run_in(id, lang, code).await;
+        assert_eq!(status, 200, "{out}");
+        out
+    }
+
     pub async fn get(&self, path: &str) -> (u16, String) {
         let resp = self
             .client

@@ -1,0 +1,213 @@
+//! The files a job wrote under the home's `outputs/` folder, collected into its answer.
+//!
+//! Collected here, inside the sandbox, as the program's user: the folder is walked
+//! from descriptors opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so no
+//! symlink the program made is ever followed, and only regular files are read. In a
+//! session, a file counts when it is new or changed since the previous job's answer
+//! (its size, change time or inode differ), so each run hands back what it wrote.
+
+use crate::identity::as_program_user;
+use crate::HOME;
+use nix::dir::{Dir, Type};
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fstat, FileStat, Mode};
+use sandbox_protocol::agent::{encode_bytes, OutputCaps};
+use sandbox_protocol::api::OutputFile;
+use sandbox_protocol::media::mime_type;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+/// The folder, below the home folder.
+pub(crate) const FOLDER: &str = "outputs";
+/// How deep the walk goes.
+const DEPTH: usize = 8;
+/// Bytes read from a file over the cap to tell its media type.
+const HEAD: u64 = 512;
+/// Entries looked at, at most, in one walk (files and folders).
+const ENTRIES_MAX: usize = 10_000;
+
+/// What a file looked like when it was last handed back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    size: i64,
+    ctime: (i64, i64),
+    inode: u64,
+}
+
+impl Stamp {
+    fn of(stat: &FileStat) -> Stamp {
+        Stamp {
+            size: stat.st_size,
+            ctime: (stat.st_ctime, stat.st_ctime_nsec),
+            inode: stat.st_ino,
+        }
+    }
+}
+
+/// The files already handed back in this sandbox (a session's earlier jobs).
+#[derive(Debug, Default)]
+pub struct Seen(HashMap<String, Stamp>);
+
+/// Makes the outputs folder if it is missing, as the program user, so that a program
+/// can write there without making it.
+pub(crate) fn make_folder() {
+    let _ = as_program_user(|| std::fs::create_dir(format!("{HOME}/{FOLDER}")));
+}
+
+/// The new or changed files of the outputs folder within `caps`, in path order, and
+/// whether there were more than listed.
+pub(crate) fn collect(caps: OutputCaps, seen: &mut Seen) -> (Vec<OutputFile>, bool) {
+    let walked = as_program_user(|| {
+        let mut walk = Walk {
+            caps,
+            seen,
+            found: Vec::new(),
+            entries: 0,
+            truncated: false,
+        };
+        if let Ok(home) = open_dir(None, HOME) {
+            if let Ok(folder) = open_dir(Some(&home), FOLDER) {
+                walk.folder(folder, "", 0);
+            }
+        }
+        (walk.found, walk.truncated)
+    });
+    let Ok((mut found, truncated)) = walked else {
+        return (Vec::new(), false);
+    };
+    found.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    let mut total = 0u64;
+    let files = found
+        .into_iter()
+        .map(|(mut file, bytes)| {
+            match bytes {
+                Some(bytes) if total + bytes.len() as u64 <= caps.total_cap => {
+                    total += bytes.len() as u64;
+                    file.data = Some(encode_bytes(&bytes));
+                }
+                _ => file.data = None,
+            }
+            file
+        })
+        .collect();
+    (files, truncated)
+}
+
+/// One walk of the outputs folder.
+struct Walk<'a> {
+    caps: OutputCaps,
+    seen: &'a mut Seen,
+    found: Vec<(OutputFile, Option<Vec<u8>>)>,
+    entries: usize,
+    truncated: bool,
+}
+
+impl Walk<'_> {
+    fn folder(&mut self, folder: OwnedFd, rel: &str, depth: usize) {
+        let Ok(mut dir) = Dir::from_fd(folder) else {
+            return;
+        };
+        let mut names: Vec<(String, Option<Type>)> = dir
+            .iter()
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().to_str().ok()?.to_owned();
+                (name != "." && name != "..").then_some((name, e.file_type()))
+            })
+            .collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, kind) in names {
+            self.entries += 1;
+            if self.entries > ENTRIES_MAX || self.found.len() >= self.caps.max_files {
+                self.truncated = true;
+                return;
+            }
+            let path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            match kind {
+                Some(Type::Directory) if depth + 1 < DEPTH => {
+                    if let Ok(sub) = open_dir(Some(&dir), &name) {
+                        self.folder(sub, &path, depth + 1);
+                    }
+                }
+                Some(Type::File) => self.file(&dir, &name, path),
+                _ => {}
+            }
+        }
+    }
+
+    fn file(&mut self, dir: &Dir, name: &str, path: String) {
+        let how = OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        // SAFETY: the raw descriptor is borrowed from `dir`, which outlives the call.
+        let dir_fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir.as_raw_fd()) };
+        let Ok(fd) = openat2(dir_fd, name, how) else {
+            return;
+        };
+        let Ok(stat) = fstat(fd.as_fd()) else {
+            return;
+        };
+        if stat.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return;
+        }
+        let stamp = Stamp::of(&stat);
+        if self.seen.0.get(&path) == Some(&stamp) {
+            return;
+        }
+        self.seen.0.insert(path.clone(), stamp);
+        let size = stat.st_size.max(0) as u64;
+        let mut file = File::from(fd);
+        let bytes = (size <= self.caps.file_cap)
+            .then(|| read_whole(&mut file, self.caps.file_cap))
+            .flatten();
+        let mime = match &bytes {
+            Some(bytes) => mime_type(&path, bytes, true),
+            None => mime_type(&path, &read_head(&mut file), false),
+        };
+        self.found.push((
+            OutputFile {
+                path,
+                size,
+                mime_type: mime.to_owned(),
+                data: None,
+            },
+            bytes,
+        ));
+    }
+}
+
+/// The whole file if it holds at most `cap` bytes.
+fn read_whole(file: &mut File, cap: u64) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= cap).then_some(bytes)
+}
+
+/// The first bytes of a file, to tell its media type.
+fn read_head(file: &mut File) -> Vec<u8> {
+    let mut head = Vec::new();
+    let _ = file.take(HEAD).read_to_end(&mut head);
+    head
+}
+
+/// Opens the folder `name` (in `dir`, or an absolute path), never through a symlink.
+fn open_dir(dir: Option<&dyn AsRawFd>, name: &str) -> nix::Result<OwnedFd> {
+    let flags = OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    match dir {
+        None => nix::fcntl::open(name, flags | OFlag::O_NOFOLLOW, Mode::empty()),
+        Some(dir) => {
+            let how = OpenHow::new()
+                .flags(flags | OFlag::O_NOFOLLOW)
+                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+            // SAFETY: the raw descriptor is borrowed from `dir`, which outlives the call.
+            let dir_fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir.as_raw_fd()) };
+            openat2(dir_fd, name, how)
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! A session's resident interpreter: one Python or Node process that runs every
+//! program of its language in the session, so that what one run defines (variables,
+//! functions, imports) the next one sees.
+//!
+//! Its loader (`loader/`) reads one request line per run on descriptor 3
+//! (`{"path": ..., "session": true}`) and, when the program is done, writes
+//! `{"exit": CODE, "run": N}` on descriptor 4, N being the request's `run`. Standard output and error are the same pipes for
+//! the interpreter's whole life; by the time the report arrives, everything the
+//! program wrote is in them (the loader flushes first), so a run's output is what the
+//! agent reads until the report, and what is left in the pipes right after it.
+
+use crate::launch::Prepared;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::unistd::Pid;
+use sandbox_protocol::Lang;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::process::{Child, ChildStderr, ChildStdout};
+
+/// The longest report line read; a longer one (a program writing on descriptor 4)
+/// is not a report.
+const REPORT_MAX: usize = 256;
+
+/// A started interpreter that serves the session's runs of its language.
+pub(crate) struct Resident {
+    lang: Lang,
+    child: Child,
+    exited: OwnedFd,
+    go: File,
+    done: File,
+    report: Vec<u8>,
+    /// The number of the current run, which its report must carry.
+    run: u64,
+    pub(crate) stdout: Option<ChildStdout>,
+    pub(crate) stderr: Option<ChildStderr>,
+}
+
+impl Resident {
+    /// Makes the interpreter `prepared` resident.
+    pub(crate) fn new(prepared: Prepared) -> io::Result<Resident> {
+        let (lang, mut child, go, done) = prepared.into_parts();
+        fcntl(&done, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+        let exited = pidfd_open(&child)?;
+        Ok(Resident {
+            lang,
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            child,
+            exited,
+            go,
+            done: File::from(done),
+            report: Vec::new(),
+            run: 0,
+        })
+    }
+
+    /// Its language.
+    pub(crate) fn lang(&self) -> Lang {
+        self.lang
+    }
+
+    /// The interpreter's process.
+    pub(crate) fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Readable once the interpreter has exited.
+    pub(crate) fn exited(&self) -> BorrowedFd<'_> {
+        self.exited.as_fd()
+    }
+
+    /// Readable when a report (or part of one) is waiting.
+    pub(crate) fn done(&self) -> BorrowedFd<'_> {
+        self.done.as_fd()
+    }
+
+    /// Whether the interpreter still runs.
+    pub(crate) fn alive(&self) -> bool {
+        let mut fds = [PollFd::new(self.exited.as_fd(), PollFlags::POLLIN)];
+        matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
+    }
+
+    /// Asks the interpreter to run the program at `path`. Its report must carry the
+    /// run's number: one left from an earlier run (whose program wrote a report of its
+    /// own on descriptor 4 and so ended its run early) is not taken for this run's.
+    pub(crate) fn request(&mut self, path: &str) -> io::Result<()> {
+        self.run += 1;
+        let request = serde_json::json!({ "path": path, "session": true, "run": self.run });
+        let line = request.to_string() + "\n";
+        self.go.write_all(line.as_bytes())
+    }
+
+    /// Reads what the report pipe holds; the exit code once a whole report arrived.
+    pub(crate) fn read_report(&mut self) -> io::Result<Option<i32>> {
+        let mut buf = [0u8; 512];
+        loop {
+            if let Some(end) = self.report.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.report.drain(..=end).collect();
+                match parse_report(&line) {
+                    Some((run, code)) if run == self.run => return Ok(Some(code)),
+                    _ => {}
+                }
+                continue;
+            }
+            if self.report.len() > REPORT_MAX {
+                self.report.clear();
+            }
+            match self.done.read(&mut buf) {
+                Ok(0) => return Ok(None),
+                Ok(n) => self.report.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The run number and exit code of a report line.
+fn parse_report(line: &[u8]) -> Option<(u64, i32)> {
+    let report: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let code = i32::try_from(report.get("exit")?.as_i64()?).ok()?;
+    Some((report.get("run")?.as_u64()?, code))
+}
+
+/// A descriptor that becomes readable when `child` exits.
+pub(crate) fn pidfd_open(child: &Child) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1;
+    // it touches no memory of ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_whole_report_line_counts() {
+        assert_eq!(
+            super::parse_report(b"{\"exit\": 3, \"run\": 2}\n"),
+            Some((2, 3))
+        );
+        assert_eq!(super::parse_report(b"{\"exit\": 3}\n"), None);
+        assert_eq!(
+            super::parse_report(b"{\"exit\": \"x\", \"run\": 1}\n"),
+            None
+        );
+        assert_eq!(super::parse_report(b"garbage\n"), None);
+    }
+}
