@@ -20,6 +20,22 @@ pub(crate) fn kill_all(program: Pid) {
     }
 }
 
+/// Stops every process of the sandbox but the agent (a session between its runs: no
+/// process uses CPU until [`resume_all`]). Only as PID 1 of the sandbox's namespace;
+/// elsewhere it does nothing.
+pub(crate) fn pause_all() {
+    if getpid() == Pid::from_raw(1) {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGSTOP);
+    }
+}
+
+/// Lets every process [`pause_all`] stopped go on.
+pub(crate) fn resume_all() {
+    if getpid() == Pid::from_raw(1) {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGCONT);
+    }
+}
+
 /// What a non-blocking reap found.
 pub(crate) struct Reaped {
     /// The program's status, if the program was among the reaped.

@@ -103,7 +103,10 @@ async fn node_declarations_and_globals_live_across_runs() {
         .await;
     assert_eq!(exit_code(&thrown), 1, "{thrown}");
     assert!(stderr(&thrown).contains("Error: boom"), "{thrown}");
-    assert!(!stderr(&thrown).contains("[eval]"), "no loader frames: {thrown}");
+    assert!(
+        !stderr(&thrown).contains("[eval]"),
+        "no loader frames: {thrown}"
+    );
     let after = runner.ok_in(&id, "node", "console.log(a + g)").await;
     assert_eq!(stdout(&after), "8\n", "{after}");
     assert!(!state_lost(&after), "{after}");
@@ -265,10 +268,18 @@ async fn bash_keeps_its_working_directory_and_exported_variables() {
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;
     runner
-        .ok_in(&id, "bash", "mkdir -p work && cd work && export GREETING=hi && LOCAL=no")
+        .ok_in(
+            &id,
+            "bash",
+            "mkdir -p work && cd work && export GREETING=hi && LOCAL=no",
+        )
         .await;
     let out = runner
-        .ok_in(&id, "bash", "pwd; echo \"$GREETING ${LOCAL:-unset} $0\"; exit 3")
+        .ok_in(
+            &id,
+            "bash",
+            "pwd; echo \"$GREETING ${LOCAL:-unset} $0\"; exit 3",
+        )
         .await;
     assert_eq!(
         stdout(&out),
@@ -279,4 +290,52 @@ async fn bash_keeps_its_working_directory_and_exported_variables() {
     // A one-shot run starts where it always does.
     let once = runner.run("bash", "pwd; echo \"${GREETING:-unset}\"").await;
     assert_eq!(stdout(&once), "/home/sandbox\nunset\n", "{once}");
+}
+
+/// The state letter and CPU ticks (user + system) of a host process, from its stat file.
+fn host_state(pid: &str) -> (char, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    let ticks = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    (fields[0].chars().next().unwrap(), ticks)
+}
+
+#[tokio::test]
+async fn between_runs_a_session_s_processes_are_stopped_and_use_no_cpu() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    runner
+        .ok_in(
+            &id,
+            "bash",
+            "bash -c 'while :; do :; done; echo spin-7a1' &",
+        )
+        .await;
+    runner.ok_in(&id, "python", "resident = True").await;
+    let spinner = common::host_processes_with("spin-7a1");
+    assert_eq!(spinner.len(), 1, "{spinner:?}");
+    let pid = spinner[0].split(':').next().unwrap().to_owned();
+    let (state, before) = host_state(&pid);
+    assert_eq!(state, 'T', "stopped between runs");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(host_state(&pid), ('T', before), "no CPU while stopped");
+
+    // The next run wakes everything: the spinner runs again, the interpreter kept its
+    // state.
+    let out = runner
+        .ok_in(
+            &id,
+            "python",
+            "import subprocess, time\ntime.sleep(0.3)\n\
+             print(resident, subprocess.run(['ps', '-o', 'stat=', '-C', 'bash'], \
+             capture_output=True, text=True).stdout.split())",
+        )
+        .await;
+    assert!(stdout(&out).starts_with("True ["), "{out}");
+    assert!(
+        stdout(&out).contains("'R"),
+        "the spinner runs during a run: {out}"
+    );
+    assert!(host_state(&pid).1 > before, "it used CPU during the run");
 }

@@ -53,13 +53,22 @@ where
         Ok(())
     }
 
+    /// A session's processes are stopped between its runs (see [`crate::tree::pause_all`])
+    /// and go on when the next run starts.
     fn run(&mut self, job: &Job) -> AgentMessage {
-        match (self.run)(job, &mut self.kept) {
+        if job.session {
+            crate::tree::resume_all();
+        }
+        let answer = match (self.run)(job, &mut self.kept) {
             Ok(outcome) => AgentMessage::Done(outcome),
             Err(e) => AgentMessage::Failed {
                 message: e.to_string(),
             },
+        };
+        if job.session {
+            crate::tree::pause_all();
         }
+        answer
     }
 
     fn file(&mut self, request: &FileRequest) -> AgentMessage {
