@@ -64,6 +64,7 @@ pub(crate) fn collect(caps: OutputCaps, seen: &mut Seen) -> (Vec<OutputFile>, bo
             caps,
             seen,
             found: Vec::new(),
+            carried: 0,
             entries: 0,
             truncated: false,
         };
@@ -77,29 +78,18 @@ pub(crate) fn collect(caps: OutputCaps, seen: &mut Seen) -> (Vec<OutputFile>, bo
     let Ok((mut found, truncated)) = walked else {
         return (Vec::new(), false);
     };
-    found.sort_by(|a, b| a.0.path.cmp(&b.0.path));
-    let mut total = 0u64;
-    let files = found
-        .into_iter()
-        .map(|(mut file, bytes)| {
-            match bytes {
-                Some(bytes) if total + bytes.len() as u64 <= caps.total_cap => {
-                    total += bytes.len() as u64;
-                    file.data = Some(encode_bytes(&bytes));
-                }
-                _ => file.data = None,
-            }
-            file
-        })
-        .collect();
-    (files, truncated)
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    (found, truncated)
 }
 
 /// One walk of the outputs folder.
 struct Walk<'a> {
     caps: OutputCaps,
     seen: &'a mut Seen,
-    found: Vec<(OutputFile, Option<Vec<u8>>)>,
+    found: Vec<OutputFile>,
+    /// Bytes read so far: a file is read only while the total cap allows it, so the
+    /// agent never holds more than that (the sandbox's memory limit holds the agent too).
+    carried: u64,
     entries: usize,
     truncated: bool,
 }
@@ -163,22 +153,24 @@ impl Walk<'_> {
         self.seen.0.insert(path.clone(), stamp);
         let size = stat.st_size.max(0) as u64;
         let mut file = File::from(fd);
-        let bytes = (size <= self.caps.file_cap)
-            .then(|| read_whole(&mut file, self.caps.file_cap))
+        let room = self
+            .caps
+            .file_cap
+            .min(self.caps.total_cap.saturating_sub(self.carried));
+        let bytes = (size <= room)
+            .then(|| read_whole(&mut file, room))
             .flatten();
         let mime = match &bytes {
             Some(bytes) => mime_type(&path, bytes, true),
             None => mime_type(&path, &read_head(&mut file), false),
         };
-        self.found.push((
-            OutputFile {
-                path,
-                size,
-                mime_type: mime.to_owned(),
-                data: None,
-            },
-            bytes,
-        ));
+        self.carried += bytes.as_ref().map_or(0, |b| b.len() as u64);
+        self.found.push(OutputFile {
+            path,
+            size,
+            mime_type: mime.to_owned(),
+            data: bytes.map(|b| encode_bytes(&b)),
+        });
     }
 }
 

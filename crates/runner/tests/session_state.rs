@@ -228,6 +228,31 @@ async fn a_one_shot_run_hands_back_what_it_wrote_to_outputs() {
 }
 
 #[tokio::test]
+async fn outputs_are_bounded_in_total_and_hostile_entries_are_skipped() {
+    let runner = Runner::start();
+    // Three files of 3 MiB: two fit the 8 MiB the answer carries, the third is listed
+    // without its bytes. A FIFO (which would block a reader) and a symlink to a folder
+    // outside are skipped.
+    let out = runner
+        .run(
+            "bash",
+            "for n in 1 2 3; do head -c 3145728 /dev/zero > outputs/f$n; done; \
+             mkfifo outputs/fifo; ln -s / outputs/root; ln -s /etc outputs/etc",
+        )
+        .await;
+    let listed: Vec<(String, bool)> = outputs(&out).into_iter().map(|o| (o.0, o.3)).collect();
+    assert_eq!(
+        listed,
+        [
+            ("f1".into(), true),
+            ("f2".into(), true),
+            ("f3".into(), false)
+        ],
+        "{out}"
+    );
+}
+
+#[tokio::test]
 async fn a_session_run_hands_back_only_what_it_wrote_or_changed() {
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;

@@ -598,6 +598,21 @@ async fn a_session_lives_across_runs_in_one_vm() {
         .await
         .unwrap();
     assert_eq!(back.bytes().await.unwrap().as_ref(), b"kept\n");
+    // The resident interpreter and the outputs, inside the guest's jail as on a host;
+    // the background sleep, stopped between runs, sleeps again during one (state S).
+    runner.ok_in(&id, "python", "x = 41").await;
+    let out = runner
+        .ok_in(
+            &id,
+            "python",
+            "import subprocess\nopen('outputs/r.txt', 'w').write('r')\nprint(x + 1, \
+             subprocess.run(['ps', '-o', 'stat=', '-C', 'sleep'], capture_output=True, \
+             text=True).stdout.strip())",
+        )
+        .await;
+    assert_eq!(stdout(&out), "42 S\n", "{out}");
+    assert_eq!(out["stateLost"], false, "{out}");
+    assert_eq!(out["outputs"][0]["path"], "r.txt", "{out}");
     let (status, _) = runner
         .request("DELETE", &format!("/sessions/{id}"), None)
         .await;
