@@ -20,13 +20,51 @@ pub(crate) fn kill_all(program: Pid) {
     }
 }
 
+/// Rounds of stopping before [`pause_all`] gives up on a process that keeps running.
+const PAUSE_ROUNDS: u32 = 200;
+
 /// Stops every process of the sandbox but the agent (a session between its runs: no
 /// process uses CPU until [`resume_all`]). Only as PID 1 of the sandbox's namespace;
 /// elsewhere it does nothing.
-pub(crate) fn pause_all() {
-    if getpid() == Pid::from_raw(1) {
-        let _ = kill(Pid::from_raw(-1), Signal::SIGSTOP);
+///
+/// The kernel walks the processes with forks held off, and aborts a fork whose parent
+/// has a signal pending, so one signal should reach all; it is sent again until /proc
+/// shows every process stopped, so that what the kernel does is checked, not assumed.
+/// Returns whether every process was seen stopped.
+pub(crate) fn pause_all() -> bool {
+    if getpid() != Pid::from_raw(1) {
+        return true;
     }
+    for _ in 0..PAUSE_ROUNDS {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGSTOP);
+        if all_stopped() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    false
+}
+
+/// Whether every process but this one is stopped (or a zombie), as /proc says.
+fn all_stopped() -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let me = getpid().as_raw().to_string();
+    entries.filter_map(Result::ok).all(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.bytes().all(|b| b.is_ascii_digit()) || name == me {
+            return true;
+        }
+        match std::fs::read_to_string(entry.path().join("stat")) {
+            Ok(stat) => stat
+                .rfind(')')
+                .and_then(|end| stat[end + 1..].split_whitespace().next())
+                .is_some_and(|state| matches!(state, "T" | "t" | "Z" | "X")),
+            Err(_) => true, // gone meanwhile
+        }
+    })
 }
 
 /// Lets every process [`pause_all`] stopped go on.

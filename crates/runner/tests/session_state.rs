@@ -364,3 +364,80 @@ async fn between_runs_a_session_s_processes_are_stopped_and_use_no_cpu() {
     );
     assert!(host_state(&pid).1 > before, "it used CPU during the run");
 }
+
+/// The processes of the host cgroup (memory controller) that holds `pid`.
+fn cgroup_mates(pid: &str) -> Vec<String> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup");
+    let (root, rel) = cgroups
+        .lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            match controllers {
+                "memory" => Some(("/sys/fs/cgroup/memory", path.to_owned())),
+                "" => Some(("/sys/fs/cgroup", path.to_owned())),
+                _ => None,
+            }
+        })
+        .expect("a memory cgroup");
+    std::fs::read_to_string(format!("{root}{rel}/cgroup.procs"))
+        .expect("cgroup.procs")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_program_that_keeps_forking_is_stopped_all_the_same() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    // Children forked while the agent stops the others must not escape the rest.
+    runner
+        .ok_in(
+            &id,
+            "bash",
+            "bash -c 'while :; do (while :; do :; done) & sleep 0.01; kill $! 2>/dev/null; done; \
+             echo fork-3c9' &\nsleep 0.2",
+        )
+        .await;
+    // The forking bash and its latest child (a subshell, of the same command line).
+    let forker = common::host_processes_with("fork-3c9");
+    assert!(!forker.is_empty(), "{forker:?}");
+    let pid = forker[0].split(':').next().unwrap().to_owned();
+    let mates = cgroup_mates(&pid);
+    assert!(mates.len() >= 2, "{mates:?}");
+    // The program's processes: those of the program's user (the agent and the jail
+    // that started it run as others).
+    let uid_of = |p: &str| -> String {
+        let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let programs: Vec<String> = mates
+        .iter()
+        .filter(|p| uid_of(p) == uid_of(&pid))
+        .cloned()
+        .collect();
+    assert!(programs.len() >= 2, "{programs:?} of {mates:?}");
+    let states =
+        |procs: &[String]| -> Vec<(char, u64)> { procs.iter().map(|p| host_state(p)).collect() };
+    let first = states(&programs);
+    assert!(
+        first.iter().all(|(s, _)| matches!(s, 'T' | 'Z')),
+        "every program stopped: {first:?} ({programs:?} of {mates:?})"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        states(&programs),
+        first,
+        "nothing ran while the session rested"
+    );
+    assert_eq!(
+        cgroup_mates(&pid),
+        mates,
+        "nothing was forked while it rested"
+    );
+}

@@ -65,8 +65,8 @@ where
                 message: e.to_string(),
             },
         };
-        if job.session {
-            crate::tree::pause_all();
+        if job.session && !crate::tree::pause_all() {
+            eprintln!("sandbox-agent: a process of the session kept running after SIGSTOP");
         }
         answer
     }
