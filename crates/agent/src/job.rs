@@ -5,22 +5,17 @@ use crate::identity::write_as_program_user;
 use crate::launch::{self, Prepared};
 use crate::outputs::{self, Seen};
 use crate::resident::{pidfd_open, Resident};
-use crate::sink;
-use crate::tree::{end_tree, exit_code, kill_all, reap_exited};
+use crate::tree::{end_tree, exit_code};
+use crate::watch::{End, Watch};
 use crate::HOME;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use sandbox_protocol::agent::{Job, JobOutcome};
 use sandbox_protocol::Lang;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStderr, ChildStdout};
 use std::time::{Duration, Instant};
 
-/// How often orphans are reaped while the program runs (they count against the pids cap).
-const REAP_TICK: Duration = Duration::from_millis(100);
 /// How long output still in the pipes is read after the tree is gone.
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
@@ -242,192 +237,4 @@ fn write_code(job: &Job) -> Result<PathBuf, JobError> {
         source,
     })?;
     Ok(path)
-}
-
-/// The running program and its captured streams.
-struct Watch {
-    program: Pid,
-    exited: OwnedFd,
-    stdout: Capture<ChildStdout>,
-    stderr: Capture<ChildStderr>,
-    status: Option<WaitStatus>,
-}
-
-/// How a program's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
-    /// Its process exited (its status is in [`Watch::status`]).
-    Exited,
-    /// The deadline passed; every process of the sandbox was killed.
-    TimedOut,
-    /// A resident interpreter reported the program's end, with this exit code.
-    Reported(i32),
-}
-
-/// Which of the watched descriptors poll found ready.
-struct Ready {
-    stdout: bool,
-    stderr: bool,
-    report: bool,
-}
-
-impl Watch {
-    /// Reads output until the program ends (its process exits, or the resident
-    /// interpreter running it reports) or the deadline passes. A stream going over its
-    /// cap kills the tree, which then ends the program.
-    fn until_end(
-        &mut self,
-        deadline: Instant,
-        mut resident: Option<&mut Resident>,
-    ) -> Result<End, JobError> {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                kill_all(self.program);
-                return Ok(End::TimedOut);
-            }
-            let wait = (deadline - now).min(REAP_TICK);
-            let done = resident.as_deref().map(|r| r.done());
-            let ready = self.poll(Some(wait), true, done)?;
-            self.read_ready(&ready, &mut buf)?;
-            if let Some(resident) = resident.as_deref_mut().filter(|_| ready.report) {
-                if let Some(code) = resident.read_report().map_err(JobError::Watch)? {
-                    return Ok(End::Reported(code));
-                }
-            }
-            if let Some(status) = reap_exited(self.program).program {
-                self.status = Some(status);
-                return Ok(End::Exited);
-            }
-        }
-    }
-
-    /// Whether the run ended the whole tree: a timeout or an output cap.
-    fn ended_whole(&self, timed_out: bool) -> bool {
-        timed_out || self.stdout.truncated() || self.stderr.truncated()
-    }
-
-    /// Reads what is left in the pipes once no writer remains, within `limit`.
-    fn drain(&mut self, limit: Instant) -> Result<(), JobError> {
-        let mut buf = vec![0u8; 64 * 1024];
-        while self.stdout.pipe().is_some() || self.stderr.pipe().is_some() {
-            let now = Instant::now();
-            if now >= limit {
-                break;
-            }
-            let ready = self.poll(Some(limit - now), false, None)?;
-            self.read_ready(&ready, &mut buf)?;
-        }
-        Ok(())
-    }
-
-    /// Reads what is in the pipes now, without waiting for their end (background
-    /// processes of a session, or a resident interpreter, hold them open).
-    fn drain_written(&mut self) -> Result<(), JobError> {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let ready = self.poll(Some(Duration::ZERO), false, None)?;
-            if !ready.stdout && !ready.stderr {
-                return Ok(());
-            }
-            self.read_ready(&ready, &mut buf)?;
-        }
-    }
-
-    /// Hands the pipes still open to the [`sink`](crate::sink): what background
-    /// processes write to them later is discarded.
-    fn sink(&mut self) {
-        if let Some(pipe) = self.stdout.take_pipe() {
-            sink::discard(pipe.into());
-        }
-        if let Some(pipe) = self.stderr.take_pipe() {
-            sink::discard(pipe.into());
-        }
-    }
-
-    /// The agent's report of the run.
-    fn outcome(
-        self,
-        exit_code: i32,
-        signal: Option<i32>,
-        duration_ms: u64,
-        timed_out: bool,
-        state_lost: bool,
-    ) -> JobOutcome {
-        JobOutcome {
-            stdout_truncated: self.stdout.truncated(),
-            stderr_truncated: self.stderr.truncated(),
-            stdout: self.stdout.into_text(),
-            stderr: self.stderr.into_text(),
-            exit_code,
-            signal,
-            duration_ms,
-            timed_out,
-            oom_killed: None,
-            outputs: Vec::new(),
-            outputs_truncated: false,
-            state_lost,
-        }
-    }
-
-    fn read_ready(&mut self, ready: &Ready, buf: &mut [u8]) -> Result<(), JobError> {
-        let mut over_cap = false;
-        if ready.stdout {
-            over_cap |= self.stdout.read_some(buf).map_err(JobError::Watch)?;
-        }
-        if ready.stderr {
-            over_cap |= self.stderr.read_some(buf).map_err(JobError::Watch)?;
-        }
-        if over_cap {
-            kill_all(self.program);
-        }
-        Ok(())
-    }
-
-    fn poll(
-        &self,
-        wait: Option<Duration>,
-        with_exit: bool,
-        report: Option<BorrowedFd<'_>>,
-    ) -> Result<Ready, JobError> {
-        let flags = PollFlags::POLLIN;
-        let mut fds = Vec::with_capacity(4);
-        let mut slots = [None, None, None];
-        if let Some(p) = self.stdout.pipe() {
-            slots[0] = Some(fds.len());
-            fds.push(PollFd::new(p.as_fd(), flags));
-        }
-        if let Some(p) = self.stderr.pipe() {
-            slots[1] = Some(fds.len());
-            fds.push(PollFd::new(p.as_fd(), flags));
-        }
-        if let Some(fd) = report {
-            slots[2] = Some(fds.len());
-            fds.push(PollFd::new(fd, flags));
-        }
-        if with_exit {
-            fds.push(PollFd::new(self.exited.as_fd(), flags));
-        }
-        let timeout = match wait {
-            Some(Duration::ZERO) => PollTimeout::ZERO,
-            Some(d) => {
-                PollTimeout::try_from(d.as_millis().max(1) as i32).unwrap_or(PollTimeout::MAX)
-            }
-            None => PollTimeout::NONE,
-        };
-        match poll(&mut fds, timeout) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(JobError::Watch(e.into())),
-        }
-        let is_ready = |slot: Option<usize>| {
-            slot.and_then(|i| fds[i].revents())
-                .is_some_and(|r| !r.is_empty())
-        };
-        Ok(Ready {
-            stdout: is_ready(slots[0]),
-            stderr: is_ready(slots[1]),
-            report: is_ready(slots[2]),
-        })
-    }
 }

@@ -33,6 +33,7 @@ mod resident;
 mod serve;
 mod sink;
 mod tree;
+mod watch;
 
 pub use identity::run_programs_as;
 pub use job::{run_job, JobError, Kept};
