@@ -77,7 +77,7 @@ impl Clients {
 }
 
 /// How long `run` takes to succeed.
-async fn timed(run: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<Duration> {
+pub async fn timed(run: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<Duration> {
     let begun = Instant::now();
     run.await?;
     Ok(begun.elapsed())
@@ -142,6 +142,13 @@ impl RunnerApi {
             base: base.into(),
             token: token.into(),
         })
+    }
+
+    /// A request to `path` (`/sessions`, ...) with the runner's bearer token.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&*self.token)
     }
 
     /// (b): `POST /run` with the one-liner; the answer must be a clean `1`.

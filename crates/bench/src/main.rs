@@ -3,7 +3,8 @@
 //! Starts its own `sandbox-runner serve` and `sandbox-mcp serve` on loopback and
 //! measures, side by side for bash, python and node: (a) spawning the interpreter
 //! directly with the same one-liner, (b) `POST /run`, (c) `tools/call` over
-//! Streamable HTTP on one initialized session. It writes `bench.json` and `bench.md`
+//! Streamable HTTP on one initialized session; then, against the same runner, its
+//! sessions (issue 12, see `sessions`). It writes `bench.json` and `bench.md`
 //! to `--out`. It is not a load generator for remote hosts: all traffic stays on
 //! loopback and every phase is bounded in count and time.
 
@@ -12,8 +13,11 @@ mod clients;
 mod cpu_group;
 mod measure;
 mod memory;
+mod procfs;
 mod report;
 mod services;
+mod session_api;
+mod sessions;
 mod stats;
 
 use anyhow::Context;
@@ -31,6 +35,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const LEVELS: [usize; 4] = [1, 2, 4, 8];
 /// How long a full pool is left alone before its sandboxes are measured.
 const SETTLE: Duration = Duration::from_millis(500);
+/// How long a session with a busy loop rests while the loop's CPU time is watched.
+const SESSION_REST: Duration = Duration::from_secs(1);
+/// The same in smoke mode.
+const SMOKE_SESSION_REST: Duration = Duration::from_millis(200);
 
 /// Command-line settings.
 #[derive(Debug, Parser)]
@@ -65,6 +73,7 @@ struct Plan {
     warmup: usize,
     throughput_runs: usize,
     pool_size: usize,
+    session_rest: Duration,
 }
 
 impl Plan {
@@ -75,6 +84,7 @@ impl Plan {
                 warmup: 1,
                 throughput_runs: 8,
                 pool_size: args.pool_size as usize,
+                session_rest: SMOKE_SESSION_REST,
             };
         }
         Plan {
@@ -82,6 +92,16 @@ impl Plan {
             warmup: (args.iterations as usize / 10).clamp(1, 20),
             throughput_runs: args.throughput_runs as usize,
             pool_size: args.pool_size as usize,
+            session_rest: SESSION_REST,
+        }
+    }
+
+    /// The sizes of the session figures: as many rounds as the sequential ones.
+    fn sessions(&self) -> sessions::Sizes {
+        sessions::Sizes {
+            warmup: self.warmup,
+            iterations: self.iterations,
+            rest: self.session_rest,
         }
     }
 }
@@ -98,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
         sandboxes: Vec::new(),
         idle_interpreters: Vec::new(),
         cold_start: Vec::new(),
+        sessions: None,
         targets: Vec::new(),
     };
     let runner_token = token()?;
@@ -143,6 +164,8 @@ async fn against_services(
     runner_stopped
 }
 
+/// The memory of the warm pool, the paths' figures over one MCP session, then the
+/// runner's own sessions.
 async fn with_session(
     runner: &Service,
     mcp: &Service,
@@ -169,7 +192,10 @@ async fn with_session(
     let measured = measure_all(&clients, plan, report).await;
     let closed = session.close().await;
     measured?;
-    closed
+    closed?;
+    let figures = sessions::measure(&clients.runner, runner.pid, &plan.sessions()).await?;
+    report.sessions = Some(figures);
+    Ok(())
 }
 
 async fn measure_all(clients: &Clients, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {

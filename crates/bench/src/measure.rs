@@ -18,7 +18,7 @@ pub const REFILL_TIMEOUT: Duration = Duration::from_secs(30);
 /// previous sandbox's namespaces in the background after its processes are gone
 /// (network namespace cleanup runs in a kernel worker), and without this pause that
 /// work lands on whichever run comes next.
-const SETTLE: Duration = Duration::from_millis(50);
+pub const SETTLE: Duration = Duration::from_millis(50);
 
 /// Sequential latency of one language on every path.
 #[derive(Debug, Clone, Serialize)]

@@ -2,6 +2,7 @@
 //! next to the same interpreter started directly and left idle.
 
 use crate::cases::Case;
+use crate::procfs;
 use anyhow::{bail, Context};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -61,38 +62,41 @@ pub struct SandboxMemory {
 
 /// Every warm sandbox of the runner `runner_pid`.
 pub fn warm_sandboxes(runner_pid: u32) -> anyhow::Result<Vec<SandboxMemory>> {
-    let memory = Memory::detect();
-    let instance = memory
+    sandbox_cgroups(runner_pid)?
+        .iter()
+        .map(|cgroup| sandbox(cgroup))
+        .collect()
+}
+
+/// The memory cgroup of every sandbox of the runner `runner_pid` (warm, running, or a
+/// session's).
+pub fn sandbox_cgroups(runner_pid: u32) -> anyhow::Result<Vec<PathBuf>> {
+    let instance = Memory::detect()
         .root
         .join("sandbox-runner")
         .join(format!("r{runner_pid}"));
     let entries =
         std::fs::read_dir(&instance).with_context(|| format!("listing {}", instance.display()))?;
-    let mut sandboxes = Vec::new();
+    let mut cgroups = Vec::new();
     for entry in entries {
         let dir = entry.context("listing sandbox cgroups")?.path();
         if dir.is_dir() {
-            sandboxes.push(sandbox(&memory, &dir)?);
+            cgroups.push(dir);
         }
     }
-    Ok(sandboxes)
+    cgroups.sort();
+    Ok(cgroups)
 }
 
-fn sandbox(memory: &Memory, cgroup: &Path) -> anyhow::Result<SandboxMemory> {
-    let procs = std::fs::read_to_string(cgroup.join("cgroup.procs"))
-        .with_context(|| format!("reading {}/cgroup.procs", cgroup.display()))?;
-    let pids: Vec<u32> = procs
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+/// The memory of the sandbox whose memory cgroup is `cgroup`.
+pub fn sandbox(cgroup: &Path) -> anyhow::Result<SandboxMemory> {
+    let memory = Memory::detect();
+    let pids = procfs::procs(cgroup)?;
     let mut kind = "bash";
     let mut rss_bytes = 0;
     let mut processes = Vec::new();
     for pid in pids {
-        let argv0 = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| c.split(|b| *b == 0).next().unwrap_or_default().to_vec())
-            .unwrap_or_default();
-        let name = String::from_utf8_lossy(&argv0).into_owned();
+        let name = procfs::cmdline(pid).into_iter().next().unwrap_or_default();
         match name.rsplit('/').next() {
             Some("python3") => kind = "python",
             Some("node") => kind = "node",
