@@ -33,6 +33,7 @@ pub mod banner;
 pub mod catalog;
 pub mod config;
 pub mod embedded;
+pub mod handle;
 pub mod health;
 pub mod listen;
 pub mod report;
