@@ -36,6 +36,14 @@ pub fn check(headers: &HeaderMap, token: &str) -> Bearer {
     }
 }
 
+/// The bearer token a request presents (read as [`check`] reads it), if any: for a service
+/// that keys something to the credential, never for deciding whether it is valid.
+pub fn presented_token(headers: &HeaderMap) -> Option<&[u8]> {
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|v| presented(v.as_bytes()))
+}
+
 /// The token of a `Bearer` header value, trimmed.
 fn presented(value: &[u8]) -> Option<&[u8]> {
     const SCHEME: &[u8] = b"bearer ";
@@ -54,6 +62,13 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(AUTHORIZATION, HeaderValue::from_str(value).unwrap());
         h
+    }
+
+    #[test]
+    fn the_presented_token_is_read_as_the_check_reads_it() {
+        assert_eq!(presented_token(&headers("BEARER  abc ")), Some(&b"abc"[..]));
+        assert_eq!(presented_token(&headers("Basic abc")), None);
+        assert_eq!(presented_token(&HeaderMap::new()), None);
     }
 
     #[test]

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
 
+use crate::handle::HandleKey;
+
 /// The largest `/mcp` request body accepted by default, in bytes: room for a program at the
 /// runner's 1 MiB code cap even when JSON escaping makes it several times longer.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
@@ -46,7 +48,17 @@ pub enum ConfigError {
     /// A cap of zero would refuse everything.
     #[error("{0} must be at least 1")]
     ZeroCap(&'static str),
+    /// `SANDBOX_HANDLE_KEY` is too short to be a secret.
+    #[error(
+        "SANDBOX_HANDLE_KEY is {0} characters long: use at least {min} random characters \
+         (for example `openssl rand -hex 32`), the same on every replica",
+        min = MIN_HANDLE_KEY_LEN
+    )]
+    WeakHandleKey(usize),
 }
+
+/// The shortest `SANDBOX_HANDLE_KEY` accepted.
+pub const MIN_HANDLE_KEY_LEN: usize = 32;
 
 /// A bearer token; never printed.
 #[derive(Clone, PartialEq, Eq)]
@@ -150,6 +162,9 @@ pub struct ToolConfig {
     /// reported with `isError` (`MCP_FAILED_RUN_IS_ERROR`); by default it is a normal
     /// result, and `isError` is kept for calls that could not run.
     pub failed_run_is_error: bool,
+    /// The key of sandbox ids from `SANDBOX_HANDLE_KEY`; without it, the key is drawn from
+    /// the runner's token (see [`crate::handle`]).
+    pub handle_key: Option<HandleKey>,
 }
 
 impl Default for ToolConfig {
@@ -160,6 +175,7 @@ impl Default for ToolConfig {
             default_timeout: None,
             exec_enabled: true,
             failed_run_is_error: false,
+            handle_key: None,
         }
     }
 }
@@ -205,7 +221,7 @@ impl McpConfig {
 }
 
 /// Every environment variable the command line reads.
-pub const ENV_VARS: [&str; 18] = [
+pub const ENV_VARS: [&str; 19] = [
     "MCP_AUTH_TOKEN",
     "MCP_HEADER_TIMEOUT_MS",
     "MCP_MAX_HEADER_BYTES",
@@ -222,6 +238,7 @@ pub const ENV_VARS: [&str; 18] = [
     "SANDBOX_RUNNER_URL",
     "SANDBOX_RUNNER_TOKEN",
     "SANDBOX_TIMEOUT_MS",
+    "SANDBOX_HANDLE_KEY",
     "FEATURE_SANDBOX_EXEC",
     "RUST_LOG",
 ];
@@ -259,6 +276,11 @@ pub struct ToolArgs {
     #[arg(long, env = "MCP_FAILED_RUN_IS_ERROR", default_value = "false",
           value_parser = BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub failed_run_is_error: bool,
+    /// Secret that authenticates sandbox ids (at least 32 characters), the same on every
+    /// replica; by default one is derived from SANDBOX_RUNNER_TOKEN. Prefer the variable:
+    /// flags are visible in `ps`.
+    #[arg(long, env = "SANDBOX_HANDLE_KEY", hide_env_values = true)]
+    pub handle_key: Option<String>,
 }
 
 http_limits::limit_args!(
@@ -360,11 +382,19 @@ impl ToolArgs {
             None | Some("") => None,
             Some(url) => Some(RunnerTarget::new(url, self.runner_token)?),
         };
+        let handle_key = match self.handle_key.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(key) if key.chars().count() < MIN_HANDLE_KEY_LEN => {
+                return Err(ConfigError::WeakHandleKey(key.chars().count()))
+            }
+            Some(key) => Some(HandleKey::derive(key.as_bytes())),
+        };
         Ok(ToolConfig {
             runner,
             default_timeout: self.timeout_ms.map(Duration::from_millis),
             exec_enabled: self.feature_sandbox_exec,
             failed_run_is_error: self.failed_run_is_error,
+            handle_key,
         })
     }
 }
@@ -495,5 +525,18 @@ mod tests {
         assert_eq!(config.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
         assert_eq!(config.max_sessions, DEFAULT_MAX_SESSIONS);
         assert_eq!(config.max_calls_per_session, DEFAULT_MAX_CALLS_PER_SESSION);
+    }
+
+    #[test]
+    fn a_handle_key_must_be_long_enough_and_is_never_printed() {
+        let token = ["--auth-token", "0123456789abcdef"];
+        let err = parse(&[&token[..], &["--handle-key", "short"]].concat()).unwrap_err();
+        assert!(err.to_string().contains("SANDBOX_HANDLE_KEY"), "{err}");
+        let key = "k".repeat(MIN_HANDLE_KEY_LEN);
+        let config = parse(&[&token[..], &["--handle-key", &key]].concat()).unwrap();
+        assert!(config.tools.handle_key.is_some());
+        assert!(!format!("{config:?}").contains(&key));
+        let unset = parse(&[&token[..], &["--handle-key", " "]].concat()).unwrap();
+        assert!(unset.tools.handle_key.is_none());
     }
 }

@@ -276,7 +276,10 @@ mod tests {
         let text = sealed();
         assert!(text.starts_with(PREFIX), "{text}");
         assert!(text.len() <= MAX_TEXT_LEN, "{text}");
-        assert!(!text.contains(SESSION), "the id is encoded, not spelled out");
+        assert!(
+            !text.contains(SESSION),
+            "the id is encoded, not spelled out"
+        );
         assert_eq!(SandboxHandle::open(&text, &key(), &alice()), Ok(handle()));
         // Blanks a model copies along do not matter.
         let padded = format!("  {text}\n");
@@ -350,9 +353,7 @@ mod tests {
         );
         // The tag of a real handle on another body.
         let real = URL_SAFE_NO_PAD.decode(&sealed()[PREFIX.len()..]).unwrap();
-        let mut spliced = URL_SAFE_NO_PAD
-            .decode(&forged[PREFIX.len()..])
-            .unwrap();
+        let mut spliced = URL_SAFE_NO_PAD.decode(&forged[PREFIX.len()..]).unwrap();
         let n = spliced.len();
         spliced[n - TAG_LEN..].copy_from_slice(&real[real.len() - TAG_LEN..]);
         let text = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&spliced));

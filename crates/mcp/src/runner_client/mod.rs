@@ -1,5 +1,9 @@
-//! The HTTP client for the sandbox runner: `POST /run` and `GET /health`.
+//! The HTTP client for the sandbox runner: `POST /run` and `GET /health`, and the sessions
+//! that back sandboxes ([`sessions`]).
 
+mod sessions;
+
+use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -7,6 +11,7 @@ use reqwest::{header, StatusCode};
 use sandbox_protocol::api::{ErrorBody, Health, Limits, RunRequest, RunResponse};
 
 use crate::config::RunnerTarget;
+use crate::handle::RunnerId;
 
 /// Time allowed beyond a run's own timeout and the runner's queue wait for the sandbox
 /// to report and the network (the process backend's report grace).
@@ -50,6 +55,42 @@ pub enum RunnerError {
         /// Seconds the runner asked to wait, from `Retry-After`.
         retry_after: Option<u64>,
     },
+    /// The runner has no such session: the sandbox was closed or expired, or its runner
+    /// restarted.
+    #[error(
+        "this sandbox no longer exists: it was closed, or it expired (idle too long, or past \
+         its expiresAt), or its runner restarted, and its files are gone; create a new sandbox \
+         with create_sandbox (or run without sandboxId)"
+    )]
+    SandboxNotFound,
+    /// The sandbox is in the middle of another call.
+    #[error(
+        "this sandbox is busy with another call (one call at a time per sandbox); wait for \
+         that call to finish, then retry"
+    )]
+    SandboxBusy,
+    /// The runner holds as many sandboxes as it may.
+    #[error(
+        "the runner already holds as many sandboxes as it allows (RUNNER_MAX_SESSIONS); close \
+         one you no longer need with close_sandbox, wait for one to expire, or run without \
+         sandboxId in a one-shot sandbox"
+    )]
+    TooManySandboxes,
+    /// A path that leaves the sandbox's home folder.
+    #[error(
+        "the path is not inside the sandbox's home folder /home/sandbox ({0}); give a path \
+         relative to it, without '..', that does not go through a symlink out of it"
+    )]
+    BadPath(String),
+    /// No such file in the sandbox.
+    #[error("no such file in the sandbox ({0}); list_files shows the sandbox's files")]
+    FileNotFound(String),
+    /// A file over a cap, or a full home folder.
+    #[error("the file is too large: {0}")]
+    FileTooLarge(String),
+    /// The sandbox could not read or write a file.
+    #[error("the sandbox could not read or write the file ({0})")]
+    FileFailed(String),
     /// The runner refused the request itself (400, 413): the same call will fail again.
     #[error("the sandbox runner refused the program ({status}: {message}); retrying the same call will not help")]
     Refused {
@@ -96,6 +137,13 @@ impl RunnerError {
             RunnerError::Internal { .. } => "runner_error",
             RunnerError::Cancelled => "cancelled",
             RunnerError::Malformed(_) => "runner_malformed",
+            RunnerError::SandboxNotFound => "sandbox_not_found",
+            RunnerError::SandboxBusy => "sandbox_busy",
+            RunnerError::TooManySandboxes => "too_many_sandboxes",
+            RunnerError::BadPath(_) => "bad_path",
+            RunnerError::FileNotFound(_) => "file_not_found",
+            RunnerError::FileTooLarge(_) => "too_large",
+            RunnerError::FileFailed(_) => "file_error",
         }
     }
 
@@ -107,6 +155,8 @@ impl RunnerError {
                 | RunnerError::TimedOut(_)
                 | RunnerError::Busy { .. }
                 | RunnerError::Internal { .. }
+                | RunnerError::SandboxBusy
+                | RunnerError::TooManySandboxes
         )
     }
 }
@@ -116,6 +166,7 @@ impl RunnerError {
 pub struct RunnerClient {
     http: reqwest::Client,
     target: RunnerTarget,
+    id: RunnerId,
 }
 
 impl RunnerClient {
@@ -132,14 +183,32 @@ impl RunnerClient {
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()?;
-        Ok(RunnerClient { http, target })
+        let id = RunnerId::of_url(target.url.as_str());
+        Ok(RunnerClient { http, target, id })
     }
 
-    fn endpoint(&self, path: &str) -> reqwest::Url {
+    /// The runner's name in sandbox ids: a digest of its URL.
+    pub fn id(&self) -> RunnerId {
+        self.id
+    }
+
+    /// The URL of `segments` below the runner's base URL, each one percent-encoded as a
+    /// path segment. Callers never pass `.` or `..` (they are dropped, not followed).
+    fn endpoint(&self, segments: &[&str]) -> reqwest::Url {
         let mut url = self.target.url.clone();
-        let base = url.path().trim_end_matches('/').to_owned();
-        url.set_path(&format!("{base}{path}"));
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
         url
+    }
+
+    /// A request with this server's token.
+    fn request(&self, method: reqwest::Method, segments: &[&str]) -> reqwest::RequestBuilder {
+        let builder = self.http.request(method, self.endpoint(segments));
+        match &self.target.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
     }
 
     /// Runs one program on a runner with `limits`. The request carries the timeout the
@@ -155,6 +224,16 @@ impl RunnerClient {
         request: &RunRequest,
         limits: &Limits,
     ) -> Result<RunResponse, RunnerError> {
+        self.run_at(&["run"], request, limits).await
+    }
+
+    /// [`run`](Self::run) at `segments`: `POST /run`, or a session's run.
+    async fn run_at(
+        &self,
+        segments: &[&str],
+        request: &RunRequest,
+        limits: &Limits,
+    ) -> Result<RunResponse, RunnerError> {
         let timeout_ms = request.timeout_ms.unwrap_or(limits.default_timeout_ms);
         let request = RunRequest {
             timeout_ms: Some(timeout_ms),
@@ -163,48 +242,21 @@ impl RunnerClient {
         let deadline = Duration::from_millis(timeout_ms)
             + Duration::from_millis(limits.queue_timeout_ms)
             + RUN_MARGIN;
-        let wait_until = Instant::now() + deadline;
-        loop {
-            let error = match self.run_once(&request, deadline).await {
-                Err(error) => error,
-                done => return done,
-            };
-            let Some(pause) = pause_before_asking_again(&error) else {
-                return Err(error);
-            };
-            if Instant::now() + pause >= wait_until {
-                return Err(error);
-            }
-            tracing::debug!(%error, ?pause, "no sandbox free yet: asking the runner again");
-            tokio::time::sleep(pause).await;
-        }
-    }
-
-    /// One `POST /run`, bounded by `deadline`.
-    async fn run_once(
-        &self,
-        request: &RunRequest,
-        deadline: Duration,
-    ) -> Result<RunResponse, RunnerError> {
-        let mut builder = self.http.post(self.endpoint("/run")).json(request);
-        if let Some(token) = &self.target.token {
-            builder = builder.bearer_auth(token);
-        }
-        let exchange = async {
-            let response = builder.send().await.map_err(transport_error)?;
-            read_run_response(response).await
-        };
-        match tokio::time::timeout(deadline, exchange).await {
-            Ok(result) => result,
-            Err(_) => Err(RunnerError::TimedOut(deadline.as_millis())),
-        }
+        ask_until_free(deadline, || {
+            let builder = self.request(reqwest::Method::POST, segments).json(&request);
+            bounded(deadline, async {
+                let response = builder.send().await.map_err(transport_error)?;
+                read_json(response, StatusCode::OK).await
+            })
+        })
+        .await
     }
 
     /// Asks the runner for its health; `Err` when it is unreachable or unhealthy.
     pub async fn health(&self) -> Result<Health, RunnerError> {
         let response = self
             .http
-            .get(self.endpoint("/health"))
+            .get(self.endpoint(&["health"]))
             .timeout(HEALTH_TIMEOUT)
             .send()
             .await
@@ -216,6 +268,41 @@ impl RunnerClient {
             .json()
             .await
             .map_err(|e| RunnerError::Malformed(e.to_string()))
+    }
+}
+
+/// Asks with `exchange` until it gives something other than "no sandbox free yet", or
+/// `deadline` (from now) would pass while waiting to ask again.
+async fn ask_until_free<T, F, Fut>(deadline: Duration, mut exchange: F) -> Result<T, RunnerError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, RunnerError>>,
+{
+    let wait_until = Instant::now() + deadline;
+    loop {
+        let error = match exchange().await {
+            Err(error) => error,
+            done => return done,
+        };
+        let Some(pause) = pause_before_asking_again(&error) else {
+            return Err(error);
+        };
+        if Instant::now() + pause >= wait_until {
+            return Err(error);
+        }
+        tracing::debug!(%error, ?pause, "no sandbox free yet: asking the runner again");
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// `exchange`, or [`RunnerError::TimedOut`] once `deadline` has passed.
+async fn bounded<T>(
+    deadline: Duration,
+    exchange: impl Future<Output = Result<T, RunnerError>>,
+) -> Result<T, RunnerError> {
+    match tokio::time::timeout(deadline, exchange).await {
+        Ok(result) => result,
+        Err(_) => Err(RunnerError::TimedOut(deadline.as_millis())),
     }
 }
 
@@ -247,8 +334,12 @@ fn transport_error(error: reqwest::Error) -> RunnerError {
     RunnerError::Unreachable(cause.to_string())
 }
 
-async fn read_run_response(response: reqwest::Response) -> Result<RunResponse, RunnerError> {
-    if response.status() != StatusCode::OK {
+/// The JSON body of an answer with status `expected`, or the error the answer says.
+async fn read_json<T: serde::de::DeserializeOwned>(
+    response: reqwest::Response,
+    expected: StatusCode,
+) -> Result<T, RunnerError> {
+    if response.status() != expected {
         return Err(error_from(response).await);
     }
     let body = response.bytes().await.map_err(transport_error)?;
@@ -279,6 +370,15 @@ fn classify(
     message: String,
     retry_after: Option<u64>,
 ) -> RunnerError {
+    match runner_code.as_str() {
+        "session_not_found" => return RunnerError::SandboxNotFound,
+        "session_busy" => return RunnerError::SandboxBusy,
+        "too_many_sessions" => return RunnerError::TooManySandboxes,
+        "bad_path" => return RunnerError::BadPath(message),
+        "file_not_found" => return RunnerError::FileNotFound(message),
+        "file_error" => return RunnerError::FileFailed(message),
+        _ => {}
+    }
     let code = status.as_u16();
     match status {
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => RunnerError::Unauthorized,
@@ -343,8 +443,44 @@ mod tests {
         let target = RunnerTarget::new("http://127.0.0.1:9/runner/", None).unwrap();
         let client = RunnerClient::new(target).unwrap();
         assert_eq!(
-            client.endpoint("/run").as_str(),
+            client.endpoint(&["run"]).as_str(),
             "http://127.0.0.1:9/runner/run"
+        );
+        let target = RunnerTarget::new("http://127.0.0.1:9", None).unwrap();
+        let client = RunnerClient::new(target).unwrap();
+        assert_eq!(
+            client
+                .endpoint(&["sessions", "ab", "files", "a b", "c%2F?#"])
+                .as_str(),
+            "http://127.0.0.1:9/sessions/ab/files/a%20b/c%252F%3F%23"
+        );
+    }
+
+    #[test]
+    fn the_runners_session_errors_say_what_to_do() {
+        let error = |status, code: &str| classify(status, code.into(), "m".into(), None);
+        let gone = error(StatusCode::NOT_FOUND, "session_not_found");
+        assert_eq!(gone.code(), "sandbox_not_found");
+        assert!(!gone.retryable());
+        assert!(gone.to_string().contains("create_sandbox"), "{gone}");
+        let busy = error(StatusCode::CONFLICT, "session_busy");
+        assert!(
+            busy.retryable() && busy.to_string().contains("wait"),
+            "{busy}"
+        );
+        let full = error(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions");
+        assert!(full.to_string().contains("close_sandbox"), "{full}");
+        assert_eq!(pause_before_asking_again(&full), None);
+        assert_eq!(
+            error(StatusCode::BAD_REQUEST, "bad_path").code(),
+            "bad_path"
+        );
+        let missing = error(StatusCode::NOT_FOUND, "file_not_found");
+        assert!(missing.to_string().contains("list_files"), "{missing}");
+        // A 404 that is not a session's is not mistaken for one.
+        assert_eq!(
+            error(StatusCode::NOT_FOUND, "not_found").code(),
+            "runner_refused"
         );
     }
 }

@@ -1,0 +1,150 @@
+//! The runner's sessions, which back sandboxes: `POST /sessions`, a session's run, its
+//! files (`PUT`/`GET /sessions/{id}/files/{path}`, `GET /sessions/{id}/files`) and
+//! `DELETE /sessions/{id}`.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use sandbox_protocol::api::{
+    CreateSession, FileList, Limits, RunRequest, RunResponse, SessionInfo,
+};
+
+use super::{
+    ask_until_free, bounded, error_from, read_json, transport_error, RunnerClient, RunnerError,
+    RUN_MARGIN,
+};
+
+/// How long a file operation, a listing or a close may take.
+const FILE_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl RunnerClient {
+    /// Opens a session. Like a run, it takes a sandbox from the runner's pool, so it waits
+    /// for one as long as the runner's queue wait and [`RUN_MARGIN`] allow.
+    pub async fn create_session(
+        &self,
+        request: &CreateSession,
+        limits: &Limits,
+    ) -> Result<SessionInfo, RunnerError> {
+        let deadline = Duration::from_millis(limits.queue_timeout_ms) + RUN_MARGIN;
+        ask_until_free(deadline, || {
+            let builder = self.request(Method::POST, &["sessions"]).json(request);
+            bounded(deadline, async {
+                let response = builder.send().await.map_err(transport_error)?;
+                read_json(response, StatusCode::CREATED).await
+            })
+        })
+        .await
+    }
+
+    /// Runs one program in session `session`, as [`run`](Self::run) does in a fresh
+    /// sandbox.
+    pub async fn run_in_session(
+        &self,
+        session: &str,
+        request: &RunRequest,
+        limits: &Limits,
+    ) -> Result<RunResponse, RunnerError> {
+        self.run_at(&["sessions", session, "run"], request, limits)
+            .await
+    }
+
+    /// Writes `bytes` to `path` (relative to the home folder, `/`-separated, without
+    /// `.` or `..`) in session `session`.
+    pub async fn put_file(
+        &self,
+        session: &str,
+        path: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(), RunnerError> {
+        let segments = file_segments(session, path);
+        let builder = self.request(Method::PUT, &segments).body(bytes);
+        bounded(FILE_TIMEOUT, async {
+            let response = builder.send().await.map_err(transport_error)?;
+            match response.status() {
+                StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
+                _ => Err(error_from(response).await),
+            }
+        })
+        .await
+        .map_err(file_error)
+    }
+
+    /// The bytes of `path` in session `session`, if there are at most `cap` of them.
+    pub async fn get_file(
+        &self,
+        session: &str,
+        path: &str,
+        cap: usize,
+    ) -> Result<Vec<u8>, RunnerError> {
+        let segments = file_segments(session, path);
+        let builder = self.request(Method::GET, &segments);
+        let over_cap = || {
+            RunnerError::FileTooLarge(format!(
+                "it is over download_file's cap of {}; have a program make a smaller file \
+                 (compress, split or summarize it) and download that",
+                crate::tools::bytes(cap as u64)
+            ))
+        };
+        bounded(FILE_TIMEOUT, async {
+            let mut response = builder.send().await.map_err(transport_error)?;
+            if response.status() != StatusCode::OK {
+                return Err(error_from(response).await);
+            }
+            if response.content_length().is_some_and(|n| n > cap as u64) {
+                return Err(over_cap());
+            }
+            let mut bytes = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+                if bytes.len() + chunk.len() > cap {
+                    return Err(over_cap());
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(bytes)
+        })
+        .await
+        .map_err(file_error)
+    }
+
+    /// The session's home folder, recursively.
+    pub async fn list_files(&self, session: &str) -> Result<FileList, RunnerError> {
+        let builder = self.request(Method::GET, &["sessions", session, "files"]);
+        bounded(FILE_TIMEOUT, async {
+            let response = builder.send().await.map_err(transport_error)?;
+            read_json(response, StatusCode::OK).await
+        })
+        .await
+    }
+
+    /// Ends the session; its sandbox is destroyed before the runner answers.
+    pub async fn close_session(&self, session: &str) -> Result<(), RunnerError> {
+        let builder = self.request(Method::DELETE, &["sessions", session]);
+        bounded(FILE_TIMEOUT, async {
+            let response = builder.send().await.map_err(transport_error)?;
+            match response.status() {
+                StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
+                _ => Err(error_from(response).await),
+            }
+        })
+        .await
+    }
+}
+
+fn file_segments<'a>(session: &'a str, path: &'a str) -> Vec<&'a str> {
+    ["sessions", session, "files"]
+        .into_iter()
+        .chain(path.split('/'))
+        .collect()
+}
+
+/// A 413 from a file operation is about the file (the runner's file cap, or a full home
+/// folder), not about a program.
+fn file_error(error: RunnerError) -> RunnerError {
+    match error {
+        RunnerError::Refused {
+            status: 413,
+            message,
+        } => RunnerError::FileTooLarge(message),
+        other => other,
+    }
+}
