@@ -10,6 +10,7 @@ use rmcp::model::Tool;
 use sandbox_protocol::api::Limits;
 use sandbox_protocol::Lang;
 
+use crate::sandbox_tools::SandboxTool;
 use crate::tools;
 
 /// How often the runner's limits are asked for again.
@@ -33,10 +34,11 @@ impl Catalog {
             None => limits.default_timeout_ms,
         };
         let tools = if exec_enabled {
-            Lang::ALL
+            let run = Lang::ALL
                 .into_iter()
-                .map(|lang| tools::definition(lang, &limits, default_timeout_ms))
-                .collect()
+                .map(|lang| tools::definition(lang, &limits, default_timeout_ms));
+            let sandbox = SandboxTool::ALL.map(|tool| tool.definition(&limits));
+            run.chain(sandbox).collect()
         } else {
             Vec::new()
         };
@@ -79,6 +81,20 @@ mod tests {
         };
         let catalog = Catalog::new(limits, None, true);
         assert_eq!(catalog.default_timeout_ms(), 9_000);
+        let names: Vec<_> = catalog.tools().iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "run_bash",
+                "run_python",
+                "run_node",
+                "create_sandbox",
+                "upload_file",
+                "download_file",
+                "list_files",
+                "close_sandbox"
+            ]
+        );
         let text = catalog.tools()[0].description.clone().unwrap_or_default();
         for needle in [
             "384 MB",

@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{AuthToken, HostPolicy, McpConfig};
 use crate::limits::McpLimits;
-use crate::server::SandboxServer;
+use crate::server::{Callers, HandlerError, SandboxServer};
 use crate::{accept, auth, health, limits, origin};
 
 /// After the grace period, how long connections have to close once their sessions end.
@@ -26,9 +26,9 @@ const CLOSE_TIME: Duration = Duration::from_secs(2);
 /// Why the HTTP server stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// The runner client could not be built.
-    #[error("cannot build the runner client: {0}")]
-    RunnerClient(#[from] reqwest::Error),
+    /// The handler could not be made.
+    #[error(transparent)]
+    Handler(#[from] HandlerError),
 }
 
 fn transport_config(config: &McpConfig, shutdown: CancellationToken) -> StreamableHttpServerConfig {
@@ -99,7 +99,11 @@ fn router(
 /// shutdown of [`serve`]: for mounting in another server, or for driving in-process (the
 /// fuzz target does). Cancelling `sessions_end` ends every session.
 pub fn app(config: &McpConfig, sessions_end: CancellationToken) -> Result<Router, ServeError> {
-    let server = SandboxServer::with_max_calls(&config.tools, config.max_calls_per_session)?;
+    let server = SandboxServer::with_max_calls(
+        &config.tools,
+        config.max_calls_per_session,
+        Callers::Bearer,
+    )?;
     Ok(router(config, server, sessions_end, TaskTracker::new()))
 }
 
@@ -118,7 +122,11 @@ pub async fn serve(
             AuthToken::RECOMMENDED_LEN
         );
     }
-    let server = SandboxServer::with_max_calls(&config.tools, config.max_calls_per_session)?;
+    let server = SandboxServer::with_max_calls(
+        &config.tools,
+        config.max_calls_per_session,
+        Callers::Bearer,
+    )?;
     let following = server.follow_runner_limits().await;
     let _stop_following = AbortOnDrop(following);
     let sessions_end = CancellationToken::new();

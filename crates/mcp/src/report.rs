@@ -1,4 +1,5 @@
-//! What a tool call returns: text a model reads well, and `structuredContent` for programs.
+//! What a run tool's call returns: text a model reads well, and `structuredContent` for
+//! programs; then the files the run wrote under `outputs/` ([`crate::outputs`]).
 //!
 //! Output is sized for a model's context: a long stream is cut to its first and last whole
 //! lines with the number of lines and bytes left out, in the text and in the structured
@@ -8,6 +9,8 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use sandbox_protocol::api::{Limits, RunResponse};
 use serde::Serialize;
 
+pub use crate::outputs::RunIn;
+use crate::outputs::{self, OutputSummary};
 use crate::runner_client::RunnerError;
 use crate::tools::{self, ArgsError};
 
@@ -32,15 +35,23 @@ pub struct RunReport {
     oom_killed: bool,
     stdout_truncated: bool,
     stderr_truncated: bool,
+    outputs: Vec<OutputSummary>,
+    outputs_truncated: bool,
+    /// Only for a run in a sandbox.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state_lost: Option<bool>,
     error: Option<ReportError>,
 }
 
-/// Why nothing ran.
+/// Why nothing ran (or, for a sandbox tool, why the call failed).
 #[derive(Debug, Serialize)]
-struct ReportError {
-    code: &'static str,
-    message: String,
-    retryable: bool,
+pub(crate) struct ReportError {
+    /// A stable code.
+    pub(crate) code: &'static str,
+    /// What happened and what to do.
+    pub(crate) message: String,
+    /// Whether the same call may succeed later.
+    pub(crate) retryable: bool,
 }
 
 /// A string cut to at most `budget` bytes: its head, its tail, and how much is left out.
@@ -127,9 +138,9 @@ pub fn plural(n: usize, noun: &str) -> String {
     }
 }
 
-/// A result from the program's run (which had `timeout_ms`, on a runner with `limits`).
-/// A program that ran is a result whatever its exit: frameworks treat `isError` as a
-/// broken call (pydantic-ai, for one, retries it and ends the agent after two), and a
+/// A result from the program's run (which had `timeout_ms`, on a runner with `limits`, in
+/// `place`). A program that ran is a result whatever its exit: frameworks treat `isError`
+/// as a broken call (pydantic-ai, for one, retries it and ends the agent after two), and a
 /// failing test is a fact for the model to read. With `failed_is_error` (an operator's
 /// choice) a failed run sets `isError` as well.
 pub fn from_run(
@@ -137,6 +148,7 @@ pub fn from_run(
     timeout_ms: u64,
     limits: &Limits,
     failed_is_error: bool,
+    place: RunIn,
 ) -> CallToolResult {
     let stdout = head_and_tail(&response.stdout, STDOUT_BUDGET);
     let stderr = head_and_tail(&response.stderr, STDERR_BUDGET);
@@ -155,9 +167,21 @@ pub fn from_run(
         oom_killed: response.oom_killed,
         stdout_truncated: response.stdout_truncated,
         stderr_truncated: response.stderr_truncated,
+        outputs: outputs::summaries(&response.outputs),
+        outputs_truncated: response.outputs_truncated,
+        state_lost: match place {
+            RunIn::Sandbox => Some(response.state_lost.unwrap_or(false)),
+            RunIn::OneShot => None,
+        },
         error: None,
     };
-    finish(run_text(&report, timeout_ms, limits), &report, failed)
+    let mut result = finish(run_text(&report, timeout_ms, limits), &report, failed);
+    result.content.extend(outputs::blocks(
+        &response.outputs,
+        response.outputs_truncated,
+        place,
+    ));
+    result
 }
 
 /// A result for a call whose program did not run.
@@ -179,7 +203,8 @@ pub fn from_busy_session(max: usize) -> CallToolResult {
     failure("session_busy", message, true)
 }
 
-fn failure(code: &'static str, message: String, retryable: bool) -> CallToolResult {
+/// A result for a call whose program did not run because of `code`.
+pub(crate) fn failure(code: &'static str, message: String, retryable: bool) -> CallToolResult {
     let report = RunReport {
         error: Some(ReportError {
             code,
@@ -221,6 +246,13 @@ fn run_text(report: &RunReport, timeout_ms: u64, limits: &Limits) -> String {
             "The program ran out of memory (OOM, {} MB) and was killed.",
             limits.memory_mb
         ));
+    }
+    if report.state_lost == Some(true) {
+        lines.push(
+            "The sandbox's interpreter was restarted: the variables, functions and imports of \
+             earlier calls are lost (define them again); its files remain."
+                .to_owned(),
+        );
     }
     for (name, truncated) in [
         ("stdout", report.stdout_truncated),
@@ -267,6 +299,24 @@ fn section(name: &str, text: &str, omitted: usize, omitted_lines: usize) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use base64::Engine;
+    use sandbox_protocol::api::OutputFile;
+
+    fn from_run(
+        response: RunResponse,
+        timeout_ms: u64,
+        limits: &Limits,
+        failed_is_error: bool,
+    ) -> CallToolResult {
+        super::from_run(
+            response,
+            timeout_ms,
+            limits,
+            failed_is_error,
+            RunIn::OneShot,
+        )
+    }
 
     fn response(stdout: &str, exit_code: i32) -> RunResponse {
         RunResponse {
@@ -413,5 +463,82 @@ mod tests {
         assert_eq!(structured["error"]["code"], "not_configured");
         assert_eq!(structured["error"]["retryable"], false);
         assert!(structured["exitCode"].is_null());
+    }
+
+    #[test]
+    fn outputs_follow_the_unchanged_text_and_are_listed() {
+        let mut with_outputs = response("1\n", 0);
+        let png = b"\x89PNG\r\n\x1a\n....";
+        with_outputs.outputs = vec![
+            OutputFile {
+                path: "plot.png".into(),
+                size: png.len() as u64,
+                mime_type: "image/png".into(),
+                data: Some(base64::engine::general_purpose::STANDARD.encode(png)),
+            },
+            OutputFile {
+                path: "big.csv".into(),
+                size: 30 << 20,
+                mime_type: "text/csv".into(),
+                data: None,
+            },
+        ];
+        let plain = from_run(response("1\n", 0), 100, &Limits::default(), false);
+        let result = from_run(with_outputs.clone(), 100, &Limits::default(), false);
+        assert_eq!(
+            result.content[0], plain.content[0],
+            "the run's text is unchanged"
+        );
+        assert_eq!(result.content.len(), 3, "{:?}", result.content);
+        assert!(text_of(&result).contains("outputs/big.csv"));
+        assert_eq!(
+            result.content[2].as_image().map(|i| i.mime_type.as_str()),
+            Some("image/png")
+        );
+        let structured = result.structured_content.unwrap();
+        assert_eq!(
+            structured["outputs"],
+            serde_json::json!([
+                {"path": "plot.png", "size": png.len(), "mimeType": "image/png"},
+                {"path": "big.csv", "size": 30 << 20, "mimeType": "text/csv"},
+            ])
+        );
+        assert_eq!(structured["outputsTruncated"], false);
+        assert!(
+            structured.get("stateLost").is_none(),
+            "one-shot runs have none"
+        );
+        let in_sandbox =
+            super::from_run(with_outputs, 100, &Limits::default(), false, RunIn::Sandbox);
+        assert!(text_of(&in_sandbox).contains("download_file"));
+        assert_eq!(in_sandbox.structured_content.unwrap()["stateLost"], false);
+    }
+
+    #[test]
+    fn a_lost_state_is_said() {
+        let mut lost = response("", 137);
+        lost.timed_out = true;
+        lost.state_lost = Some(true);
+        let result = super::from_run(lost, 100, &Limits::default(), false, RunIn::Sandbox);
+        let text = text_of(&result);
+        assert!(
+            text.contains("variables") && text.contains("files remain"),
+            "{text}"
+        );
+        assert_eq!(result.structured_content.unwrap()["stateLost"], true);
+        let mut kept = response("", 0);
+        kept.state_lost = Some(false);
+        let result = super::from_run(kept, 100, &Limits::default(), false, RunIn::Sandbox);
+        assert!(!text_of(&result).contains("restarted"));
+    }
+
+    #[test]
+    fn errors_list_no_outputs() {
+        let structured = from_runner_error(&RunnerError::SandboxBusy)
+            .structured_content
+            .unwrap();
+        assert_eq!(structured["outputs"], serde_json::json!([]));
+        assert_eq!(structured["error"]["code"], "sandbox_busy");
+        assert_eq!(structured["error"]["retryable"], true);
     }
 }

@@ -5,7 +5,7 @@ use tokio::sync::watch;
 
 use crate::config::{ToolArgs, ToolConfig};
 use crate::embedded::{self, EmbedError, EmbeddedRunnerArgs};
-use crate::server::SandboxServer;
+use crate::server::{Callers, HandlerError, SandboxServer};
 
 /// `sandbox-mcp stdio` settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -30,9 +30,9 @@ pub enum StdioError {
     /// The embedded runner could not start or failed.
     #[error(transparent)]
     Embedded(#[from] EmbedError),
-    /// The runner client could not be built.
-    #[error("cannot build the runner client: {0}")]
-    RunnerClient(#[from] reqwest::Error),
+    /// The handler could not be made.
+    #[error(transparent)]
+    Handler(#[from] HandlerError),
     /// The MCP session could not start (for example, a broken initialize).
     #[error("MCP session over stdio failed to start: {0}")]
     Start(String),
@@ -65,7 +65,8 @@ pub async fn run(
 }
 
 /// Serves one MCP session on stdin/stdout until the client closes it.
-/// There is no authentication: the client started this process.
+/// There is no authentication: the client started this process, and its sandbox ids are
+/// bound to this process.
 pub async fn serve_stdio(config: ToolConfig) -> Result<(), StdioError> {
     if config.runner.is_none() {
         tracing::warn!(
@@ -73,7 +74,7 @@ pub async fn serve_stdio(config: ToolConfig) -> Result<(), StdioError> {
              set SANDBOX_RUNNER_URL (and SANDBOX_RUNNER_TOKEN) in the client's settings for this server"
         );
     }
-    let server = SandboxServer::new(&config)?;
+    let server = SandboxServer::new(&config, Callers::this_process()?)?;
     let _stop_following = crate::http::AbortOnDrop(server.follow_runner_limits().await);
     tracing::info!(
         runner = config.runner.as_ref().map(|r| r.url.as_str()),

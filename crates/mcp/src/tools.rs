@@ -1,5 +1,6 @@
-//! The three tools, `run_bash`, `run_python` and `run_node`: their definitions (schemas,
-//! descriptions, annotations) and the parsing of a call's arguments.
+//! The three run tools, `run_bash`, `run_python` and `run_node`: their definitions
+//! (schemas, descriptions, annotations) and the parsing of a call's arguments; which tool a
+//! name stands for ([`ToolKind`]). The sandbox tools are in [`crate::sandbox_tools`].
 
 use std::sync::Arc;
 
@@ -7,6 +8,26 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use sandbox_protocol::api::Limits;
 use sandbox_protocol::Lang;
 use serde_json::{json, Value};
+
+use crate::sandbox_tools::SandboxTool;
+
+/// What a tool name stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// `run_bash`, `run_python` or `run_node`.
+    Run(Lang),
+    /// One of the sandbox tools.
+    Sandbox(SandboxTool),
+}
+
+impl ToolKind {
+    /// The tool a name stands for.
+    pub fn of(name: &str) -> Option<Self> {
+        lang_of(name)
+            .map(ToolKind::Run)
+            .or_else(|| SandboxTool::of(name).map(ToolKind::Sandbox))
+    }
+}
 
 /// The tool's name for a language.
 pub fn tool_name(lang: Lang) -> &'static str {
@@ -36,8 +57,17 @@ fn what_runs(lang: Lang) -> (&'static str, &'static str) {
     }
 }
 
-fn description(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> String {
-    let (_, program) = what_runs(lang);
+/// What a sandbox keeps for the next call of `lang` with the same sandboxId.
+fn kept(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Bash => "its files (in /home/sandbox and /tmp) and the processes it leaves running in the background",
+        Lang::Python => "its files (in /home/sandbox and /tmp) and its Python variables, functions and imports",
+        Lang::Node => "its files (in /home/sandbox and /tmp) and its Node.js global variables and functions",
+    }
+}
+
+/// "no network access, 256 MB of memory and half a CPU": what every sandbox has.
+pub fn sandbox_resources(limits: &Limits) -> String {
     let network = if limits.network {
         "network access"
     } else {
@@ -54,14 +84,25 @@ fn description(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> String {
          programs small)"
             .to_owned()
     };
+    format!("{network}, {resources}")
+}
+
+fn description(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> String {
+    let (_, program) = what_runs(lang);
     format!(
-        "Runs {program} in a fresh, isolated sandbox and returns its stdout, stderr and exit code. \
-         Every call gets a new sandbox: nothing is kept between calls (no files, variables or \
-         installed packages), so send the complete program each time. The sandbox has \
-         {network}, {resources}. The program is killed after timeoutMs \
+        "Runs {program} in an isolated sandbox and returns its stdout, stderr and exit code. \
+         Without sandboxId (the default) every call gets a fresh sandbox and nothing is kept \
+         between calls (no files, variables or installed packages), so send the complete \
+         program each time. With the sandboxId of a sandbox from create_sandbox (for \
+         multi-step work), the program runs in that sandbox and {kept} remain for the next \
+         call with the same sandboxId. Files the program writes under /home/sandbox/outputs/ \
+         come back with the result (images as images). The sandbox has {resources}. \
+         The program is killed after timeoutMs \
          (default {default_timeout_ms} ms, at most {max} ms). Each output stream is capped at \
          {cap} (the program is stopped there), and long output is shown as its first and \
          last lines with the number of lines and bytes left out. Print the results you want to see.",
+        kept = kept(lang),
+        resources = sandbox_resources(limits),
         max = limits.max_timeout_ms,
         cap = bytes(limits.output_cap_bytes),
     )
@@ -87,7 +128,8 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-fn object(value: Value) -> Arc<JsonObject> {
+/// A JSON schema written as a `json!` object.
+pub(crate) fn object(value: Value) -> Arc<JsonObject> {
     match value {
         Value::Object(map) => Arc::new(map),
         _ => unreachable!("schemas are written as JSON objects"),
@@ -111,12 +153,18 @@ fn input_schema(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> Arc<Jso
                     "Wall-clock limit in milliseconds (default {default_timeout_ms})."
                 ),
             },
+            "sandboxId": {
+                "type": "string",
+                "description": "The sandboxId create_sandbox returned, to run in that sandbox \
+                    (files and variables kept between calls). Omit it for a fresh one-shot sandbox.",
+            },
         },
         "required": ["code"],
     }))
 }
 
-fn nullable(kind: &str, description: &str) -> Value {
+/// A JSON schema property of `kind` or null.
+pub(crate) fn nullable(kind: &str, description: &str) -> Value {
     json!({ "type": [kind, "null"], "description": description })
 }
 
@@ -143,23 +191,50 @@ fn output_schema(limits: &Limits) -> Arc<JsonObject> {
             "oomKilled": flag("The program ran out of memory and was killed."),
             "stdoutTruncated": flag(&stdout_cap),
             "stderrTruncated": flag(&stderr_cap),
-            "error": {
-                "type": ["object", "null"],
-                "description": "Why the sandbox could not run the program; null when it ran.",
-                "properties": {
-                    "code": text("A stable code, such as not_configured or runner_busy."),
-                    "message": text("What happened and what to do."),
-                    "retryable": flag("Whether the same call may succeed later."),
+            "outputs": {
+                "type": "array",
+                "description": "The files the program wrote under /home/sandbox/outputs/ \
+                    (path relative to that folder); their contents follow the text.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "path": text("Relative to /home/sandbox/outputs/."),
+                        "size": count("Bytes."),
+                        "mimeType": text("The media type, from the file's bytes and name."),
+                    },
+                    "required": ["path", "size", "mimeType"],
                 },
-                "required": ["code", "message", "retryable"],
             },
+            "outputsTruncated": flag("More files were written under outputs/ than are listed."),
+            "stateLost": flag(
+                "Only for a run in a sandbox: the sandbox's interpreter was restarted, so the \
+                 variables and imports of earlier calls are gone (its files remain)."
+            ),
+            "error": error_schema("Why the sandbox could not run the program; null when it ran."),
         },
         "required": [
             "stdout", "stderr", "stdoutOmittedBytes", "stderrOmittedBytes",
             "stdoutOmittedLines", "stderrOmittedLines", "exitCode",
-            "durationMs", "timedOut", "oomKilled", "stdoutTruncated", "stderrTruncated", "error",
+            "durationMs", "timedOut", "oomKilled", "stdoutTruncated", "stderrTruncated",
+            "outputs", "outputsTruncated", "error",
         ],
     }))
+}
+
+/// The schema of a result's `error`: null when the call did what it was asked.
+pub(crate) fn error_schema(description: &str) -> Value {
+    let flag = |d: &str| json!({ "type": "boolean", "description": d });
+    let text = |d: &str| json!({ "type": "string", "description": d });
+    json!({
+        "type": ["object", "null"],
+        "description": description,
+        "properties": {
+            "code": text("A stable code, such as not_configured, runner_busy or sandbox_not_found."),
+            "message": text("What happened and what to do."),
+            "retryable": flag("Whether the same call may succeed later."),
+        },
+        "required": ["code", "message", "retryable"],
+    })
 }
 
 /// The definition of one tool as `tools/list` shows it, for a runner with `limits`.
@@ -188,6 +263,8 @@ pub struct RunArgs {
     pub code: String,
     /// The wall-clock limit in milliseconds.
     pub timeout_ms: u64,
+    /// The sandbox to run in; a fresh one-shot sandbox when `None`.
+    pub sandbox_id: Option<String>,
 }
 
 /// Arguments a call cannot run with; the model is told so and can correct them.
@@ -202,6 +279,31 @@ pub enum ArgsError {
         /// The runner's largest timeout.
         max: u64,
     },
+    /// `sandboxId` is not a string.
+    #[error("invalid arguments: `sandboxId` must be the string create_sandbox returned")]
+    BadSandboxId,
+    /// A required argument is absent or not a string.
+    #[error("invalid arguments: `{field}` ({what}) is required")]
+    Missing {
+        /// The argument's name.
+        field: &'static str,
+        /// What it holds.
+        what: &'static str,
+    },
+    /// A duration is not a whole number of milliseconds.
+    #[error("invalid arguments: `{0}` must be a whole number of milliseconds, at least 1")]
+    BadDuration(&'static str),
+    /// `encoding` is neither `utf-8` nor `base64`.
+    #[error(
+        "invalid arguments: `encoding` must be \"utf-8\" (the default, for text) or \"base64\""
+    )]
+    BadEncoding,
+    /// `content` is not base64.
+    #[error("invalid arguments: `content` is not valid base64 ({0}); send the file's bytes in standard base64 with encoding \"base64\", or text with encoding \"utf-8\"")]
+    BadBase64(String),
+    /// A path that is not inside the home folder.
+    #[error("invalid arguments: path {0:?} is not inside the sandbox's home folder /home/sandbox; give a path relative to it (such as data/input.csv or outputs/plot.png), without '..'")]
+    BadPath(String),
 }
 
 /// Reads `{code, timeoutMs?}` from a call's arguments: `default_timeout_ms` when it gives
@@ -225,11 +327,22 @@ pub fn parse_args(
                 max: max_timeout_ms,
             })?,
     };
-    Ok(RunArgs { code, timeout_ms })
+    // An empty id is a model's way of giving none.
+    let sandbox_id = match arguments.get("sandboxId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if id.trim().is_empty() => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(_) => return Err(ArgsError::BadSandboxId),
+    };
+    Ok(RunArgs {
+        code,
+        timeout_ms,
+        sandbox_id,
+    })
 }
 
 /// An integer, also when a client wrote it as `5000.0`.
-fn whole_number(value: &Value) -> Option<u64> {
+pub(crate) fn whole_number(value: &Value) -> Option<u64> {
     value.as_u64().or_else(|| {
         value
             .as_f64()
@@ -256,8 +369,13 @@ mod tests {
     fn names_round_trip() {
         for lang in Lang::ALL {
             assert_eq!(lang_of(tool_name(lang)), Some(lang));
+            assert_eq!(ToolKind::of(tool_name(lang)), Some(ToolKind::Run(lang)));
+        }
+        for tool in SandboxTool::ALL {
+            assert_eq!(ToolKind::of(tool.name()), Some(ToolKind::Sandbox(tool)));
         }
         assert_eq!(lang_of("run_ruby"), None);
+        assert_eq!(ToolKind::of("run_ruby"), None);
     }
 
     #[test]
@@ -267,8 +385,27 @@ mod tests {
             ok,
             Ok(RunArgs {
                 code: "print(1)".into(),
-                timeout_ms: 15_000
+                timeout_ms: 15_000,
+                sandbox_id: None,
             })
+        );
+        let in_sandbox = parse_args(
+            Some(&args(json!({"code": "1", "sandboxId": "sbx_x"}))),
+            DEFAULT,
+            MAX,
+        );
+        assert_eq!(in_sandbox.unwrap().sandbox_id.as_deref(), Some("sbx_x"));
+        for none in [json!(null), json!(""), json!("  ")] {
+            let call = args(json!({"code": "1", "sandboxId": none}));
+            assert_eq!(
+                parse_args(Some(&call), DEFAULT, MAX).unwrap().sandbox_id,
+                None
+            );
+        }
+        let call = args(json!({"code": "1", "sandboxId": 7}));
+        assert_eq!(
+            parse_args(Some(&call), DEFAULT, MAX),
+            Err(ArgsError::BadSandboxId)
         );
         let ok = parse_args(
             Some(&args(json!({"code": "", "timeoutMs": 500.0}))),
@@ -307,9 +444,17 @@ mod tests {
             "half a CPU",
             "15000 ms",
             "1 MiB",
+            "Without sandboxId",
+            "create_sandbox",
+            "Python variables",
+            "outputs/",
         ] {
             assert!(text.contains(needle), "description lacks {needle:?}");
         }
+        assert!(!text.contains("Every call gets a new sandbox: nothing is kept"));
+        let schema = Value::Object((*tool.input_schema).clone());
+        assert_eq!(schema["properties"]["sandboxId"]["type"], "string");
+        assert_eq!(schema["required"], json!(["code"]));
         let annotations = tool.annotations.unwrap();
         assert_eq!(annotations.read_only_hint, Some(false));
         assert_eq!(annotations.open_world_hint, Some(false));

@@ -1,6 +1,10 @@
 //! The MCP server handler: lists the tools and runs a call through the runner, with progress
-//! notifications while it runs and cancellation when the client gives up.
+//! notifications while it runs and cancellation when the client gives up. The sandbox
+//! tools' calls, and how a sandboxId leads to its runner and session, are in [`sandboxes`].
 
+mod sandboxes;
+
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -19,9 +23,10 @@ use tracing::Instrument;
 
 use crate::catalog::{self, Catalog};
 use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
-use crate::report;
+use crate::handle::{HandleKey, Holder};
+use crate::report::{self, RunIn};
 use crate::runner_client::{RunnerClient, RunnerError};
-use crate::tools;
+use crate::tools::{self, ToolKind};
 
 /// How often a progress notification is sent while a run is in flight.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -29,12 +34,43 @@ const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// Numbers calls, so that the log lines of one call can be found together.
 static CALL_IDS: AtomicU64 = AtomicU64::new(1);
 
+/// Why a handler could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// The runner client could not be built.
+    #[error("cannot build the runner client: {0}")]
+    RunnerClient(#[from] reqwest::Error),
+    /// A secret of this process could not be drawn.
+    #[error("cannot draw a random secret from /dev/urandom: {0}")]
+    Random(#[from] std::io::Error),
+}
+
+/// Whose sandbox ids a handler's calls may use: the credential each id is bound to.
+#[derive(Debug, Clone)]
+pub enum Callers {
+    /// Over HTTP: the bearer token each request presents (a digest of it).
+    Bearer,
+    /// Over stdio: the one client of this process.
+    Process(Holder),
+}
+
+impl Callers {
+    /// Callers of a stdio server: this process, with a secret drawn now.
+    pub fn this_process() -> Result<Self, HandlerError> {
+        Ok(Callers::Process(Holder::process()?))
+    }
+}
+
 /// The part shared by every session.
 #[derive(Debug)]
 struct Shared {
     /// The tools as the runner's limits make them now.
     catalog: RwLock<Arc<Catalog>>,
     runner: Option<RunnerClient>,
+    /// Authenticates sandbox ids.
+    handle_key: HandleKey,
+    /// Whom sandbox ids are bound to.
+    callers: Callers,
     /// This server's own default timeout (`SANDBOX_TIMEOUT_MS`), if it has one.
     default_timeout: Option<Duration>,
     exec_enabled: bool,
@@ -50,16 +86,42 @@ pub struct SandboxServer {
     calls: Arc<Semaphore>,
 }
 
+/// The key of sandbox ids: `SANDBOX_HANDLE_KEY`'s, else one drawn from the runner's token
+/// (the same in every replica), else one of this process alone.
+fn handle_key(config: &ToolConfig) -> Result<HandleKey, HandlerError> {
+    if let Some(key) = &config.handle_key {
+        return Ok(key.clone());
+    }
+    match config.runner.as_ref().and_then(|r| r.token.as_deref()) {
+        Some(token) => Ok(HandleKey::derive(token.as_bytes())),
+        None => {
+            if config.runner.is_some() {
+                tracing::warn!(
+                    "neither SANDBOX_HANDLE_KEY nor SANDBOX_RUNNER_TOKEN is set: sandbox ids \
+                     work only in this process; set SANDBOX_HANDLE_KEY (the same on every \
+                     replica) to share them"
+                );
+            }
+            Ok(HandleKey::random()?)
+        }
+    }
+}
+
 impl SandboxServer {
     /// A handler for the given configuration, with the default cap on calls in flight.
-    pub fn new(config: &ToolConfig) -> Result<Self, reqwest::Error> {
-        Self::with_max_calls(config, DEFAULT_MAX_CALLS_PER_SESSION)
+    pub fn new(config: &ToolConfig, callers: Callers) -> Result<Self, HandlerError> {
+        Self::with_max_calls(config, DEFAULT_MAX_CALLS_PER_SESSION, callers)
     }
 
-    /// A handler that runs at most `max_calls` tool calls at once in each session.
-    /// Until [`refresh_limits`](Self::refresh_limits) hears from the runner, its tools
+    /// A handler that runs at most `max_calls` tool calls at once in each session, whose
+    /// sandbox ids are bound to `callers`. Until
+    /// [`refresh_limits`](Self::refresh_limits) hears from the runner, its tools
     /// describe the runner's defaults.
-    pub fn with_max_calls(config: &ToolConfig, max_calls: usize) -> Result<Self, reqwest::Error> {
+    pub fn with_max_calls(
+        config: &ToolConfig,
+        max_calls: usize,
+        callers: Callers,
+    ) -> Result<Self, HandlerError> {
         let catalog = Catalog::new(
             Limits::default(),
             config.default_timeout,
@@ -70,6 +132,8 @@ impl SandboxServer {
             shared: Arc::new(Shared {
                 catalog: RwLock::new(Arc::new(catalog)),
                 runner,
+                handle_key: handle_key(config)?,
+                callers,
                 default_timeout: config.default_timeout,
                 exec_enabled: config.exec_enabled,
                 failed_run_is_error: config.failed_run_is_error,
@@ -147,7 +211,11 @@ impl SandboxServer {
             "Code execution is turned off on this server (FEATURE_SANDBOX_EXEC=false)."
         } else {
             "Run bash, Python or Node.js code with run_bash, run_python and run_node. \
-             Each call runs in a fresh sandbox with no network; nothing is kept between calls."
+             Without sandboxId each call runs in a fresh sandbox with no network, and nothing \
+             is kept between calls. For multi-step work, create_sandbox gives a sandboxId: \
+             runs with it keep their files and Python and Node.js variables between calls; \
+             upload_file, download_file and list_files move files in and out; close_sandbox \
+             ends it."
         }
     }
 
@@ -177,7 +245,23 @@ impl SandboxServer {
             tracing::info!(%lang, "call refused: no runner configured");
             return report::from_runner_error(&RunnerError::NotConfigured);
         };
-        tracing::info!(%lang, code_bytes = args.code.len(), timeout_ms = args.timeout_ms, "run started");
+        // The id is checked before anything is sent anywhere.
+        let session = match &args.sandbox_id {
+            None => None,
+            Some(id) => match self.open_sandbox(runner, id, &ctx) {
+                Ok(session) => Some(session),
+                Err(error) => {
+                    tracing::info!(%lang, code = error.code(), "run refused: its sandboxId does not open");
+                    return report::failure(error.code(), error.to_string(), false);
+                }
+            },
+        };
+        let place = if session.is_some() {
+            RunIn::Sandbox
+        } else {
+            RunIn::OneShot
+        };
+        tracing::info!(%lang, code_bytes = args.code.len(), timeout_ms = args.timeout_ms, ?place, "run started");
         tracing::debug!(code = %args.code, "program");
         let request = RunRequest {
             lang,
@@ -185,7 +269,14 @@ impl SandboxServer {
             timeout_ms: Some(args.timeout_ms),
         };
         let started = Instant::now();
-        let outcome = run_while_reporting(runner, &request, limits, &ctx).await;
+        let timeout = Duration::from_millis(args.timeout_ms);
+        let outcome = match &session {
+            None => while_reporting(runner.run(&request, limits), timeout, place, &ctx).await,
+            Some(session) => {
+                let run = runner.run_in_session(session, &request, limits);
+                while_reporting(run, timeout, place, &ctx).await
+            }
+        };
         log_outcome(&outcome, started.elapsed());
         match outcome {
             Ok(response) => report::from_run(
@@ -193,26 +284,28 @@ impl SandboxServer {
                 args.timeout_ms,
                 limits,
                 self.shared.failed_run_is_error,
+                place,
             ),
             Err(error) => report::from_runner_error(&error),
         }
     }
 }
 
-/// Runs the request, sending progress meanwhile; gives up when the client cancels.
-async fn run_while_reporting(
-    runner: &RunnerClient,
-    request: &RunRequest,
-    limits: &Limits,
+/// Awaits `exchange`, sending progress meanwhile; gives up when the client cancels.
+async fn while_reporting<T>(
+    exchange: impl Future<Output = Result<T, RunnerError>>,
+    timeout: Duration,
+    place: RunIn,
     ctx: &RequestContext<RoleServer>,
-) -> Result<RunResponse, RunnerError> {
+) -> Result<T, RunnerError> {
     let progress = ctx.meta.get_progress_token().map(|token| Progress {
         peer: ctx.peer.clone(),
         token,
-        timeout: Duration::from_millis(request.timeout_ms.unwrap_or_default()),
+        timeout,
+        place,
     });
     tokio::select! {
-        outcome = runner.run(request, limits) => outcome,
+        outcome = exchange => outcome,
         () = report_progress(progress) => unreachable!("progress reporting never ends"),
         () = ctx.ct.cancelled() => Err(RunnerError::Cancelled),
     }
@@ -239,6 +332,7 @@ struct Progress {
     peer: Peer<RoleServer>,
     token: ProgressToken,
     timeout: Duration,
+    place: RunIn,
 }
 
 /// Sends "started", then a notification about every second; never returns.
@@ -253,7 +347,10 @@ async fn report_progress(progress: Option<Progress>) {
         ticks.tick().await;
         let elapsed = started.elapsed().as_secs_f64();
         let message = if elapsed < 0.5 {
-            "started in a fresh sandbox".to_owned()
+            match progress.place {
+                RunIn::OneShot => "started in a fresh sandbox".to_owned(),
+                RunIn::Sandbox => "started in its sandbox".to_owned(),
+            }
         } else {
             format!("running for {} s", elapsed.round())
         };
@@ -298,9 +395,9 @@ impl ServerHandler for SandboxServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(lang) = self
+        let Some(kind) = self
             .get_tool(&params.name)
-            .and_then(|t| tools::lang_of(&t.name))
+            .and_then(|t| ToolKind::of(&t.name))
         else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", params.name),
@@ -316,6 +413,14 @@ impl ServerHandler for SandboxServer {
         };
         let call_id = CALL_IDS.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!("tool_call", call_id, tool = %params.name);
-        Ok(self.call(lang, params, ctx).instrument(span).await.into())
+        let result = match kind {
+            ToolKind::Run(lang) => self.call(lang, params, ctx).instrument(span).await,
+            ToolKind::Sandbox(tool) => {
+                self.call_sandbox_tool(tool, params, ctx)
+                    .instrument(span)
+                    .await
+            }
+        };
+        Ok(result.into())
     }
 }
