@@ -112,6 +112,11 @@ impl fmt::Display for Banner {
             self.runner,
             crate::report::plural(self.pool_size, "sandbox")
         )?;
+        writeln!(
+            f,
+            "  Sandboxes:     one-shot by default; create_sandbox gives a sandboxId whose files\n                 \
+             and variables stay across run_* calls that pass it"
+        )?;
         if !self.resource_limits {
             writeln!(f)?;
             writeln!(f, "{NO_LIMITS_WARNING}")?;
@@ -199,6 +204,7 @@ mod tests {
             "[mcp_servers.sandbox]",
             "\"mcpServers\"",
             "\"--embedded\"",
+            "create_sandbox gives a sandboxId",
         ] {
             assert!(text.contains(needle), "{needle} in {text}");
         }

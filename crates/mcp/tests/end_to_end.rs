@@ -75,8 +75,17 @@ async fn the_tools_describe_the_runners_own_limits() {
     ]);
     let client = connect(&server, &server.token).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 3);
-    for tool in &tools {
+    assert_eq!(tools.len(), 8);
+    let create = tools
+        .iter()
+        .find(|t| t.name == "create_sandbox")
+        .expect("create_sandbox");
+    assert!(create
+        .description
+        .as_deref()
+        .unwrap_or_default()
+        .contains("384 MB"));
+    for tool in tools.iter().filter(|t| t.name.starts_with("run_")) {
         let description = tool.description.as_deref().unwrap_or_default();
         assert!(description.contains("384 MB"), "{description}");
         assert!(description.contains("default 9000 ms"), "{description}");

@@ -5,7 +5,7 @@ mod common;
 use common::{call, connect, start_mcp, text};
 
 #[tokio::test]
-async fn lists_the_three_tools_and_explains_the_missing_runner() {
+async fn lists_the_tools_and_explains_the_missing_runner() {
     let server = start_mcp(&[]);
     let client = connect(&server, &server.token).await.expect("initialize");
     let info = client.peer_info().expect("server info");
@@ -21,7 +21,19 @@ async fn lists_the_three_tools_and_explains_the_missing_runner() {
         .map(|t| t.name.to_string())
         .collect();
     names.sort();
-    assert_eq!(names, ["run_bash", "run_node", "run_python"]);
+    assert_eq!(
+        names,
+        [
+            "close_sandbox",
+            "create_sandbox",
+            "download_file",
+            "list_files",
+            "run_bash",
+            "run_node",
+            "run_python",
+            "upload_file"
+        ]
+    );
     let result = client
         .call_tool(call("run_python", "print(1)", None))
         .await
@@ -34,6 +46,19 @@ async fn lists_the_three_tools_and_explains_the_missing_runner() {
     );
     let structured = result.structured_content.expect("structuredContent");
     assert_eq!(structured["error"]["code"], "not_configured");
+    let create = client
+        .call_tool(common::tool("create_sandbox", serde_json::json!({})))
+        .await
+        .expect("tools/call");
+    assert_eq!(create.is_error, Some(true));
+    assert!(
+        text(&create).contains("SANDBOX_RUNNER_URL"),
+        "{}",
+        text(&create)
+    );
+    let structured = create.structured_content.expect("structuredContent");
+    assert_eq!(structured["error"]["code"], "not_configured");
+    assert!(structured["sandboxId"].is_null());
     client.cancel().await.expect("close");
 }
 
@@ -162,7 +187,7 @@ async fn empty_variables_take_their_defaults() {
     ]);
     let client = connect(&server, &server.token).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 3);
+    assert_eq!(tools.len(), 8);
     let description = tools[0].description.as_deref().unwrap_or_default();
     assert!(description.contains("default 15000 ms"), "{description}");
     client.cancel().await.expect("close");

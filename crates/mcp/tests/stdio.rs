@@ -17,7 +17,7 @@ async fn stdio_serves_the_tools_without_a_token() {
     let transport = TokioChildProcess::new(command).expect("spawn sandbox-mcp stdio");
     let client = ().serve(transport).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 3);
+    assert_eq!(tools.len(), 8);
     let result = client
         .call_tool(common::call("run_node", "console.log(1)", None))
         .await

@@ -57,12 +57,17 @@ fn start(mut command: Command, prefix: &str, token: String) -> Server {
 
 /// Starts `sandbox-mcp serve` on a free loopback port with the given extra environment.
 pub fn start_mcp(env: &[(&str, &str)]) -> Server {
-    let token = token();
+    start_mcp_with_token(env, token())
+}
+
+/// [`start_mcp`] with the client token `token`.
+pub fn start_mcp_with_token(env: &[(&str, &str)], token: String) -> Server {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sandbox-mcp"));
     command.arg("serve");
     for var in [
         "SANDBOX_RUNNER_URL",
         "SANDBOX_RUNNER_TOKEN",
+        "SANDBOX_HANDLE_KEY",
         "FEATURE_SANDBOX_EXEC",
         "MCP_ALLOWED_ORIGINS",
     ] {
@@ -136,6 +141,14 @@ pub fn call(name: &'static str, code: &str, timeout_ms: Option<u64>) -> CallTool
     if let Some(t) = timeout_ms {
         arguments.insert("timeoutMs".into(), t.into());
     }
+    CallToolRequestParams::new(name).with_arguments(arguments)
+}
+
+/// `tools/call` of `name` with `arguments` (a JSON object).
+pub fn tool(name: &'static str, arguments: serde_json::Value) -> CallToolRequestParams {
+    let serde_json::Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object");
+    };
     CallToolRequestParams::new(name).with_arguments(arguments)
 }
 
@@ -289,4 +302,86 @@ pub async fn raw_exchange(
         Ok(_) => Some(String::from_utf8_lossy(&answer).into_owned()),
         Err(_) => None,
     }
+}
+
+/// A TCP proxy in front of a real runner that keeps every byte sent to it, so that a test
+/// can tell which requests reached the runner. It stands between our parts; it answers
+/// nothing itself.
+pub struct RecordingProxy {
+    /// Its base URL.
+    pub url: String,
+    sent: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RecordingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RecordingProxy {
+    /// Starts forwarding a free loopback port to `target` (`host:port`).
+    pub async fn start(target: String) -> RecordingProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let shared = sent.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(runner) = tokio::net::TcpStream::connect(&target).await else {
+                    continue;
+                };
+                tokio::spawn(forward(client, runner, shared.clone()));
+            }
+        });
+        RecordingProxy { url, sent, task }
+    }
+
+    /// How many requests sent so far name a path containing `fragment`. (A request line
+    /// may follow the previous request's body on the same line: bodies need not end in a
+    /// newline.)
+    pub fn requests_to(&self, fragment: &str) -> usize {
+        let sent = self.sent.lock().expect("proxy lock");
+        let sent = String::from_utf8_lossy(&sent);
+        sent.match_indices(" HTTP/1.1\r\n")
+            .filter(|(end, _)| {
+                let head = &sent[..*end];
+                let start = ["GET /", "POST /", "PUT /", "DELETE /"]
+                    .iter()
+                    .filter_map(|method| head.rfind(method))
+                    .max();
+                start.is_some_and(|start| head[start..].contains(fragment))
+            })
+            .count()
+    }
+}
+
+async fn forward(
+    client: tokio::net::TcpStream,
+    runner: tokio::net::TcpStream,
+    sent: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut runner_read, mut runner_write) = runner.into_split();
+    let upstream = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = client_read.read(&mut buf).await {
+            if n == 0 || runner_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            sent.lock()
+                .expect("proxy lock")
+                .extend_from_slice(&buf[..n]);
+        }
+        let _ = runner_write.shutdown().await;
+    };
+    let downstream = async move {
+        let _ = tokio::io::copy(&mut runner_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(upstream, downstream);
 }
