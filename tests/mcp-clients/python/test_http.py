@@ -15,7 +15,8 @@ from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"run_bash", "run_python", "run_node"}
+RUN_TOOLS = {"run_bash", "run_python", "run_node"}
+TOOLS = RUN_TOOLS | {"create_sandbox", "upload_file", "download_file", "list_files", "close_sandbox"}
 PROGRAMS = {
     "run_bash": 'echo "hello from bash $((6 * 7))"',
     "run_python": "print('hello from python', 6 * 7)",
@@ -43,7 +44,7 @@ async def test_initialize_and_list_tools(mcp_unconfigured: Mcp, mode: str) -> No
         listed = await client.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
     assert set(tools) == TOOLS
-    for tool in tools.values():
+    for tool in (tools[name] for name in RUN_TOOLS):
         assert tool.input_schema["required"] == ["code"]
         assert tool.input_schema["properties"]["timeoutMs"]["maximum"] == 300000
         assert tool.output_schema is not None and "exitCode" in tool.output_schema["properties"]
@@ -52,12 +53,15 @@ async def test_initialize_and_list_tools(mcp_unconfigured: Mcp, mode: str) -> No
         a = tool.annotations
         assert a.title and a.read_only_hint is False and a.destructive_hint is False
         assert a.idempotent_hint is False and a.open_world_hint is False
+    for tool in tools.values():
+        assert tool.output_schema is not None and "error" in tool.output_schema["properties"]
+        assert tool.annotations.open_world_hint is False
 
 
 async def test_not_configured_calls_say_503_and_what_to_set(mcp_unconfigured: Mcp) -> None:
     async with mcp_unconfigured.client() as client:
         for name in TOOLS:
-            result = await client.call_tool(name, {"code": "true"})
+            result = await client.call_tool(name, {"code": "true", "sandboxId": "sbx_x", "path": "x", "content": ""})
             assert result.is_error is True
             message = text(result)
             assert "503" in message and "not configured" in message and "SANDBOX_RUNNER_URL" in message
@@ -278,7 +282,7 @@ async def test_a_timeout_is_reported_and_bounded(mcp: Mcp) -> None:
 
 
 @pytest.mark.runner
-async def test_nothing_is_kept_between_calls(mcp: Mcp) -> None:
+async def test_nothing_is_kept_between_calls_without_a_sandbox(mcp: Mcp) -> None:
     async with mcp.client() as client:
         await client.call_tool("run_bash", {"code": "echo kept > /tmp/mark; echo kept > ~/mark"})
         result = await client.call_tool("run_bash", {"code": "cat /tmp/mark ~/mark 2>&1; echo done"})

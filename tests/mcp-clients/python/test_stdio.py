@@ -18,7 +18,10 @@ def params(**env: str) -> StdioServerParameters:
 async def test_stdio_lists_tools_and_explains_without_a_runner() -> None:
     async with Client(params(), mode="legacy") as client:
         tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {"run_bash", "run_python", "run_node"}
+        assert {t.name for t in tools.tools} == {
+            "run_bash", "run_python", "run_node",
+            "create_sandbox", "upload_file", "download_file", "list_files", "close_sandbox",
+        }
         result = await client.call_tool("run_python", {"code": "print(1)"})
     assert result.is_error is True
     assert "SANDBOX_RUNNER_URL" in result.content[0].text

@@ -4,9 +4,11 @@ import { after, before, describe, test } from "node:test";
 
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-import { connect, startMcp, startRunner, text } from "./servers.mjs";
+import { checkOutputsComeBack, checkSandboxFlow, connect, startMcp, startRunner, text } from "./servers.mjs";
 
-const TOOLS = ["run_bash", "run_node", "run_python"];
+const RUN_TOOLS = ["run_bash", "run_node", "run_python"];
+const SANDBOX_TOOLS = ["close_sandbox", "create_sandbox", "download_file", "list_files", "upload_file"];
+const TOOLS = [...RUN_TOOLS, ...SANDBOX_TOOLS].sort();
 const withRunner = process.env.SANDBOX_RUNNER_BIN ? describe : describe.skip;
 
 describe("without a runner", () => {
@@ -19,20 +21,29 @@ describe("without a runner", () => {
     assert.equal(client.getServerVersion().name, "sandbox-mcp");
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name).sort(), TOOLS);
-    for (const tool of tools) {
+    for (const tool of tools.filter((t) => RUN_TOOLS.includes(t.name))) {
       assert.deepEqual(tool.inputSchema.required, ["code"]);
+      assert.ok(tool.inputSchema.properties.sandboxId);
       assert.ok(tool.outputSchema.properties.exitCode);
       assert.equal(tool.annotations.readOnlyHint, false);
       assert.equal(tool.annotations.openWorldHint, false);
       assert.match(tool.description, /no network/);
+      assert.match(tool.description, /Without sandboxId/);
     }
+    for (const tool of tools) {
+      assert.ok(tool.outputSchema.properties.error, tool.name);
+      assert.equal(tool.annotations.openWorldHint, false);
+    }
+    const create = tools.find((t) => t.name === "create_sandbox");
+    assert.match(create.description, /multi-step/);
+    for (const field of ["sandboxId", "expiresAt", "idleTimeoutMs"]) assert.ok(create.outputSchema.properties[field], field);
     await client.close();
   });
 
   test("not configured: every call is an error that says 503 and what to set", async () => {
     const { client } = await connect(server);
     for (const name of TOOLS) {
-      const result = await client.callTool({ name, arguments: { code: "true" } });
+      const result = await client.callTool({ name, arguments: { code: "true", sandboxId: "sbx_x", path: "x", content: "" } });
       assert.equal(result.isError, true);
       assert.match(text(result), /503/);
       assert.match(text(result), /not configured/);
@@ -70,8 +81,8 @@ describe("without a runner", () => {
     const [a, b] = await Promise.all([connect(server), connect(server)]);
     assert.notEqual(a.transport.sessionId, b.transport.sessionId);
     const [la, lb] = await Promise.all([a.client.listTools(), b.client.listTools()]);
-    assert.equal(la.tools.length, 3);
-    assert.equal(lb.tools.length, 3);
+    assert.equal(la.tools.length, TOOLS.length);
+    assert.equal(lb.tools.length, TOOLS.length);
     await Promise.all([a.client.close(), b.client.close()]);
   });
 
@@ -203,6 +214,42 @@ withRunner("with a runner", () => {
     // The session still works afterwards.
     const result = await client.callTool({ name: "run_bash", arguments: { code: "echo after" } });
     assert.equal(result.structuredContent.stdout.trim(), "after");
+    await client.close();
+  });
+
+  test("a sandbox keeps its files and moves files in and out", async () => {
+    const { client } = await connect(server);
+    await checkSandboxFlow(client);
+    await client.close();
+  });
+
+  test("a sandbox id is refused for another token, and when altered", async () => {
+    const { client } = await connect(server);
+    const created = await client.callTool({ name: "create_sandbox", arguments: {} });
+    const sandboxId = created.structuredContent.sandboxId;
+    const middle = Math.floor(sandboxId.length / 2);
+    const altered = sandboxId.slice(0, middle) + (sandboxId[middle] === "B" ? "C" : "B") + sandboxId.slice(middle + 1);
+    const other = await startMcp(runner);
+    try {
+      const { client: stranger } = await connect(other);
+      for (const [who, id] of [[stranger, sandboxId], [client, altered]]) {
+        const result = await who.callTool({ name: "list_files", arguments: { sandboxId: id } });
+        assert.equal(result.isError, true);
+        assert.equal(result.structuredContent.error.code, "invalid_sandbox_id");
+        assert.match(text(result), /create_sandbox/);
+      }
+      await stranger.close();
+    } finally {
+      await other.stop();
+    }
+    await client.callTool({ name: "close_sandbox", arguments: { sandboxId } });
+    await client.close();
+  });
+
+  // Expected to fail until the runner collects /home/sandbox/outputs/ (issue 12, agent side).
+  test("outputs/ files come back as content (an image as image content)", async () => {
+    const { client } = await connect(server);
+    await checkOutputsComeBack(client);
     await client.close();
   });
 

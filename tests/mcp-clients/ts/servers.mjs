@@ -91,3 +91,98 @@ export async function connect(server, token = server.token) {
 export function text(result) {
   return result.content.filter((c) => c.type === "text").map((c) => c.text).join("");
 }
+
+// A 1x1 PNG.
+export const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
+// A Python program that writes a real PNG and a CSV file under outputs/.
+export const WRITE_OUTPUTS = String.raw`
+import os, struct, zlib
+def chunk(kind, data):
+    return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+png = (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 1, 1, 8, 2, 0, 0, 0))
+       + chunk(b'IDAT', zlib.compress(b'\x00\xff\x00\x00')) + chunk(b'IEND', b''))
+os.makedirs('/home/sandbox/outputs', exist_ok=True)
+open('/home/sandbox/outputs/plot.png', 'wb').write(png)
+open('/home/sandbox/outputs/data.csv', 'w').write('a,b\n1,2\n')
+print('written')
+`;
+
+async function ok(client, name, args) {
+  const result = await client.callTool({ name, arguments: args });
+  if (result.isError) throw new Error(`${name}: ${text(result)}`);
+  if (result.structuredContent.error !== null) throw new Error(`${name}: ${JSON.stringify(result.structuredContent)}`);
+  return result;
+}
+
+async function createSandbox(client) {
+  const created = (await ok(client, "create_sandbox", {})).structuredContent;
+  if (!created.sandboxId.startsWith("sbx_") || !(created.idleTimeoutMs > 0) || !created.expiresAt) {
+    throw new Error(JSON.stringify(created));
+  }
+  return created.sandboxId;
+}
+
+// create, two runs that share a file, files in and out (text, a PNG, a binary), list, close,
+// and a use after close.
+export async function checkSandboxFlow(client) {
+  const { default: assert } = await import("node:assert/strict");
+  const sandboxId = await createSandbox(client);
+  const first = await ok(client, "run_python", { code: "open('kept.txt', 'w').write('kept 42')\nprint('wrote')", sandboxId });
+  assert.equal(first.structuredContent.stdout, "wrote\n");
+  assert.equal(first.structuredContent.stateLost, false);
+  const second = await ok(client, "run_node", { code: "console.log(require('fs').readFileSync('kept.txt', 'utf8'))", sandboxId });
+  assert.equal(second.structuredContent.stdout, "kept 42\n");
+
+  await ok(client, "upload_file", { sandboxId, path: "data/in.csv", content: "a,b\n1,2\n" });
+  const csv = await ok(client, "download_file", { sandboxId, path: "data/in.csv" });
+  assert.equal(text(csv), "a,b\n1,2\n");
+  assert.equal(csv.structuredContent.mimeType, "text/csv");
+
+  await ok(client, "upload_file", { sandboxId, path: "pic.png", content: PNG, encoding: "base64" });
+  const image = await ok(client, "download_file", { sandboxId, path: "pic.png" });
+  assert.equal(image.content[0].type, "image");
+  assert.equal(image.content[0].mimeType, "image/png");
+  assert.equal(image.content[0].data, PNG);
+
+  const bytes = Buffer.from([...Array(256).keys()]);
+  await ok(client, "upload_file", { sandboxId, path: "b.bin", content: bytes.toString("base64"), encoding: "base64" });
+  const blob = await ok(client, "download_file", { sandboxId, path: "b.bin" });
+  assert.equal(blob.content[0].type, "resource");
+  assert.deepEqual(Buffer.from(blob.content[0].resource.blob, "base64"), bytes);
+
+  const listed = (await ok(client, "list_files", { sandboxId })).structuredContent;
+  const paths = listed.files.map((f) => f.path);
+  for (const path of ["kept.txt", "data", "data/in.csv", "pic.png", "b.bin"]) assert.ok(paths.includes(path), path);
+
+  assert.equal((await ok(client, "close_sandbox", { sandboxId })).structuredContent.closed, true);
+  const after = await client.callTool({ name: "run_python", arguments: { code: "print(1)", sandboxId } });
+  assert.equal(after.isError, true);
+  assert.equal(after.structuredContent.error.code, "sandbox_not_found");
+  assert.match(text(after), /create_sandbox/);
+}
+
+// A one-shot run and a sandbox run that write outputs/plot.png and outputs/data.csv get
+// them back: the PNG as image content, the CSV as a text resource, both listed.
+export async function checkOutputsComeBack(client) {
+  const { default: assert } = await import("node:assert/strict");
+  const sandboxId = await createSandbox(client);
+  try {
+    for (const args of [{ code: WRITE_OUTPUTS }, { code: WRITE_OUTPUTS, sandboxId }]) {
+      const result = await ok(client, "run_python", args);
+      assert.equal(result.structuredContent.stdout, "written\n");
+      assert.deepEqual(
+        result.structuredContent.outputs.map((o) => [o.path, o.mimeType]),
+        [["data.csv", "text/csv"], ["plot.png", "image/png"]],
+      );
+      const image = result.content.find((c) => c.type === "image");
+      assert.ok(image, JSON.stringify(result.content));
+      assert.equal(image.mimeType, "image/png");
+      assert.ok(Buffer.from(image.data, "base64").subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47])));
+      const csv = result.content.find((c) => c.type === "resource");
+      assert.equal(csv.resource.text, "a,b\n1,2\n");
+    }
+  } finally {
+    await client.callTool({ name: "close_sandbox", arguments: { sandboxId } });
+  }
+}

@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-import { bin, startRunner, text } from "./servers.mjs";
+import { bin, checkOutputsComeBack, checkSandboxFlow, startRunner, text } from "./servers.mjs";
 
 test("stdio: list the tools and call one without a runner", async () => {
   const transport = new StdioClientTransport({
@@ -17,7 +17,10 @@ test("stdio: list the tools and call one without a runner", async () => {
   const client = new Client({ name: "sandbox-mcp-ts-tests", version: "1.0.0" });
   await client.connect(transport);
   const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((t) => t.name).sort(), ["run_bash", "run_node", "run_python"]);
+  assert.deepEqual(
+    tools.map((t) => t.name).sort(),
+    ["close_sandbox", "create_sandbox", "download_file", "list_files", "run_bash", "run_node", "run_python", "upload_file"],
+  );
   const result = await client.callTool({ name: "run_bash", arguments: { code: "echo hi" } });
   assert.equal(result.isError, true);
   assert.match(text(result), /SANDBOX_RUNNER_URL/);
@@ -43,4 +46,34 @@ test("stdio: run code through a runner", { skip: !process.env.SANDBOX_RUNNER_BIN
   } finally {
     await runner.stop();
   }
+});
+
+async function withStdioClient(body) {
+  const runner = await startRunner();
+  try {
+    const transport = new StdioClientTransport({
+      command: bin("SANDBOX_MCP_BIN"),
+      args: ["stdio"],
+      env: { RUST_LOG: "warn", SANDBOX_RUNNER_URL: runner.url, SANDBOX_RUNNER_TOKEN: runner.token },
+      stderr: "pipe",
+    });
+    const client = new Client({ name: "sandbox-mcp-ts-tests", version: "1.0.0" });
+    await client.connect(transport);
+    try {
+      await body(client);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    await runner.stop();
+  }
+}
+
+test("stdio: a sandbox keeps its files and moves files in and out", { skip: !process.env.SANDBOX_RUNNER_BIN }, async () => {
+  await withStdioClient(checkSandboxFlow);
+});
+
+// Expected to fail until the runner collects /home/sandbox/outputs/ (issue 12, agent side).
+test("stdio: outputs/ files come back as content (an image as image content)", { skip: !process.env.SANDBOX_RUNNER_BIN }, async () => {
+  await withStdioClient(checkOutputsComeBack);
 });
