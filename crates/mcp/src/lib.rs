@@ -1,8 +1,10 @@
 //! sandbox-mcp: the MCP server that gives agents sandboxed code execution.
 //!
-//! It offers three tools, `run_bash`, `run_python` and `run_node`, over MCP's Streamable HTTP
-//! transport ([`serve`]) and over stdio ([`serve_stdio`]), and runs each call in a fresh
-//! sandbox by calling a sandbox runner's `POST /run` ([`runner_client`]).
+//! It offers `run_bash`, `run_python` and `run_node` over MCP's Streamable HTTP transport
+//! ([`serve`]) and over stdio ([`serve_stdio`]), and runs each call in a fresh sandbox by
+//! calling a sandbox runner's `POST /run` ([`runner_client`]); and sandboxes that live
+//! across calls ([`sandbox_tools`]): runner sessions behind an opaque, authenticated
+//! `sandboxId` ([`handle`]) that any replica can serve.
 //!
 //! It is not the sandbox: isolation, limits and the pool live in `sandbox-runner`. Without a
 //! runner it still starts, lists its tools and answers every call with an error that says

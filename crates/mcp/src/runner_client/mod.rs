@@ -1,5 +1,5 @@
 //! The HTTP client for the sandbox runner: `POST /run` and `GET /health`, and the sessions
-//! that back sandboxes ([`sessions`]).
+//! that back sandboxes (`sessions.rs`).
 
 mod sessions;
 

@@ -1,6 +1,6 @@
 //! The MCP server handler: lists the tools and runs a call through the runner, with progress
 //! notifications while it runs and cancellation when the client gives up. The sandbox
-//! tools' calls, and how a sandboxId leads to its runner and session, are in [`sandboxes`].
+//! tools' calls, and how a sandboxId leads to its runner and session, are in `sandboxes.rs`.
 
 mod sandboxes;
 
