@@ -41,6 +41,7 @@ pub mod listen;
 pub mod outputs;
 pub mod report;
 pub mod runner_client;
+pub mod sandbox_args;
 pub mod sandbox_report;
 pub mod sandbox_tools;
 pub mod server;

@@ -11,8 +11,9 @@ use std::future::Future;
 use super::{Callers, SandboxServer};
 use crate::handle::{Holder, SandboxHandle};
 use crate::runner_client::{RunnerClient, RunnerError};
+use crate::sandbox_args;
 use crate::sandbox_report::{self, SandboxIdError};
-use crate::sandbox_tools::{self, SandboxTool, DOWNLOAD_CAP_BYTES};
+use crate::sandbox_tools::{SandboxTool, DOWNLOAD_CAP_BYTES};
 
 impl SandboxServer {
     /// The holder of the sandbox ids this call may use: a digest of the bearer token the
@@ -74,7 +75,7 @@ impl SandboxServer {
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let tool = SandboxTool::Create;
-        let args = match sandbox_tools::parse_create(arguments) {
+        let args = match sandbox_args::parse_create(arguments) {
             Ok(args) => args,
             Err(error) => return sandbox_report::from_args_error(tool, &error),
         };
@@ -140,7 +141,7 @@ impl SandboxServer {
         arguments: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<String, Refused> {
-        let id = sandbox_tools::parse_sandbox_id(arguments).map_err(Refused::Args)?;
+        let id = sandbox_args::parse_sandbox_id(arguments).map_err(Refused::Args)?;
         self.open_sandbox(runner, &id, ctx).map_err(|error| {
             tracing::info!(
                 code = error.code(),
@@ -157,7 +158,7 @@ impl SandboxServer {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, Refused> {
         let session = self.session_of(runner, arguments, ctx)?;
-        let args = sandbox_tools::parse_upload(arguments).map_err(Refused::Args)?;
+        let args = sandbox_args::parse_upload(arguments).map_err(Refused::Args)?;
         let size = args.bytes.len();
         cancellable(runner.put_file(&session, &args.path, args.bytes), ctx).await?;
         tracing::info!(bytes = size, "file uploaded");
@@ -171,7 +172,7 @@ impl SandboxServer {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, Refused> {
         let session = self.session_of(runner, arguments, ctx)?;
-        let args = sandbox_tools::parse_file(arguments).map_err(Refused::Args)?;
+        let args = sandbox_args::parse_file(arguments).map_err(Refused::Args)?;
         let fetch = runner.get_file(&session, &args.path, DOWNLOAD_CAP_BYTES);
         let bytes = cancellable(fetch, ctx).await?;
         tracing::info!(bytes = bytes.len(), "file downloaded");
