@@ -247,7 +247,15 @@ impl SandboxTool {
 
     /// The definition as `tools/list` shows it, for a runner with `limits`.
     pub fn definition(self, limits: &Limits) -> Tool {
-        let mut tool = Tool::new(self.name(), self.description(limits), self.input_schema());
+        let mut description = self.description(limits);
+        if !limits.resource_limits && self != SandboxTool::Create {
+            // Every tool says so (create_sandbox's resources already do).
+            description.push_str(
+                " This server's sandboxes have NO memory or CPU limit (it runs with \
+                 --unsafe-no-resource-limits).",
+            );
+        }
+        let mut tool = Tool::new(self.name(), description, self.input_schema());
         tool.title = Some(self.title().to_owned());
         tool.output_schema = Some(self.output_schema());
         tool.annotations = Some(self.annotations());
@@ -285,6 +293,15 @@ mod tests {
                 assert!(schema["properties"][field].is_object(), "{tool:?} {field}");
             }
             assert_eq!(definition.annotations.unwrap().open_world_hint, Some(false));
+        }
+        let unlimited = Limits {
+            resource_limits: false,
+            ..Limits::default()
+        };
+        for tool in SandboxTool::ALL {
+            let definition = tool.definition(&unlimited);
+            let text = definition.description.as_deref().unwrap_or_default();
+            assert!(text.contains("NO memory or CPU limit"), "{tool:?}: {text}");
         }
         let create_schema = Value::Object((*create.output_schema.unwrap()).clone());
         for field in ["sandboxId", "expiresAt", "idleTimeoutMs"] {
