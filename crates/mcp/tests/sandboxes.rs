@@ -111,6 +111,13 @@ async fn a_sandbox_keeps_its_files_and_moves_files_in_and_out() {
     let node = "console.log(require('fs').existsSync('/tmp/t'))";
     let (_, node) = call_ok(&client, run_in("run_node", node, &id)).await;
     assert_eq!(node["stdout"], "true\n");
+    // Python's globals and Node's declarations live on between calls.
+    let (_, _) = call_ok(&client, run_in("run_python", "x = 41", &id)).await;
+    let (_, py) = call_ok(&client, run_in("run_python", "print(x + 1)", &id)).await;
+    assert_eq!(py["stdout"], "42\n", "{py}");
+    let (_, _) = call_ok(&client, run_in("run_node", "const greeting = 'hi';", &id)).await;
+    let (_, js) = call_ok(&client, run_in("run_node", "console.log(greeting)", &id)).await;
+    assert_eq!(js["stdout"], "hi\n", "{js}");
     // A one-shot run is another sandbox.
     let (_, one_shot) = call_ok(&client, call("run_bash", "ls ~/kept.txt 2>&1; true", None)).await;
     assert!(one_shot["stdout"]

@@ -68,6 +68,9 @@ async def check_sandbox_flow(client: Client) -> None:
     assert first.structured_content["stateLost"] is False
     second = await ok(client, "run_python", {"code": "print(open('kept.txt').read())", "sandboxId": sid})
     assert second.structured_content["stdout"] == "kept 42\n"
+    await ok(client, "run_python", {"code": "x = 41", "sandboxId": sid})
+    answer = await ok(client, "run_python", {"code": "print(x + 1)", "sandboxId": sid})
+    assert answer.structured_content["stdout"] == "42\n"
 
     await ok(client, "upload_file", {"sandboxId": sid, "path": "data/in.csv", "content": "a,b\n1,2\n"})
     summed = await ok(

@@ -133,6 +133,9 @@ export async function checkSandboxFlow(client) {
   assert.equal(first.structuredContent.stateLost, false);
   const second = await ok(client, "run_node", { code: "console.log(require('fs').readFileSync('kept.txt', 'utf8'))", sandboxId });
   assert.equal(second.structuredContent.stdout, "kept 42\n");
+  await ok(client, "run_node", { code: "let total = 41;", sandboxId });
+  const sum = await ok(client, "run_node", { code: "console.log(total + 1)", sandboxId });
+  assert.equal(sum.structuredContent.stdout, "42\n");
 
   await ok(client, "upload_file", { sandboxId, path: "data/in.csv", content: "a,b\n1,2\n" });
   const csv = await ok(client, "download_file", { sandboxId, path: "data/in.csv" });
