@@ -1,8 +1,5 @@
 """Sandboxes (create_sandbox and sandboxId) through the official Python SDK, over Streamable
 HTTP in both the legacy (session) and the 2026-07-28 (stateless) modes, and over stdio.
-
-`test_*outputs*` pass once the runner collects /home/sandbox/outputs/ (the agent's side of
-issue 12); until then a run's `outputs` is always empty and they fail on it.
 """
 
 from __future__ import annotations
@@ -177,7 +174,7 @@ async def test_another_token_or_an_altered_id_is_refused(runner: Runner, mcp: Mc
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_outputs_come_back_as_image_content(mcp: Mcp, mode: str) -> None:
-    """Expected to fail until the runner collects outputs/ (see the module's doc)."""
+    """A PNG written to outputs/ arrives as image content, one-shot and in a sandbox."""
     async with mcp.client(mode=mode) as client:
         await check_outputs_come_back(client)
 
@@ -196,6 +193,6 @@ async def test_stdio_sandbox(runner: Runner) -> None:
 
 
 async def test_stdio_outputs_come_back_as_image_content(runner: Runner) -> None:
-    """Expected to fail until the runner collects outputs/ (see the module's doc)."""
+    """A PNG written to outputs/ arrives as image content, one-shot and in a sandbox."""
     async with stdio(runner) as client:
         await check_outputs_come_back(client)

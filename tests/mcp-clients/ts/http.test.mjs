@@ -246,7 +246,6 @@ withRunner("with a runner", () => {
     await client.close();
   });
 
-  // Expected to fail until the runner collects /home/sandbox/outputs/ (issue 12, agent side).
   test("outputs/ files come back as content (an image as image content)", async () => {
     const { client } = await connect(server);
     await checkOutputsComeBack(client);

@@ -73,7 +73,6 @@ test("stdio: a sandbox keeps its files and moves files in and out", { skip: !pro
   await withStdioClient(checkSandboxFlow);
 });
 
-// Expected to fail until the runner collects /home/sandbox/outputs/ (issue 12, agent side).
 test("stdio: outputs/ files come back as content (an image as image content)", { skip: !process.env.SANDBOX_RUNNER_BIN }, async () => {
   await withStdioClient(checkOutputsComeBack);
 });
