@@ -1,8 +1,16 @@
-# Pre-started Python. Reads a request line on descriptor 3: {"path": ..., "session": ...}.
+# Pre-started Python: `python3 -c LOADER [MODULES]`. Reads a request line on descriptor 3:
+# {"path": ..., "session": ..., "paths": [...]}.
+# MODULES (optional, comma-separated) are imported before the request, so that a
+# program's `import pandas` costs nothing: silently (the program's output is its own),
+# without the working directory on sys.path (no file of the sandbox runs before its
+# request), skipping any that is missing or fails; they are in sys.modules, not in the
+# program's globals. "paths" go into sys.path right after sys.path[0] (a session keeps
+# them for its later runs).
 # One-shot (session false): runs the program as `python3 PATH` would (__main__, sys.argv,
 # sys.path[0], tracebacks naming the file), then exits as it would.
 # Session: runs each requested program in the one __main__ namespace (globals and
-# imports persist, as in a notebook), then writes {"exit": CODE, "run": N} (N from the
+# imports persist, as in a notebook), saves the figures it left open (sandbox_plots,
+# if the program loaded it), then writes {"exit": CODE, "run": N} (N from the
 # request) on descriptor 4 and
 # waits for the next request; an uncaught exception or SystemExit ends the run, not the
 # interpreter.
@@ -12,6 +20,38 @@ def _sandbox_loader():
     from importlib.machinery import SourceFileLoader
 
     pending = bytearray()
+
+    def warm(modules):
+        names = [n.strip() for n in modules.split(",") if n.strip()]
+        if not names:
+            return
+        import importlib
+        try:
+            saved = [(os.dup(fd), fd) for fd in (1, 2)]
+            null = os.open(os.devnull, os.O_WRONLY)
+        except OSError:
+            return
+        for _, fd in saved:
+            os.dup2(null, fd)
+        os.close(null)
+        cwd = sys.path.pop(0) if sys.path[:1] == [""] else None
+        try:
+            for name in names:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    pass
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+        finally:
+            if cwd is not None:
+                sys.path.insert(0, cwd)
+            for copy, fd in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
 
     def request():
         while b"\n" not in pending:
@@ -24,11 +64,17 @@ def _sandbox_loader():
         pending[:] = rest
         return json.loads(line)
 
-    def load(path, fresh):
+    def load(job, fresh):
+        path = job["path"]
         with open(path, "rb") as f:
             source = f.read()
         sys.argv[:] = [path]
         sys.path[0] = os.path.dirname(path)
+        added = []
+        for p in job.get("paths") or ():
+            if isinstance(p, str) and p not in sys.path and p not in added:
+                added.append(p)
+        sys.path[1:1] = added
         namespace = __main__.__dict__
         if fresh:
             for name in [n for n in namespace if n not in ("__name__", "__builtins__")]:
@@ -52,11 +98,12 @@ def _sandbox_loader():
         print(code, file=sys.stderr)
         return 1
 
+    warm(sys.argv[1] if len(sys.argv) > 1 else "")
     first = request()
     if not first:
         sys.exit(0)
     if not first.get("session"):
-        code, namespace = load(first["path"], True)
+        code, namespace = load(first, True)
         os.close(3)
         os.close(4)
         try:
@@ -77,7 +124,7 @@ def _sandbox_loader():
     while job:
         status = 0
         try:
-            code, namespace = load(job["path"], fresh)
+            code, namespace = load(job, fresh)
             fresh = False
             exec(code, namespace)
         except SystemExit as e:
@@ -85,6 +132,12 @@ def _sandbox_loader():
         except BaseException as e:
             report(e)
             status = 1
+        plots = sys.modules.get("sandbox_plots")
+        if plots is not None:
+            try:
+                plots.flush()
+            except BaseException as e:
+                report(e)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
