@@ -10,9 +10,9 @@
 # sys.path[0], tracebacks naming the file), then exits as it would.
 # Session: runs each requested program in the one __main__ namespace (globals and
 # imports persist, as in a notebook), saves the figures it left open (sandbox_plots,
-# if the program loaded it), then writes {"exit": CODE, "run": N} (N from the
-# request) on descriptor 4 and
-# waits for the next request; an uncaught exception or SystemExit ends the run, not the
+# if the program loaded it; an error there is printed, the exit code stays), then
+# writes {"exit": CODE, "run": N} (N from the request) on descriptor 4 and waits for
+# the next request; an uncaught exception or SystemExit ends the run, not the
 # interpreter.
 def _sandbox_loader():
     import json, os, sys

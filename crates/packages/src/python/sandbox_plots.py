@@ -55,8 +55,12 @@ def _save(figure):
             file = open(path, "xb")
         except FileExistsError:
             continue
-        with file:
-            figure.savefig(file, format="png", dpi="figure")
+        try:
+            with file:
+                figure.savefig(file, format="png", dpi="figure")
+        except BaseException:
+            os.unlink(path)  # no half-written image
+            raise
         return path
 
 

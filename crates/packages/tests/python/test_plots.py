@@ -396,6 +396,7 @@ class SessionTest(LoaderTest):
         """)
         self.assertEqual(report, {"exit": 0, "run": 2})
         self.assertEqual(loader.stdout(), "[]\n")
+        self.assertEqual(self.outputs_list(), [])  # no half-written file
 
     def test_no_matplotlib_no_backend(self):
         loader = self.loader(modules="numpy")
