@@ -73,9 +73,9 @@ impl Kept {
             Some(p) if p.lang() == lang => Some(p),
             Some(p) => {
                 p.discard();
-                launch::prepare(lang)?
+                launch::prepare(lang, &[])?
             }
-            None => launch::prepare(lang)?,
+            None => launch::prepare(lang, &[])?,
         };
         let prepared = prepared.ok_or_else(|| io::Error::other("no loader for this language"))?;
         Resident::new(prepared)
@@ -103,12 +103,12 @@ pub fn run_job(job: &Job, kept: &mut Kept) -> Result<JobOutcome, JobError> {
 fn run_spawned(job: &Job, file: &Path, prepared: Option<Prepared>) -> Result<JobOutcome, JobError> {
     let program = interpreter_name(job.lang);
     let spawned = match prepared {
-        Some(p) if p.lang() == job.lang => p.start(file),
+        Some(p) if p.lang() == job.lang => p.start(file, &job.python_paths),
         Some(p) => {
             p.discard();
-            launch::cold(job.lang, file, job.session)
+            launch::cold(job.lang, file, job.session, &job.python_paths)
         }
-        None => launch::cold(job.lang, file, job.session),
+        None => launch::cold(job.lang, file, job.session, &job.python_paths),
     };
     let mut child = spawned.map_err(|source| JobError::Spawn { program, source })?;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
@@ -150,14 +150,14 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
         .resident(job.lang, &mut lost)
         .map_err(|source| JobError::Spawn { program, source })?;
     let path = file.to_string_lossy();
-    if resident.request(&path).is_err() {
+    if resident.request(&path, &job.python_paths).is_err() {
         // It died between the check and the request: start another, once.
         lost = true;
         resident = kept
             .resident(job.lang, &mut lost)
             .map_err(|source| JobError::Spawn { program, source })?;
         resident
-            .request(&path)
+            .request(&path, &job.python_paths)
             .map_err(|source| JobError::Spawn { program, source })?;
     }
     let (Some(stdout), Some(stderr)) = (resident.stdout.take(), resident.stderr.take()) else {

@@ -4,6 +4,7 @@
 
 use crate::identity::{become_program_user, program_user};
 use crate::{HOME, HOME_C, PATH};
+use sandbox_jail::layout::PACKAGES;
 use sandbox_protocol::Lang;
 use std::fs::File;
 use std::io::{self, Write};
@@ -19,6 +20,9 @@ const DONE_FD: i32 = 4;
 const PYTHON_LOADER: &str = include_str!("loader/python.py");
 const NODE_LOADER: &str = include_str!("loader/node.js");
 const BASH_SESSION: &str = include_str!("loader/bash_session.sh");
+/// The matplotlib backend of the package set that saves figures into `outputs/`.
+const PLOTS_MODULE_FILE: &str = "sandbox_plots.py";
+const PLOTS_BACKEND: &str = "module://sandbox_plots";
 
 /// An interpreter started ahead of its job, waiting for a request.
 pub struct Prepared {
@@ -34,9 +38,11 @@ impl Prepared {
         self.lang
     }
 
-    /// Lets the waiting interpreter run the program at `path` as a one-shot job.
-    pub(crate) fn start(mut self, path: &Path) -> io::Result<Child> {
-        let line = serde_json::json!({ "path": path }).to_string() + "\n";
+    /// Lets the waiting interpreter run the program at `path` as a one-shot job, with
+    /// `python_paths` ahead of the package set on its import path.
+    pub(crate) fn start(mut self, path: &Path, python_paths: &[String]) -> io::Result<Child> {
+        let request = serde_json::json!({ "path": path, "paths": python_paths });
+        let line = request.to_string() + "\n";
         self.go.write_all(line.as_bytes())?;
         drop(self.go); // end of file: the loader stops reading
         Ok(self.child)
@@ -66,11 +72,17 @@ fn interpreter(lang: Lang) -> (&'static str, &'static [&'static str]) {
     }
 }
 
-/// Starts the interpreter of `lang` on `file`; a session's bash (`session`) in the
-/// working directory and with the exported variables of its previous run.
-pub(crate) fn cold(lang: Lang, file: &Path, session: bool) -> io::Result<Child> {
+/// Starts the interpreter of `lang` on `file`, with `python_paths` ahead of the package
+/// set on Python's import path; a session's bash (`session`) in the working directory
+/// and with the exported variables of its previous run.
+pub(crate) fn cold(
+    lang: Lang,
+    file: &Path,
+    session: bool,
+    python_paths: &[String],
+) -> io::Result<Child> {
     let (program, options) = interpreter(lang);
-    let mut cmd = command(program);
+    let mut cmd = command(program, python_paths);
     cmd.args(options);
     if session && lang == Lang::Bash {
         cmd.args(["-c", BASH_SESSION, "bash"]);
@@ -86,8 +98,8 @@ pub(crate) fn cold(lang: Lang, file: &Path, session: bool) -> io::Result<Child> 
 }
 
 /// Starts a loader for `lang`, if the language has one (bash starts in a millisecond
-/// and has none).
-pub fn prepare(lang: Lang) -> io::Result<Option<Prepared>> {
+/// and has none); a Python one imports `warm_imports` while it waits.
+pub fn prepare(lang: Lang, warm_imports: &[String]) -> io::Result<Option<Prepared>> {
     let loader = match lang {
         Lang::Bash => return Ok(None),
         Lang::Python => ["-c", PYTHON_LOADER],
@@ -96,8 +108,11 @@ pub fn prepare(lang: Lang) -> io::Result<Option<Prepared>> {
     let (program, options) = interpreter(lang);
     let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (done_read, done_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let mut cmd = command(program);
+    let mut cmd = command(program, &[]);
     cmd.args(options).args(loader);
+    if lang == Lang::Python && !warm_imports.is_empty() {
+        cmd.arg(warm_imports.join(","));
+    }
     let (go_raw, done_raw) = (go_read.as_raw_fd(), done_write.as_raw_fd());
     let user = program_user();
     // SAFETY: between fork and exec the child makes only async-signal-safe calls, and
@@ -142,7 +157,10 @@ fn give(pairs: &[(i32, i32); 2]) -> io::Result<()> {
     Ok(())
 }
 
-fn command(program: &str) -> Command {
+/// The interpreter's command, with the program's environment: the package set's
+/// Python folder (after `python_paths`) on `PYTHONPATH`, and matplotlib's backend that
+/// turns figures into images in `outputs/` where the set has it.
+fn command(program: &str, python_paths: &[String]) -> Command {
     let mut cmd = Command::new(program);
     cmd.env_clear()
         .env("PATH", PATH)
@@ -154,6 +172,17 @@ fn command(program: &str) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    let packages = Path::new(PACKAGES).join("python");
+    let mut path: Vec<&str> = python_paths.iter().map(String::as_str).collect();
+    if packages.is_dir() {
+        path.extend(packages.to_str());
+    }
+    if !path.is_empty() {
+        cmd.env("PYTHONPATH", path.join(":"));
+    }
+    if packages.join(PLOTS_MODULE_FILE).is_file() {
+        cmd.env("MPLBACKEND", PLOTS_BACKEND);
+    }
     cmd
 }
 

@@ -8,6 +8,18 @@ pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub const HOME: &str = "/home/sandbox";
 /// The sandbox user's id inside a sandbox: the user programs run as.
 pub const SANDBOX_UID: u32 = 1000;
+/// Where the package set is shown, read-only: `python/` (on `PYTHONPATH`) and
+/// `node/node_modules/` (found by Node from [`NODE_MODULES`]).
+pub const PACKAGES: &str = "/opt/packages";
+/// Where a VM image holds the package set (the image builder copies the runner's
+/// current set there); the guest's jail shows it at [`PACKAGES`], as on a host.
+pub const IMAGE_PACKAGES: &str = "/var/lib/sandbox-packages";
+/// A link at the root to the package set's `node_modules`, where Node's module
+/// resolution (CommonJS and ES modules alike) looks last.
+pub const NODE_MODULES: &str = "/node_modules";
+/// Where a program's inline dependencies are mounted, read-only, each set in a
+/// folder of its own (`DEPS/<key>/python`).
+pub const DEPS: &str = "/opt/deps";
 
 /// The generated files of `/etc`: name and content. Users: root, the sandbox user (the
 /// one programs run as) and nobody; host names for loopback only; no DNS server.

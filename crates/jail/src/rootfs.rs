@@ -17,7 +17,7 @@
 //!   `/etc`, a new `/proc` with the host-wide information files masked, a minimal
 //!   `/dev`, and size-capped `/tmp` and home.
 
-use crate::layout::{self, HOME, SANDBOX_UID};
+use crate::layout::{self, DEPS, HOME, NODE_MODULES, PACKAGES, SANDBOX_UID};
 use crate::setup::{JailError, JailSpec};
 use nix::mount::{mount, MsFlags};
 use nix::sys::stat::{mknod, Mode, SFlag};
@@ -140,10 +140,10 @@ impl Stage {
         Ok(stage)
     }
 
-    /// In the current mount namespace, made private: the staging tmpfs on `dir`, with
-    /// its folders and the empty file.
+    /// In the current mount namespace, its mounts made slaves: the staging tmpfs on
+    /// `dir`, with its folders and the empty file.
     fn mount(dir: &Path) -> Result<Stage, JailError> {
-        make_mounts_private()?;
+        make_mounts_slaves()?;
         // Not nodev: the device nodes made here must open from inside the sandbox.
         let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
         mount_at(
@@ -202,10 +202,16 @@ fn make_device(name: &str, path: &Path) -> Result<(), JailError> {
 /// the stage's root mount point.
 pub fn build_root(spec: &JailSpec, stage: &Stage) -> Result<(), JailError> {
     let root = stage.root();
-    make_mounts_private()?;
+    make_mounts_slaves()?;
     mount_tmpfs(&root, "size=4m,nr_inodes=4096,mode=0755", MsFlags::empty())?;
     for dir in SYSTEM_DIRS {
         share_system_path(&root, Path::new(dir), stage)?;
+    }
+    if let Some(packages) = &spec.packages {
+        share_packages(&root, packages, stage)?;
+    }
+    if let Some(deps) = &spec.deps {
+        bind_deps(&root, deps)?;
     }
     make_dir(&root.join("etc"), 0o755)?;
     write_etc(&root)?;
@@ -263,6 +269,35 @@ fn overlay(lower: &Path, target: &Path, stage: &Stage) -> Result<(), JailError> 
         flags,
         Some(&options),
     )
+}
+
+/// The package set, read-only at [`PACKAGES`], and the link Node finds it by.
+fn share_packages(root: &Path, packages: &Path, stage: &Stage) -> Result<(), JailError> {
+    let target = under(root, PACKAGES);
+    make_dir(&target, 0o755)?;
+    overlay(packages, &target, stage)?;
+    let link = under(root, NODE_MODULES);
+    let to = format!("{PACKAGES}/node/node_modules");
+    symlink(&to, &link).map_err(|source| prepare(&link, source))
+}
+
+/// The runner's folder for this sandbox's inline dependencies at [`DEPS`]: a slave of
+/// the runner's shared mount (this namespace's mounts are all slaves, see
+/// [`make_mounts_slaves`]), so that a set the runner mounts there later shows here.
+/// Read-only, so that not even a mount point can be made in it from inside.
+fn bind_deps(root: &Path, deps: &Path) -> Result<(), JailError> {
+    let target = under(root, DEPS);
+    make_dir(&target, 0o755)?;
+    mount_at(Some(deps), &target, None, MsFlags::MS_BIND, None)?;
+    remount(
+        &target,
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+    )
+}
+
+/// `path` (absolute, as the sandbox sees it) below the new root.
+fn under(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
 }
 
 /// Debian's Python reads its site configuration from /etc/python3 and /etc/python3.X.
@@ -379,14 +414,17 @@ fn build_dev(root: &Path, stage: &Stage) -> Result<(), JailError> {
     )
 }
 
-/// Every mount of the current mount namespace made private: nothing mounted here
-/// propagates to another namespace, nor from one.
-fn make_mounts_private() -> Result<(), JailError> {
+/// Every mount of the current mount namespace made a slave: nothing mounted here
+/// propagates to another namespace; what the host mounts below a shared mount of its
+/// own still shows here. Of that, the sandbox keeps after `pivot_root` only what was
+/// bound into its tree from such a mount: [`JailSpec::deps`]. Every mount the jail
+/// makes anew (tmpfs, overlays, proc) is private, as a new mount below a slave is.
+fn make_mounts_slaves() -> Result<(), JailError> {
     mount_at(
         None::<&str>,
         Path::new("/"),
         None,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
         None,
     )
 }

@@ -117,6 +117,15 @@ pub struct JailSpec {
     pub nofile: u64,
     /// Largest file a process may write, in bytes.
     pub fsize_bytes: u64,
+    /// A host folder of installed packages (a package set), shown read-only at
+    /// [`PACKAGES`](crate::layout::PACKAGES) through an overlay of its own.
+    #[serde(default)]
+    pub packages: Option<PathBuf>,
+    /// A host folder, below a shared mount, bound at [`DEPS`](crate::layout::DEPS) as a
+    /// slave of that mount: what the runner mounts in it later (a program's inline
+    /// dependencies, read-only) appears in the sandbox, and nothing goes the other way.
+    #[serde(default)]
+    pub deps: Option<PathBuf>,
 }
 
 /// A jail step that failed.

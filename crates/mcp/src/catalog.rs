@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use rmcp::model::Tool;
-use sandbox_protocol::api::Limits;
+use sandbox_protocol::api::{Limits, Packages};
 use sandbox_protocol::Lang;
 
 use crate::sandbox_tools::SandboxTool;
@@ -20,6 +20,7 @@ pub const REFRESH: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Catalog {
     limits: Limits,
+    packages: Packages,
     default_timeout_ms: u64,
     tools: Vec<Tool>,
 }
@@ -29,6 +30,16 @@ impl Catalog {
     /// that give none (`SANDBOX_TIMEOUT_MS`), the runner's when `None`. No tools at all
     /// when execution is turned off.
     pub fn new(limits: Limits, default_timeout: Option<Duration>, exec_enabled: bool) -> Self {
+        Self::with_packages(limits, Packages::default(), default_timeout, exec_enabled)
+    }
+
+    /// As [`new`](Self::new), the run tools also naming what programs can import.
+    pub fn with_packages(
+        limits: Limits,
+        packages: Packages,
+        default_timeout: Option<Duration>,
+        exec_enabled: bool,
+    ) -> Self {
         let default_timeout_ms = match default_timeout {
             Some(own) => (own.as_millis() as u64).min(limits.max_timeout_ms),
             None => limits.default_timeout_ms,
@@ -36,7 +47,7 @@ impl Catalog {
         let tools = if exec_enabled {
             let run = Lang::ALL
                 .into_iter()
-                .map(|lang| tools::definition(lang, &limits, default_timeout_ms));
+                .map(|lang| tools::definition(lang, &limits, &packages, default_timeout_ms));
             let sandbox = SandboxTool::ALL.map(|tool| tool.definition(&limits));
             run.chain(sandbox).collect()
         } else {
@@ -44,6 +55,7 @@ impl Catalog {
         };
         Catalog {
             limits,
+            packages,
             default_timeout_ms,
             tools,
         }
@@ -52,6 +64,11 @@ impl Catalog {
     /// The limits the tools were written from.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The packages the run tools name.
+    pub fn packages(&self) -> &Packages {
+        &self.packages
     }
 
     /// The timeout of a call that gives none, in milliseconds.

@@ -37,6 +37,7 @@ pub mod config;
 pub mod embedded;
 pub mod handle;
 pub mod health;
+pub mod installed;
 pub mod listen;
 pub mod outputs;
 pub mod report;

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
-use sandbox_protocol::api::Limits;
+use sandbox_protocol::api::{Limits, Packages};
 use sandbox_protocol::Lang;
 use serde_json::{json, Value};
 
+use crate::installed;
 use crate::sandbox_tools::SandboxTool;
 
 /// What a tool name stands for.
@@ -238,7 +239,12 @@ pub(crate) fn error_schema(description: &str) -> Value {
 }
 
 /// The definition of one tool as `tools/list` shows it, for a runner with `limits`.
-pub fn definition(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> Tool {
+pub fn definition(
+    lang: Lang,
+    limits: &Limits,
+    packages: &Packages,
+    default_timeout_ms: u64,
+) -> Tool {
     let (title, _) = what_runs(lang);
     let annotations = ToolAnnotations::with_title(title)
         .read_only(false)
@@ -247,7 +253,7 @@ pub fn definition(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> Tool 
         .open_world(false);
     let mut tool = Tool::new(
         tool_name(lang),
-        description(lang, limits, default_timeout_ms),
+        description(lang, limits, default_timeout_ms) + &installed::describe(lang, packages),
         input_schema(lang, limits, default_timeout_ms),
     );
     tool.title = Some(title.to_owned());
@@ -435,7 +441,12 @@ mod tests {
 
     #[test]
     fn definitions_say_what_a_model_gets() {
-        let tool = definition(Lang::Python, &Limits::default(), DEFAULT);
+        let tool = definition(
+            Lang::Python,
+            &Limits::default(),
+            &Packages::default(),
+            DEFAULT,
+        );
         let text = tool.description.as_deref().unwrap_or_default();
         for needle in [
             "fresh",

@@ -48,6 +48,10 @@ pub struct Job {
     /// answer, within these caps; absent: collect none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<OutputCaps>,
+    /// Folders put on a Python program's import path ahead of the package set: the
+    /// inline dependencies its PEP 723 block declared, mounted read-only for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub python_paths: Vec<String>,
 }
 
 /// How much of `outputs/` a job's answer may carry.
@@ -64,11 +68,15 @@ pub struct OutputCaps {
 
 /// Asks the agent to start the interpreter of `prepare` ahead of the job, so that a job in
 /// that language pays no interpreter start-up. A job in another language still runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Prepare {
     /// The language whose interpreter to start.
     pub prepare: Lang,
+    /// Modules a Python interpreter imports while it waits (warm imports), so that the
+    /// program's own imports of them cost nothing; one that fails to import is skipped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warm_imports: Vec<String>,
 }
 
 /// Tells the agent of a VM that it is about to be snapshotted (see the module docs).
@@ -264,7 +272,8 @@ mod tests {
         assert_eq!(
             decode(r#"{"prepare":"python"}"#),
             RunnerMessage::Prepare(Prepare {
-                prepare: Lang::Python
+                prepare: Lang::Python,
+                warm_imports: Vec::new(),
             })
         );
         assert_eq!(
@@ -286,6 +295,7 @@ mod tests {
             stderr_cap: 10,
             session: false,
             outputs: None,
+            python_paths: Vec::new(),
         };
         let text = serde_json::to_string(&RunnerMessage::Job(job.clone())).unwrap();
         assert_eq!(decode(&text), RunnerMessage::Job(job));

@@ -179,6 +179,39 @@ pub struct Health {
     /// The most sessions open at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sessions: Option<usize>,
+    /// What programs can import (absent from runners older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages: Option<Packages>,
+}
+
+/// The packages a runner's sandboxes have, beyond each language's standard library.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Packages {
+    /// The package set's key (absent: no set is installed, only standard libraries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Python packages, importable by every Python program.
+    #[serde(default)]
+    pub python: Vec<PackageVersion>,
+    /// npm packages, which `require` and `import` find.
+    #[serde(default)]
+    pub node: Vec<PackageVersion>,
+    /// Modules warm Python interpreters have imported before the program starts.
+    #[serde(default)]
+    pub warm_imports: Vec<String>,
+    /// Whether a Python program may declare more in a PEP 723 `# /// script` block.
+    #[serde(default)]
+    pub inline_dependencies: bool,
+}
+
+/// One installed package.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageVersion {
+    /// Its name, as its index spells it.
+    pub name: String,
+    /// Its version.
+    pub version: String,
 }
 
 /// The body of `POST /sessions` (`{}` or empty takes the runner's defaults).

@@ -86,6 +86,7 @@ mod tests {
             stderr_cap: 2,
             session: false,
             outputs: None,
+            python_paths: Vec::new(),
         };
         let bytes = encode(&job).unwrap();
         let back: Job = read(&mut bytes.as_slice()).unwrap().unwrap();

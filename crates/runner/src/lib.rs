@@ -15,10 +15,12 @@
 pub mod auth;
 pub mod backend;
 pub mod config;
+pub mod deps;
 pub mod http;
 pub mod metrics;
 pub mod multicall;
 pub mod oneshot;
+pub mod packages_cli;
 pub mod pool;
 pub mod server;
 pub mod session;

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use sandbox_image::build::ImageCommand;
 use sandbox_runner::config::ServeArgs;
 use sandbox_runner::oneshot::RunArgs;
+use sandbox_runner::packages_cli::PackagesCommand;
 use sandbox_runner::server;
 use std::process::ExitCode;
 
@@ -29,6 +30,9 @@ enum Command {
     /// Build the kernel and images VM sandboxes boot.
     #[command(subcommand)]
     Image(ImageCommand),
+    /// Build the package set sandboxes see (no network inside: it is installed here).
+    #[command(subcommand)]
+    Packages(PackagesCommand),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +64,9 @@ fn main() -> ExitCode {
         Command::Image(command) => sandbox_image::build::main(command)
             .map(|()| 0)
             .map_err(anyhow::Error::from),
+        Command::Packages(command) => runtime
+            .block_on(sandbox_runner::packages_cli::main(command))
+            .map(|()| 0),
     };
     match result {
         Ok(code) => exit_code(code),

@@ -76,7 +76,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
         });
     }
     let backend = make_backend(&config, 1)?;
-    let mut sandbox = match backend.create(None).await {
+    let mut sandbox = match backend.create(None, false).await {
         Ok(sandbox) => sandbox,
         Err(e) => {
             backend.shutdown();
@@ -91,6 +91,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
         stderr_cap: config.output_cap_bytes,
         session: false,
         outputs: None,
+        python_paths: Vec::new(),
     };
     let outcome = sandbox.run(job).await;
     sandbox.destroy().await;

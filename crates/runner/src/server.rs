@@ -30,10 +30,10 @@ pub enum ServeError {
 /// Makes the backend a configuration names, for up to `sandboxes` at once.
 pub fn make_backend(config: &SandboxConfig, sandboxes: usize) -> Result<Backend, BackendError> {
     match &config.backend {
-        BackendConfig::Process(process) => Ok(Backend::Process(ProcessBackend::new(
+        BackendConfig::Process(process) => Ok(Backend::Process(Box::new(ProcessBackend::new(
             process.clone(),
             sandboxes,
-        )?)),
+        )?))),
         BackendConfig::Vm(vm) => Ok(Backend::Vm(Box::new(VmBackend::new(vm.clone())?))),
     }
 }

@@ -202,6 +202,7 @@ async fn a_full_pool_and_queue_answer_429_and_503_with_retry_after() {
             "--queue-timeout-ms".into(),
             "300".into(),
         ],
+        env: Vec::new(),
     });
     let slow = json!({"lang": "bash", "code": "sleep 2"}).to_string();
     let send = || {
@@ -235,6 +236,7 @@ async fn fifty_concurrent_requests_against_a_pool_of_four_all_end() {
     let runner = Runner::with(Options {
         pool_size: 4,
         extra: vec!["--queue-size".into(), "16".into()],
+        env: Vec::new(),
     });
     let requests = (0..50).map(|i| {
         let runner = &runner;

@@ -35,7 +35,9 @@ fn path_and_rest(out: &serde_json::Value) -> (bool, String) {
 #[tokio::test]
 async fn prepared_and_cold_interpreters_behave_the_same() {
     // One sandbox at a time: the first is prepared for python, and each replacement is
-    // prepared for the language of the run it replaces.
+    // prepared for the language of the run it replaces. The environment names the
+    // package set (PYTHONPATH) and its matplotlib backend (MPLBACKEND).
+    common::require_packages();
     let runner = Runner::with(Options {
         pool_size: 1,
         ..Default::default()
@@ -55,7 +57,7 @@ async fn prepared_and_cold_interpreters_behave_the_same() {
     assert_eq!(
         a_rest,
         "__main__ ['/home/sandbox/main.py'] /home/sandbox /home/sandbox/main.py /home/sandbox \
-         ['HOME', 'LANG', 'PATH', 'TMPDIR', 'USER']"
+         ['HOME', 'LANG', 'MPLBACKEND', 'PATH', 'PYTHONPATH', 'TMPDIR', 'USER']"
     );
     assert_eq!(stderr(&py_prepared), stderr(&py_cold));
     assert!(stderr(&py_cold).starts_with("to stderr\nTraceback (most recent call last):\n  File \"/home/sandbox/main.py\", line 8, in <module>\n"), "{py_cold}");

@@ -126,6 +126,7 @@ async fn sigterm_kills_runs_that_outlast_the_grace_period() {
     let runner = Runner::with(common::Options {
         pool_size: 2,
         extra: vec!["--shutdown-grace-ms".into(), "300".into()],
+        env: Vec::new(),
     });
     let marker = format!("6{}.271", std::process::id());
     let body = json!({"lang": "bash", "code": format!("sleep {marker}")});

@@ -12,6 +12,7 @@ fn runner_with(flags: &[&str]) -> Runner {
     Runner::with(common::Options {
         pool_size: 1,
         extra: flags.iter().map(|f| f.to_string()).collect(),
+        env: Vec::new(),
     })
 }
 

@@ -61,10 +61,11 @@ async fn host_secrets_and_the_token_are_invisible() {
     let env = runner
         .run("python", "import os; print(sorted(os.environ))")
         .await;
+    common::require_packages();
     assert_eq!(
         stdout(&env).trim(),
-        "['HOME', 'LANG', 'PATH', 'TMPDIR', 'USER']",
-        "the program's environment is fixed"
+        "['HOME', 'LANG', 'MPLBACKEND', 'PATH', 'PYTHONPATH', 'TMPDIR', 'USER']",
+        "the program's environment is fixed (the package set's path and plots backend)"
     );
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }

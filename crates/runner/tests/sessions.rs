@@ -26,14 +26,22 @@ fn one_sandbox_runner() -> Runner {
 const SLEEPERS: &str = "for i in $(seq 50); do ps -eo comm | grep -q '^sleep$' && break; \
                         sleep 0.1; done; ps -eo comm | grep -c '^sleep$'";
 
-/// Waits until a background process with `marker` in its command line runs on the host
-/// (a program's `cmd &` may not have executed yet when its run answers).
+/// Bash that starts `sleep SECONDS` in the background and returns once it runs as
+/// `sleep` (a session is stopped when its run answers: a child stopped before its exec
+/// would show on the host as the bash that forked it).
+fn background_sleep(seconds: u32) -> String {
+    format!("sleep {seconds} & until grep -qs {seconds} /proc/$!/cmdline; do sleep 0.02; done")
+}
+
+/// Waits until a background process with `marker` in its command line shows on the host
+/// (the host's view of /proc may lag the sandbox's).
 async fn wait_for_process(marker: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while host_processes_with(marker).len() != 1 {
         assert!(
             Instant::now() < deadline,
-            "no single {marker:?} on the host"
+            "no single {marker:?} on the host: {:?}",
+            host_processes_with(marker)
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -188,7 +196,7 @@ async fn a_session_stays_usable_after_running_out_of_memory() {
 async fn delete_ends_everything_and_unknown_ids_get_404() {
     let runner = one_sandbox_runner();
     let id = runner.open_session(json!({})).await;
-    runner.ok_in(&id, "bash", "sleep 3217 &").await;
+    runner.ok_in(&id, "bash", &background_sleep(3217)).await;
     wait_for_process("sleep 3217").await;
     let (status, body) = runner
         .request("DELETE", &format!("/sessions/{id}"), None)
@@ -245,6 +253,7 @@ async fn the_number_of_sessions_is_capped_and_bad_requests_are_refused() {
     let runner = Runner::with(Options {
         pool_size: 1,
         extra: vec!["--max-sandbox-sessions".into(), "2".into()],
+        env: Vec::new(),
     });
     runner.open_session(json!({})).await;
     runner.open_session(json!({})).await;
@@ -277,7 +286,7 @@ async fn the_number_of_sessions_is_capped_and_bad_requests_are_refused() {
 async fn a_killed_runner_leaves_no_session_behind() {
     let runner = one_sandbox_runner();
     let id = runner.open_session(json!({})).await;
-    runner.ok_in(&id, "bash", "sleep 3218 &").await;
+    runner.ok_in(&id, "bash", &background_sleep(3218)).await;
     wait_for_process("sleep 3218").await;
     runner.kill();
     // The next runner removes what the killed one left (its cgroups, and so the
@@ -440,6 +449,7 @@ async fn files_over_the_cap_get_413() {
     let runner = Runner::with(Options {
         pool_size: 1,
         extra: vec!["--file-cap-bytes".into(), "1000".into()],
+        env: Vec::new(),
     });
     let id = runner.open_session(json!({})).await;
     assert_eq!(put(&runner, &id, "ok", vec![1; 1000]).await.0, 204);

@@ -61,7 +61,11 @@ fn vm_runner(pool_size: usize, state: &Path) -> Runner {
     // A request may wait for a VM to boot (seconds under TCG).
     extra.push("--queue-timeout-ms".into());
     extra.push("120000".into());
-    Runner::with(Options { pool_size, extra })
+    Runner::with(Options {
+        pool_size,
+        extra,
+        env: Vec::new(),
+    })
 }
 
 /// QEMU processes of the runner with this state folder.
@@ -463,6 +467,7 @@ fn firecracker_runner(pool_size: usize, state: &Path, extra: &[&str]) -> Runner 
     Runner::with(Options {
         pool_size,
         extra: args,
+        env: Vec::new(),
     })
 }
 

@@ -14,11 +14,10 @@
 use super::{InitError, Settings};
 use crate::Worker;
 use sandbox_jail::cgroup::{Cgroup, CgroupLimits, Hierarchy};
-use sandbox_jail::layout::SANDBOX_UID;
+use sandbox_jail::layout::{IMAGE_PACKAGES, SANDBOX_UID};
 use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, Prepare, RunnerMessage};
 use sandbox_protocol::frame;
-use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -75,6 +74,12 @@ impl Jailed {
             nofile: NOFILE,
             // Above the tmpfs size, so that filling /tmp ends in ENOSPC, not SIGXFSZ.
             fsize_bytes: tmpfs_bytes.saturating_mul(2),
+            packages: Path::new(IMAGE_PACKAGES)
+                .is_dir()
+                .then(|| IMAGE_PACKAGES.into()),
+            // Inline dependencies are resolved on the runner's host, which cannot mount
+            // into a guest: the runner refuses them for VM sandboxes.
+            deps: None,
         };
         // The jail is never waited for: the VM ends with its job.
         let mut channel = spawn_jail(&spec)?;
@@ -109,8 +114,8 @@ impl Jailed {
 }
 
 impl Worker for Jailed {
-    fn prepare(&mut self, lang: Lang) -> Result<(), String> {
-        self.send(&RunnerMessage::Prepare(Prepare { prepare: lang }))?;
+    fn prepare(&mut self, request: &Prepare) -> Result<(), String> {
+        self.send(&RunnerMessage::Prepare(request.clone()))?;
         match self.answer()? {
             AgentMessage::Ready => Ok(()),
             AgentMessage::Failed { message } => Err(message),

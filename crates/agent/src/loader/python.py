@@ -3,7 +3,8 @@
 # MODULES (optional, comma-separated) are imported before the request, so that a
 # program's `import pandas` costs nothing: silently (the program's output is its own),
 # without the working directory on sys.path (no file of the sandbox runs before its
-# request), skipping any that is missing or fails; they are in sys.modules, not in the
+# request), skipping any that is missing or fails, and stopping as soon as a request
+# waits (the program then imports what it needs); they are in sys.modules, not in the
 # program's globals. "paths" go into sys.path right after sys.path[0] (a session keeps
 # them for its later runs).
 # One-shot (session false): runs the program as `python3 PATH` would (__main__, sys.argv,
@@ -35,8 +36,12 @@ def _sandbox_loader():
             os.dup2(null, fd)
         os.close(null)
         cwd = sys.path.pop(0) if sys.path[:1] == [""] else None
+        import select
         try:
             for name in names:
+                # A request waiting: the program goes first; it imports what it needs.
+                if select.select([3], [], [], 0)[0]:
+                    break
                 try:
                     importlib.import_module(name)
                 except BaseException:

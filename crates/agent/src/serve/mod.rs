@@ -5,17 +5,18 @@
 //! sandbox it made.
 
 use crate::{prepare, AgentError, JobError, Kept};
-use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome, Reseed, RunnerMessage};
+use sandbox_protocol::agent::{
+    AgentMessage, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage,
+};
 use sandbox_protocol::frame;
-use sandbox_protocol::Lang;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 
 /// What serves the exchange's requests: starts an interpreter ahead of the job, runs
 /// the job.
 pub trait Worker {
-    /// Starts the interpreter of `lang` ahead of the job; on failure, why.
-    fn prepare(&mut self, lang: Lang) -> Result<(), String>;
+    /// Starts the interpreter the request names ahead of the job; on failure, why.
+    fn prepare(&mut self, request: &Prepare) -> Result<(), String>;
     /// Runs the job to its end; the answer is Done or Failed.
     fn run(&mut self, job: &Job) -> AgentMessage;
     /// Does a session's file operation; the answer is Stored, File, Files or FileFailed.
@@ -46,9 +47,10 @@ impl<F> Worker for Local<F>
 where
     F: FnMut(&Job, &mut Kept) -> Result<JobOutcome, JobError>,
 {
-    fn prepare(&mut self, lang: Lang) -> Result<(), String> {
-        let interpreter =
-            prepare(lang).map_err(|e| format!("starting the {lang} interpreter: {e}"))?;
+    fn prepare(&mut self, request: &Prepare) -> Result<(), String> {
+        let lang = request.prepare;
+        let interpreter = prepare(lang, &request.warm_imports)
+            .map_err(|e| format!("starting the {lang} interpreter: {e}"))?;
         self.kept.prepared(interpreter);
         Ok(())
     }
@@ -221,7 +223,7 @@ fn await_job<C: Read + Write, W: Worker>(
                 fail(channel, "a second Prepare".into())?;
                 return Ok(Next::Closed);
             }
-            Some(RunnerMessage::Prepare(p)) => match worker.prepare(p.prepare) {
+            Some(RunnerMessage::Prepare(p)) => match worker.prepare(&p) {
                 Ok(()) => {
                     *started = true;
                     frame::write(channel, &AgentMessage::Ready)?;

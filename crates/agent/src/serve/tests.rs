@@ -3,6 +3,7 @@
 
 use super::*;
 use sandbox_protocol::agent::Snapshot;
+use sandbox_protocol::Lang;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 
@@ -37,6 +38,7 @@ fn job() -> Job {
         stderr_cap: 100,
         session: false,
         outputs: None,
+        python_paths: Vec::new(),
     }
 }
 

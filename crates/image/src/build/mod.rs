@@ -21,11 +21,13 @@
 //! - `vmlinux.rs`: the ELF kernel taken out of the bzImage;
 //! - `cpio.rs`: the initramfs archive;
 //! - `rootfs.rs`: the root file system's files, staged and written as ext4;
+//! - `packages.rs`: the runner's package set, copied into the root;
 //! - `cache.rs`: pruning the cache.
 
 mod cache;
 mod cpio;
 mod kernel;
+mod packages;
 mod rootfs;
 mod vmlinux;
 
@@ -60,6 +62,14 @@ pub struct BuildArgs {
     /// The Debian kernel package (a meta package is followed to its kernel).
     #[arg(long, default_value = "linux-image-cloud-amd64")]
     pub kernel_package: String,
+    /// The package store whose current set the image includes (none built: the
+    /// image's Python and Node have their standard libraries only).
+    #[arg(
+        long,
+        env = "RUNNER_PACKAGES_DIR",
+        default_value = "/var/lib/sandbox-runner/packages"
+    )]
+    pub packages_dir: PathBuf,
 }
 
 /// `sandbox-runner image prune` settings.
@@ -158,12 +168,13 @@ pub fn build(args: &BuildArgs) -> Result<PathBuf, ImageError> {
     let agent = agent_binary(args)?;
     progress(3, "root file system: listing files");
     let manifest = rootfs::Manifest::collect()?;
-    let key = cache_key(&kernel.package_file, &agent, &manifest);
+    let packages = packages::PackageSet::current(&args.packages_dir)?;
+    let key = cache_key(&kernel.package_file, &agent, &manifest, packages.as_ref());
     let dir = args.out.join(&key);
     if dir.join(INFO_FILE).exists() {
         eprintln!("image: cached, inputs unchanged");
     } else {
-        make(&dir, &kernel, &agent, &manifest)?;
+        make(&dir, &kernel, &agent, &manifest, packages.as_ref())?;
         let info = ImageInfo {
             key: key.clone(),
             kernel_package: kernel.package_file.clone(),
@@ -202,6 +213,7 @@ fn make(
     kernel: &kernel::Kernel,
     agent: &[u8],
     manifest: &rootfs::Manifest,
+    packages: Option<&packages::PackageSet>,
 ) -> Result<(), ImageError> {
     let work = dir.with_extension("partial");
     if work.exists() {
@@ -228,12 +240,19 @@ fn make(
     );
     let root = work.join("root");
     rootfs::stage(manifest, &root)?;
-    rootfs::make_image(
-        &root,
-        manifest.bytes(),
-        manifest.files.len(),
-        &work.join(ROOTFS_FILE),
-    )?;
+    let (mut bytes, mut files) = (manifest.bytes(), manifest.files.len());
+    if let Some(set) = packages {
+        eprintln!(
+            "image: package set {} ({} MiB, {} entries)",
+            set.key,
+            set.bytes >> 20,
+            set.entries
+        );
+        set.stage(&root)?;
+        bytes += set.bytes;
+        files += set.entries;
+    }
+    rootfs::make_image(&root, bytes, files, &work.join(ROOTFS_FILE))?;
     remove(&root)?;
     fs::rename(&work, dir).map_err(|e| ImageError::io("renaming into place", &work, e))
 }
@@ -346,8 +365,14 @@ fn is_static_elf(bytes: &[u8]) -> bool {
     })
 }
 
-fn cache_key(kernel_package: &str, agent: &[u8], manifest: &rootfs::Manifest) -> String {
+fn cache_key(
+    kernel_package: &str,
+    agent: &[u8],
+    manifest: &rootfs::Manifest,
+    packages: Option<&packages::PackageSet>,
+) -> String {
     let mut hasher = DefaultHasher::new();
+    packages.map(|set| &set.key).hash(&mut hasher);
     BUILDER_VERSION.hash(&mut hasher);
     kernel_package.hash(&mut hasher);
     kernel::MODULES.hash(&mut hasher);

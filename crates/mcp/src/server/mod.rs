@@ -164,9 +164,9 @@ impl SandboxServer {
         let Some(runner) = &self.shared.runner else {
             return false;
         };
-        let limits = match runner.health().await {
+        let (limits, packages) = match runner.health().await {
             Ok(health) => match health.limits {
-                Some(limits) => limits,
+                Some(limits) => (limits, health.packages.unwrap_or_default()),
                 None => return false, // an older runner: its defaults stand
             },
             Err(error) => {
@@ -174,10 +174,12 @@ impl SandboxServer {
                 return false;
             }
         };
-        if self.catalog().limits() != &limits {
-            tracing::info!(?limits, "the runner's limits: the tools describe these");
-            let catalog = Catalog::new(
+        let catalog = self.catalog();
+        if catalog.limits() != &limits || catalog.packages() != &packages {
+            tracing::info!(?limits, packages = ?packages.key, "the runner's limits and packages: the tools describe these");
+            let catalog = Catalog::with_packages(
                 limits,
+                packages,
                 self.shared.default_timeout,
                 self.shared.exec_enabled,
             );

@@ -69,12 +69,22 @@ pub async fn expect_ready<R: AsyncRead + Unpin>(r: &mut R) -> Result<(), Channel
     }
 }
 
-/// Asks the agent to start the interpreter of `lang`, and waits until it has.
+/// Asks the agent to start the interpreter of `lang` (a Python one with `warm_imports`
+/// imported), and waits until it has.
 pub async fn prepare<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     lang: Lang,
+    warm_imports: &[String],
 ) -> Result<(), ChannelError> {
-    send(s, &RunnerMessage::Prepare(Prepare { prepare: lang })).await?;
+    let request = Prepare {
+        prepare: lang,
+        warm_imports: if lang == Lang::Python {
+            warm_imports.to_vec()
+        } else {
+            Vec::new()
+        },
+    };
+    send(s, &RunnerMessage::Prepare(request)).await?;
     expect_ready(s).await
 }
 

@@ -30,12 +30,25 @@ pub enum BackendError {
     /// The VM backend failed.
     #[error(transparent)]
     Vm(#[from] vm::VmError),
+    /// A VM sandbox cannot be given inline dependencies (they are on the runner's host,
+    /// which cannot mount into a guest); the runner refuses them before a run.
+    #[error("a VM sandbox cannot be given inline dependencies")]
+    VmDeps,
+}
+
+/// A resolved set of inline dependencies, for a sandbox to mount before its run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DepsMount {
+    /// The set's key (its folder's name, inside and out).
+    pub key: String,
+    /// Its folder on the host.
+    pub source: std::path::PathBuf,
 }
 
 /// A backend in use.
 pub enum Backend {
     /// Linux namespaces, cgroups and seccomp around a process tree.
-    Process(process::ProcessBackend),
+    Process(Box<process::ProcessBackend>),
     /// A microVM per sandbox.
     Vm(Box<vm::VmBackend>),
 }
@@ -58,10 +71,11 @@ impl Backend {
     }
 
     /// Makes a sandbox and waits until its agent is ready, with the interpreter of
-    /// `prepare` started ahead when one is given.
-    pub async fn create(&self, prepare: Option<Lang>) -> Result<Sandbox, BackendError> {
+    /// `prepare` started ahead when one is given; with `warm`, a Python one imports the
+    /// warm imports while it waits (a VM's always does: its boot takes longer).
+    pub async fn create(&self, prepare: Option<Lang>, warm: bool) -> Result<Sandbox, BackendError> {
         match self {
-            Backend::Process(b) => Ok(Sandbox::Process(b.create(prepare).await?)),
+            Backend::Process(b) => Ok(Sandbox::Process(b.create(prepare, warm).await?)),
             Backend::Vm(b) => Ok(Sandbox::Vm(b.create(prepare).await?)),
         }
     }
@@ -91,6 +105,15 @@ impl Sandbox {
         match self {
             Sandbox::Process(s) => Ok(s.run(job).await?),
             Sandbox::Vm(s) => Ok(s.run(job).await?),
+        }
+    }
+
+    /// Mounts a set of inline dependencies read-only in the sandbox; the folder it
+    /// shows at inside.
+    pub async fn add_deps(&mut self, deps: &DepsMount) -> Result<String, BackendError> {
+        match self {
+            Sandbox::Process(s) => Ok(s.add_deps(&deps.key, &deps.source).await?),
+            Sandbox::Vm(_) => Err(BackendError::VmDeps),
         }
     }
 

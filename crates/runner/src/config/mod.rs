@@ -8,7 +8,9 @@ use crate::backend::vm::{AccelChoice, VmConfig, Vmm};
 use crate::pool::PoolConfig;
 use crate::session::SessionConfig;
 
+mod packages;
 mod session;
+pub use packages::{PackageArgs, DEFAULT_WARM_IMPORTS};
 use sandbox_protocol::api::{defaults, Limits};
 pub use session::SessionArgs;
 use std::fmt;
@@ -116,6 +118,9 @@ pub struct SandboxArgs {
     /// Refill the pool from a snapshot of a booted VM rather than by booting (Firecracker).
     #[arg(long, env = "RUNNER_VM_SNAPSHOTS", default_value_t = true, action = clap::ArgAction::Set)]
     pub vm_snapshots: bool,
+    /// The package set, warm imports and inline dependencies.
+    #[command(flatten)]
+    pub packages: PackageArgs,
 }
 
 /// `sandbox-runner serve` settings.
@@ -187,6 +192,9 @@ pub enum ConfigError {
     /// An empty token.
     #[error("the token must not be empty")]
     EmptyToken,
+    /// The package store could not be read.
+    #[error("RUNNER_PACKAGES_DIR: {0}")]
+    Packages(String),
     /// A value outside its range.
     #[error("{name} must be {rule}, not {value}")]
     OutOfRange {
@@ -210,6 +218,21 @@ pub struct SandboxConfig {
     pub output_cap_bytes: usize,
     /// The backend and its own settings.
     pub backend: BackendConfig,
+    /// The package set, warm imports and inline dependencies.
+    pub packages: PackagesConfig,
+}
+
+/// Validated packages' settings.
+#[derive(Debug, Clone)]
+pub struct PackagesConfig {
+    /// The package store.
+    pub store: PathBuf,
+    /// The set every sandbox sees (none: the standard library only).
+    pub set: Option<sandbox_packages::PackageSet>,
+    /// Modules a warm Python interpreter imports while it waits.
+    pub warm_imports: Vec<String>,
+    /// How inline dependencies are resolved (none: refused).
+    pub deps: Option<sandbox_packages::Policy>,
 }
 
 /// The settings of the one backend in use (the other's flags are not read into it).
@@ -342,15 +365,36 @@ impl SandboxArgs {
             "off with the vm backend (its limits are the guest's own)",
             self.unsafe_no_resource_limits,
         )?;
+        let packages = self.packages_config()?;
         let backend = match self.backend {
-            BackendKind::Process => BackendConfig::Process(self.process_config()),
-            BackendKind::Vm => BackendConfig::Vm(self.vm_config()),
+            BackendKind::Process => BackendConfig::Process(self.process_config(&packages)),
+            BackendKind::Vm => BackendConfig::Vm(self.vm_config(&packages)),
         };
         Ok(SandboxConfig {
             default_timeout: Duration::from_millis(self.default_timeout_ms),
             max_timeout: Duration::from_millis(self.max_timeout_ms),
             output_cap_bytes: self.output_cap_bytes,
             backend,
+            packages,
+        })
+    }
+
+    /// The packages' settings, with the store's current set (a VM sees the set its
+    /// image was built with).
+    fn packages_config(&self) -> Result<PackagesConfig, ConfigError> {
+        let store = &self.packages.packages_dir;
+        // A store that was never made holds no set (and is made by the first build).
+        let set = match store.join("current").symlink_metadata().is_ok() {
+            true => sandbox_packages::Store::open(store)
+                .and_then(|store| store.current())
+                .map_err(|e| ConfigError::Packages(e.to_string()))?,
+            false => None,
+        };
+        Ok(PackagesConfig {
+            store: store.clone(),
+            set,
+            warm_imports: self.packages.warm_imports()?,
+            deps: self.packages.deps_policy()?,
         })
     }
 
@@ -364,7 +408,7 @@ impl SandboxArgs {
         }
     }
 
-    fn process_config(&self) -> ProcessConfig {
+    fn process_config(&self, packages: &PackagesConfig) -> ProcessConfig {
         let mib = 1024 * 1024;
         ProcessConfig {
             cgroup_mount: self.cgroup_root.clone(),
@@ -375,6 +419,8 @@ impl SandboxArgs {
             nofile: 1024,
             create_timeout: Duration::from_secs(10),
             unsafe_no_resource_limits: self.unsafe_no_resource_limits,
+            packages: packages.set.as_ref().map(|set| set.dir.clone()),
+            warm_imports: packages.warm_imports.clone(),
         }
     }
 
@@ -383,7 +429,7 @@ impl SandboxArgs {
         self.memory_mb + self.vm_guest_overhead_mb
     }
 
-    fn vm_config(&self) -> VmConfig {
+    fn vm_config(&self, packages: &PackagesConfig) -> VmConfig {
         VmConfig {
             vmm: self.vmm,
             accel: self.accel,
@@ -401,6 +447,7 @@ impl SandboxArgs {
                 pids_max: VMM_PIDS_MAX,
             },
             tmpfs_mb: self.tmpfs_mb,
+            warm_imports: packages.warm_imports.clone(),
             boot_timeout: Duration::from_millis(self.vm_boot_timeout_ms),
             vmm_uid_base: self.id_base + VMM_UID_OFFSET,
             firecracker: FirecrackerConfig {

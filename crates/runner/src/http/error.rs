@@ -42,6 +42,9 @@ pub enum ApiError {
     /// A session operation was refused or failed.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// The program's inline dependencies were refused (nothing ran).
+    #[error(transparent)]
+    Deps(#[from] crate::deps::DepsRefusal),
 }
 
 impl ApiError {
@@ -57,6 +60,7 @@ impl ApiError {
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Session(e) => session_status_and_code(e),
+            ApiError::Deps(e) => e.status_and_code(),
         }
     }
 }

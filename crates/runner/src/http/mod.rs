@@ -6,6 +6,7 @@
 use crate::auth::{require_bearer, Token};
 use crate::backend::{Backend, RunOutcome};
 use crate::config::RunnerConfig;
+use crate::deps::InlineDeps;
 use crate::metrics::{Metrics, Outcome};
 use crate::pool::{Pool, SandboxFactory};
 use crate::session::Sessions;
@@ -43,6 +44,8 @@ pub struct AppState<B: SandboxFactory = Backend> {
     pub backend: &'static str,
     /// The sessions.
     pub sessions: Arc<Sessions<B::Sandbox>>,
+    /// How programs' inline dependencies are resolved, or why they are refused.
+    pub deps: InlineDeps,
     next_request: AtomicU64,
 }
 
@@ -51,6 +54,7 @@ impl<B: SandboxFactory> AppState<B> {
     pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str) -> Self {
         AppState {
             sessions: Arc::new(Sessions::new(config.sessions)),
+            deps: InlineDeps::new(&config.sandbox),
             config,
             pool,
             metrics: Metrics::new(),
@@ -129,6 +133,7 @@ async fn execute<B: SandboxFactory>(
 ) -> Result<RunResponse, ApiError> {
     let started = Instant::now();
     let lang = job.lang;
+    let deps = state.deps.resolve(&job).await?;
     let lease = match state.pool.acquire(lang).await {
         Ok(lease) => lease,
         Err(e) => {
@@ -142,7 +147,7 @@ async fn execute<B: SandboxFactory>(
     let (gone, client_gone) = oneshot::channel::<()>();
     let task = tokio::spawn(
         lease
-            .run(job, async move {
+            .run(job, deps, async move {
                 let _ = client_gone.await;
             })
             .in_current_span(),
@@ -232,6 +237,7 @@ fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
             total_cap: defaults::OUTPUTS_CAP_BYTES,
             max_files: defaults::OUTPUT_FILES_MAX,
         }),
+        python_paths: Vec::new(),
     })
 }
 
@@ -283,6 +289,7 @@ async fn health<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> Jso
         limits: Some(state.config.limits.clone()),
         sessions: Some(state.sessions.count()),
         max_sessions: Some(state.sessions.config().max_sessions),
+        packages: Some(state.deps.describe(&state.config.sandbox.packages)),
     })
 }
 

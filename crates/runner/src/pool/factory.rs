@@ -1,7 +1,7 @@
 //! What the pool needs of a backend, as a trait: the real backends implement it, and the
 //! pool's unit tests use a fake one, without root or real sandboxes.
 
-use crate::backend::{Backend, BackendError, RunOutcome, Sandbox};
+use crate::backend::{Backend, BackendError, DepsMount, RunOutcome, Sandbox};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::Lang;
 use std::future::Future;
@@ -17,10 +17,12 @@ pub trait SandboxFactory: Send + Sync + 'static {
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// Makes a sandbox and waits until it is ready for its job, with the interpreter of
-    /// `prepare` started ahead when one is given.
+    /// `prepare` started ahead when one is given (with `warm`, a Python one imports the
+    /// warm imports while it waits).
     fn create(
         &self,
         prepare: Option<Lang>,
+        warm: bool,
     ) -> impl Future<Output = Result<Self::Sandbox, Self::Error>> + Send;
 
     /// Kills every process of every sandbox it made (their runs end at once).
@@ -39,6 +41,28 @@ pub trait PooledSandbox: Send + 'static {
     /// is dropped before it completes): [`destroy`](Self::destroy) must follow.
     fn run(&mut self, job: Job) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send;
 
+    /// Mounts a set of inline dependencies read-only in the sandbox; the folder it
+    /// shows at inside.
+    fn add_deps(
+        &mut self,
+        deps: &DepsMount,
+    ) -> impl Future<Output = Result<String, Self::Error>> + Send;
+
+    /// Runs the job, with `deps` mounted first and put on its import path.
+    fn run_with(
+        &mut self,
+        mut job: Job,
+        deps: Option<&DepsMount>,
+    ) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send {
+        async move {
+            if let Some(deps) = deps {
+                let inside = self.add_deps(deps).await?;
+                job.python_paths.push(format!("{inside}/python"));
+            }
+            self.run(job).await
+        }
+    }
+
     /// Does a session's file operation (see [`FileRequest`]).
     fn file(
         &mut self,
@@ -56,8 +80,9 @@ impl SandboxFactory for Backend {
     fn create(
         &self,
         prepare: Option<Lang>,
+        warm: bool,
     ) -> impl Future<Output = Result<Sandbox, BackendError>> + Send {
-        Backend::create(self, prepare)
+        Backend::create(self, prepare, warm)
     }
 
     fn kill_all(&self) {
@@ -81,6 +106,13 @@ impl PooledSandbox for Sandbox {
         request: FileRequest,
     ) -> impl Future<Output = Result<AgentMessage, BackendError>> + Send {
         Sandbox::file(self, request)
+    }
+
+    fn add_deps(
+        &mut self,
+        deps: &DepsMount,
+    ) -> impl Future<Output = Result<String, BackendError>> + Send {
+        Sandbox::add_deps(self, deps)
     }
 
     fn destroy(self) -> impl Future<Output = ()> + Send {

@@ -20,7 +20,7 @@ pub(crate) mod tests;
 
 pub use factory::{PooledSandbox, SandboxFactory};
 
-use crate::backend::{Backend, RunOutcome};
+use crate::backend::{Backend, DepsMount, RunOutcome};
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::collections::VecDeque;
@@ -116,20 +116,22 @@ impl<B: SandboxFactory> Lease<B> {
         sandbox
     }
 
-    /// Runs the job, or stops it when `cancelled` completes first (`None`: the caller went
+    /// Runs the job (with its inline dependencies `deps` mounted first), or stops it when
+    /// `cancelled` completes first (`None`: the caller went
     /// away). The sandbox is destroyed after, in the background, so the answer does not
     /// wait for it (a little later when the pool has warm sandboxes to spare: see
     /// [`REFILL_DEFER`]); its slot is refilled once it is gone.
     pub async fn run(
         self,
         job: Job,
+        deps: Option<DepsMount>,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> Option<Result<RunOutcome, B::Error>> {
         let Warm {
             mut sandbox, slot, ..
         } = self.warm;
         let result = tokio::select! {
-            result = sandbox.run(job) => Some(result),
+            result = sandbox.run_with(job, deps.as_ref()) => Some(result),
             () = cancelled => {
                 tracing::info!("the caller went away: the run is stopped");
                 None
@@ -240,7 +242,7 @@ impl<B: SandboxFactory> Pool<B> {
             .try_acquire_owned()
             .expect("a new semaphore of size >= 1 has a free permit");
         let prepared = FIRST_MIX[0];
-        let sandbox = match backend.create(prepared).await {
+        let sandbox = match backend.create(prepared, true).await {
             Ok(sandbox) => sandbox,
             Err(e) => {
                 // A runner that cannot start leaves nothing behind either.
@@ -371,7 +373,10 @@ impl<B: SandboxFactory> Filler<B> {
             };
             let Ok(slot) = slot else { return };
             let prepared = self.next_preparation();
-            match self.shared.backend.create(prepared).await {
+            // Warm imports cost a second of CPU or so: not while requests wait for a
+            // sandbox (they would wait longer), only when the pool is at rest.
+            let warm = self.shared.waiting.load(Ordering::SeqCst) == 0;
+            match self.shared.backend.create(prepared, warm).await {
                 Ok(sandbox) if *self.closing.borrow() => {
                     sandbox.destroy().await;
                     return;

@@ -33,6 +33,7 @@ fn job(lang: Lang) -> Job {
         stderr_cap: 1024,
         session: false,
         outputs: None,
+        python_paths: Vec::new(),
     }
 }
 
@@ -68,7 +69,7 @@ fn request(pool: &Arc<Pool<Fake>>, lang: Lang) -> JoinHandle<Result<Lease<Fake>,
 /// Runs the job of a lease to its end.
 async fn run(lease: Lease<Fake>, lang: Lang) -> Result<RunOutcome, FakeError> {
     lease
-        .run(job(lang), pending())
+        .run(job(lang), None, pending())
         .await
         .expect("not cancelled")
 }
@@ -271,7 +272,7 @@ async fn a_run_whose_caller_left_is_stopped_and_its_sandbox_destroyed_at_once() 
     let id = lease.warm.sandbox.id;
     let t0 = Instant::now();
     let result = lease
-        .run(job(Lang::Python), tokio::time::sleep(100 * MS))
+        .run(job(Lang::Python), None, tokio::time::sleep(100 * MS))
         .await;
     assert!(result.is_none(), "a cancelled run answers nothing");
     assert_eq!(t0.elapsed(), 100 * MS);

@@ -16,7 +16,7 @@
 
 pub mod routes;
 
-use crate::backend::RunOutcome;
+use crate::backend::{DepsMount, RunOutcome};
 use crate::pool::{AcquireError, Pool, PooledSandbox, SandboxFactory};
 use sandbox_protocol::agent::{AgentMessage, FileFailure, FileRequest, Job};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
@@ -197,14 +197,19 @@ impl<S: PooledSandbox> Sessions<S> {
     /// Runs `job` in the session's sandbox. The run goes on to its end (bounded by its
     /// timeout) even if the caller goes away, so that the session's channel is never left
     /// in the middle of an exchange; the session stays busy meanwhile.
-    pub async fn run(self: &Arc<Self>, id: &str, mut job: Job) -> Result<RunOutcome, SessionError>
+    pub async fn run(
+        self: &Arc<Self>,
+        id: &str,
+        mut job: Job,
+        deps: Option<DepsMount>,
+    ) -> Result<RunOutcome, SessionError>
     where
         S::Error: std::fmt::Display + Send,
     {
         let (session, guard) = self.hold(id)?;
         job.session = true;
         let sessions = self.clone();
-        let task = tokio::spawn(async move { sessions.run_held(session, guard, job).await });
+        let task = tokio::spawn(async move { sessions.run_held(session, guard, job, deps).await });
         task.await
             .map_err(|e| SessionError::Sandbox(format!("the run's task failed: {e}")))?
     }
@@ -214,6 +219,7 @@ impl<S: PooledSandbox> Sessions<S> {
         session: Arc<Session<S>>,
         mut guard: Held<S>,
         job: Job,
+        deps: Option<DepsMount>,
     ) -> Result<RunOutcome, SessionError>
     where
         S::Error: std::fmt::Display + Send,
@@ -224,7 +230,7 @@ impl<S: PooledSandbox> Sessions<S> {
         };
         let mut ended = session.ended.subscribe();
         let result = tokio::select! {
-            result = sandbox.run(job) => Some(result),
+            result = sandbox.run_with(job, deps.as_ref()) => Some(result),
             _ = ended.wait_for(|ended| *ended) => None,
         };
         session.runs.fetch_add(1, Ordering::SeqCst);

@@ -138,7 +138,8 @@ async fn run<B: SandboxFactory>(
     let job = parse_run(&body, &state.config)?;
     let lang = job.lang;
     let started = Instant::now();
-    let result = state.sessions.run(&id, job).await;
+    let deps = state.deps.resolve(&job).await?;
+    let result = state.sessions.run(&id, job, deps).await;
     let seconds = Some(started.elapsed().as_secs_f64());
     match result {
         Ok(outcome) => {

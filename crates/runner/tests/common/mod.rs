@@ -25,6 +25,8 @@ pub struct Runner {
 pub struct Options {
     pub pool_size: usize,
     pub extra: Vec<String>,
+    /// Variables set for the runner (and so for the pip it runs).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -32,8 +34,23 @@ impl Default for Options {
         Options {
             pool_size: 2,
             extra: Vec::new(),
+            env: Vec::new(),
         }
     }
+}
+
+/// The package store the runners under test use (their default): the README's test
+/// command builds its set first (`sandbox-runner packages build`).
+pub const PACKAGES_DIR: &str = "/var/lib/sandbox-runner/packages";
+
+/// Fails, saying how to fix it, when the package store has no current set.
+pub fn require_packages() {
+    let current = std::path::Path::new(PACKAGES_DIR).join("current");
+    assert!(
+        current.join("manifest.json").exists(),
+        "no package set in {PACKAGES_DIR}: run `sandbox-runner packages build` first \
+         (the README's test command does)"
+    );
 }
 
 /// The backend the runners under test use: `RUNNER_BACKEND` (as the runner reads it), or
@@ -92,6 +109,7 @@ impl Runner {
             .args(["serve", "--listen", "127.0.0.1:0", "--pool-size"])
             .arg(options.pool_size.to_string())
             .args(&options.extra)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .env("SANDBOX_RUNNER_TOKEN", TOKEN)
             .env("RUST_LOG", "warn")
             .stderr(Stdio::inherit());

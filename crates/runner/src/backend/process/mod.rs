@@ -2,19 +2,21 @@
 //! cgroup of its own, under a seccomp filter (see [`jail`] for the steps and
 //! docs/security.md for what each one stops).
 
+pub mod deps;
 pub mod identity;
 pub mod rootless;
 
 use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::channel::{self, ChannelError};
 use super::RunOutcome;
+use deps::{DepsMountError, DepsMounts};
 use identity::{IdLayout, Identities, Identity};
 use rootless::{RootlessError, RootlessSetup};
 use sandbox_jail::{owner, HostIds, JailSpec};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -53,6 +55,10 @@ pub struct ProcessConfig {
     /// as an rlimit). For an ordinary user outside a delegated cgroup v2 subtree, who
     /// asked for it by name.
     pub unsafe_no_resource_limits: bool,
+    /// The package set shown read-only in every sandbox (none: the standard library).
+    pub packages: Option<PathBuf>,
+    /// Modules a warm Python interpreter imports while it waits.
+    pub warm_imports: Vec<String>,
 }
 
 /// Why a process sandbox could not be made or run.
@@ -103,6 +109,15 @@ pub enum ProcessError {
     /// The exchange with the agent failed.
     #[error(transparent)]
     Channel(#[from] ChannelError),
+    /// Inline dependencies could not be mounted.
+    #[error(transparent)]
+    Deps(#[from] DepsMountError),
+    /// The task mounting inline dependencies failed.
+    #[error("mounting inline dependencies: the task: {0}")]
+    DepsTask(tokio::task::JoinError),
+    /// This runner mounts no inline dependencies (an ordinary user's cannot).
+    #[error("inline dependencies need a runner started as root")]
+    NoDeps,
 }
 
 /// Who makes the sandboxes' user namespaces and maps their ids.
@@ -126,6 +141,8 @@ pub struct ProcessBackend {
     next_id: AtomicU64,
     identities: Arc<Identities>,
     privilege: Privilege,
+    /// Where inline dependencies are mounted into sandboxes (root only).
+    deps: Option<Arc<DepsMounts>>,
 }
 
 impl ProcessBackend {
@@ -160,6 +177,10 @@ impl ProcessBackend {
             Privilege::Root { .. } => IdLayout::root(config.id_base),
             Privilege::User(setup) => IdLayout::subordinate(setup.uids, setup.gids),
         };
+        let deps = match privilege {
+            Privilege::Root { .. } => Some(Arc::new(DepsMounts::setup(&config.state_dir)?)),
+            Privilege::User(_) => None,
+        };
         let stage_dir = match privilege {
             Privilege::Root { .. } => make_stage_dir(&config)?,
             // The jail's child, a subordinate id of the user, mounts its stage there in
@@ -174,12 +195,18 @@ impl ProcessBackend {
             stage_dir,
             next_id: AtomicU64::new(1),
             privilege,
+            deps,
         })
     }
 
     /// Makes one sandbox and waits for its agent's Ready (and, with `prepare`, for its
-    /// interpreter to wait for the program).
-    pub async fn create(&self, prepare: Option<Lang>) -> Result<ProcessSandbox, ProcessError> {
+    /// interpreter to wait for the program; with `warm`, a Python one imports the warm
+    /// imports meanwhile).
+    pub async fn create(
+        &self,
+        prepare: Option<Lang>,
+        warm: bool,
+    ) -> Result<ProcessSandbox, ProcessError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let cgroup = match &self.hierarchy {
             Some(hierarchy) => Some(self.make_cgroup(hierarchy, id).await?),
@@ -189,6 +216,15 @@ impl ProcessBackend {
             Ok(identity) => identity,
             Err(e) => {
                 remove_cgroup(cgroup).await;
+                return Err(e.into());
+            }
+        };
+        let deps_dir = match self.deps.as_ref().map(|d| d.sandbox_dir(id)).transpose() {
+            Ok(dir) => dir,
+            Err(e) => {
+                if remove_cgroup(cgroup).await {
+                    self.identities.give_back(identity);
+                }
                 return Err(e.into());
             }
         };
@@ -213,6 +249,8 @@ impl ProcessBackend {
             nofile: self.config.nofile,
             // Above the tmpfs size, so that filling /tmp ends in ENOSPC, not SIGXFSZ.
             fsize_bytes: self.config.tmpfs_bytes.saturating_mul(2),
+            packages: self.config.packages.clone(),
+            deps: deps_dir,
         };
         match start(&spec).await {
             Ok((child, channel, stderr)) => {
@@ -225,10 +263,15 @@ impl ProcessBackend {
                     channel,
                     stderr: Some(stderr),
                     oom_kills: 0,
+                    deps: self.deps.clone(),
                 };
-                match tokio::time::timeout(self.config.create_timeout, sandbox.await_ready(prepare))
-                    .await
-                {
+                let warm_imports = if warm {
+                    &self.config.warm_imports[..]
+                } else {
+                    &[]
+                };
+                let ready = sandbox.await_ready(prepare, warm_imports);
+                match tokio::time::timeout(self.config.create_timeout, ready).await {
                     Ok(Ok(())) => {
                         sandbox.log_stderr();
                         Ok(sandbox)
@@ -241,6 +284,9 @@ impl ProcessBackend {
                 }
             }
             Err(e) => {
+                if let Some(deps) = &self.deps {
+                    deps.release(id);
+                }
                 if remove_cgroup(cgroup).await {
                     self.identities.give_back(identity);
                 }
@@ -271,8 +317,12 @@ impl ProcessBackend {
         }
     }
 
-    /// Removes this runner's cgroup folders (every sandbox must be destroyed first).
+    /// Removes this runner's cgroup folders and inline-dependency mounts (every sandbox
+    /// must be destroyed first).
     pub fn shutdown(&self) {
+        if let Some(deps) = &self.deps {
+            deps.remove();
+        }
         if let Some(Err(e)) = self.hierarchy.as_ref().map(|h| h.remove_instance()) {
             tracing::warn!(error = %e, "cgroup folders left behind");
         }
@@ -384,20 +434,37 @@ pub struct ProcessSandbox {
     stderr: Option<ChildStderr>,
     /// The cgroup's OOM kills before the current job.
     oom_kills: u64,
+    /// Where its inline dependencies are mounted (none: it can have none).
+    deps: Option<Arc<DepsMounts>>,
 }
 
 impl ProcessSandbox {
-    async fn await_ready(&mut self, prepare: Option<Lang>) -> Result<(), ProcessError> {
+    async fn await_ready(
+        &mut self,
+        prepare: Option<Lang>,
+        warm_imports: &[String],
+    ) -> Result<(), ProcessError> {
         let setup = ProcessError::NotReady;
         channel::expect_ready(&mut self.channel)
             .await
             .map_err(setup)?;
         if let Some(lang) = prepare {
-            channel::prepare(&mut self.channel, lang)
+            channel::prepare(&mut self.channel, lang, warm_imports)
                 .await
                 .map_err(setup)?;
         }
         Ok(())
+    }
+
+    /// Mounts the inline-dependency set `key` (the host folder `source`) read-only in
+    /// this sandbox, and returns the folder it shows at inside.
+    pub async fn add_deps(&mut self, key: &str, source: &Path) -> Result<String, ProcessError> {
+        let deps = self.deps.clone().ok_or(ProcessError::NoDeps)?;
+        let (id, key, source) = (self.id, key.to_owned(), source.to_owned());
+        tokio::task::spawn_blocking(move || deps.mount(id, &key, &source))
+            .await
+            .map_err(ProcessError::DepsTask)?
+            .map_err(ProcessError::from)
     }
 
     /// Turns a setup failure into the jail's own words where it left some, and
@@ -478,6 +545,9 @@ impl ProcessSandbox {
         let _ = self.child.start_kill();
         let mut gone = remove_cgroup(cgroup).await;
         let _ = self.child.wait().await;
+        if let Some(deps) = self.deps.take() {
+            deps.release(self.id);
+        }
         if let Some(identity) = self.identity.take() {
             if !had_cgroup {
                 let ids = identity.ids;

@@ -96,6 +96,8 @@ pub struct VmConfig {
     pub vmm_limits: CgroupLimits,
     /// Size of the sandbox's /tmp, and of its home folder, in MiB.
     pub tmpfs_mb: u64,
+    /// Modules a warm Python interpreter imports while it waits.
+    pub warm_imports: Vec<String>,
     /// How long booting a VM to its agent may take.
     pub boot_timeout: Duration,
     /// The first of the host uids VMM processes run as, one per VM (modulo

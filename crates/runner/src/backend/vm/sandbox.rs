@@ -83,12 +83,16 @@ impl VmSandbox {
     }
 
     /// Reads the agent's Ready (twice with `prepare`); fails early if the VMM exits.
-    pub(super) async fn ready(&mut self, prepare: Option<Lang>) -> Result<(), VmError> {
+    pub(super) async fn ready(
+        &mut self,
+        prepare: Option<Lang>,
+        warm_imports: &[String],
+    ) -> Result<(), VmError> {
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
         let ready = async {
             channel::expect_ready(channel).await?;
             match prepare {
-                Some(lang) => channel::prepare(channel, lang).await,
+                Some(lang) => channel::prepare(channel, lang, warm_imports).await,
                 None => Ok(()),
             }
         };

@@ -118,7 +118,7 @@ impl SandboxFactory for Fake {
     type Sandbox = FakeSandbox;
     type Error = FakeError;
 
-    async fn create(&self, prepare: Option<Lang>) -> Result<FakeSandbox, FakeError> {
+    async fn create(&self, prepare: Option<Lang>, _warm: bool) -> Result<FakeSandbox, FakeError> {
         let time = {
             let mut log = self.log();
             log.attempts.push(prepare);
@@ -195,6 +195,12 @@ impl PooledSandbox for FakeSandbox {
         _request: sandbox_protocol::agent::FileRequest,
     ) -> Result<sandbox_protocol::agent::AgentMessage, FakeError> {
         Ok(sandbox_protocol::agent::AgentMessage::Stored)
+    }
+
+    /// The pool never mounts inline dependencies; the runner's routes do (tested for
+    /// real).
+    async fn add_deps(&mut self, deps: &crate::backend::DepsMount) -> Result<String, FakeError> {
+        Ok(format!("/opt/deps/{}", deps.key))
     }
 
     async fn destroy(mut self) {

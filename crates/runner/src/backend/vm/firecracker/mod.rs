@@ -150,7 +150,7 @@ impl Firecracker {
                     channel::reseed(channel, entropy, snapshot::unix_time_ms()).await?;
                 }
             }
-            sandbox.ready(prepare).await
+            sandbox.ready(prepare, &host.config.warm_imports).await
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;
@@ -191,7 +191,7 @@ async fn take_template(host: &Host) -> Result<Template, VmError> {
     let taken = async {
         launch::boot_cold(host, &mut api, &layout).await?;
         sandbox.accept(&listener).await?;
-        sandbox.ready(None).await?;
+        sandbox.ready(None, &[]).await?;
         let channel = sandbox.channel.as_mut().ok_or(VmError::NoChannel)?;
         channel::announce_snapshot(channel).await?;
         // The agent now keeps reconnecting: nobody listens until a restored VM's

@@ -142,7 +142,7 @@ impl Qemu {
         let started = Instant::now();
         let ready = async {
             sandbox.accept(&listener).await?;
-            sandbox.ready(prepare).await
+            sandbox.ready(prepare, &host.config.warm_imports).await
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;

@@ -1,0 +1,63 @@
+//! sandbox-packages: Python and npm packages for sandboxes that have no network.
+//!
+//! Everything is installed on the host, with the host's pip and npm configuration, into
+//! a content-addressed store of read-only sets that sandboxes mount or read:
+//!
+//! - [`build`] makes a base set (by default [`DEFAULT_PYTHON`] and [`DEFAULT_NODE`])
+//!   under `<root>/sets/<key>` and points `<root>/current` at it; building the same
+//!   resolution again only repoints `current`.
+//! - [`Resolver`] provides a script's PEP 723 dependencies ([`parse_script_metadata`])
+//!   under the operator's [`Policy`]: only what the base set lacks, installed under
+//!   `<root>/deps/<key>`, cached per request so that a repeat costs a file read.
+//!
+//! Only prebuilt wheels are installed (nothing is built from source on the host), each
+//! checked against the hash pip resolved; npm runs with install scripts off. Every pip
+//! and npm process is bounded in time and killed when its future is dropped.
+//!
+//! This crate does not run sandboxes, mount anything or serve HTTP: the runner puts a
+//! set's [`PackageSet::python_dir`] and [`InlineSet::python_dir`] on `PYTHONPATH`, maps
+//! [`DepsError::code`] and [`DepsError::status`] to its answers, and prints the
+//! [`Progress`] of a build.
+
+mod build;
+mod key;
+mod metadata;
+mod names;
+mod npm;
+mod pip;
+mod policy;
+mod process;
+mod resolve;
+mod store;
+mod tree;
+
+pub use build::{build, human, BuildError, BuildReport, BuildSpec, Progress, SANDBOX_PLOTS};
+pub use metadata::{parse_script_metadata, python_satisfies, MetadataError, ScriptMetadata};
+pub use names::normalize_name;
+pub use policy::{Policy, Refusal};
+pub use resolve::{DepsError, InlineSet, Resolver};
+pub use store::{
+    Manifest, NodePackage, PackageSet, PythonPackage, Store, StoreError, MANIFEST_FILE,
+};
+
+/// The Python packages of the default base set.
+pub const DEFAULT_PYTHON: &[&str] = &[
+    "numpy",
+    "pandas",
+    "matplotlib",
+    "scipy",
+    "sympy",
+    "scikit-learn",
+    "seaborn",
+    "pillow",
+    "networkx",
+    "openpyxl",
+    "pyyaml",
+    "beautifulsoup4",
+    "lxml",
+    "tabulate",
+    "requests",
+];
+
+/// The npm packages of the default base set.
+pub const DEFAULT_NODE: &[&str] = &["lodash", "date-fns", "zod"];

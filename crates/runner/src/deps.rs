@@ -1,0 +1,151 @@
+//! A Python program's inline dependencies (a PEP 723 `# /// script` block): read from
+//! its code, resolved and installed on the host within the operator's policy (cached by
+//! what was asked), and mounted read-only into the sandbox for its run. The sandbox
+//! itself never reaches a package index.
+
+use crate::backend::DepsMount;
+use crate::config::{PackagesConfig, SandboxConfig};
+use axum::http::StatusCode;
+use sandbox_packages::{parse_script_metadata, DepsError, Resolver, Store};
+use sandbox_protocol::agent::Job;
+use sandbox_protocol::api::{PackageVersion, Packages};
+use sandbox_protocol::Lang;
+
+/// The Python sandboxes run (the process backend shows the host's `/usr`).
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Why a program's inline dependencies were refused: nothing was run.
+#[derive(Debug, thiserror::Error)]
+pub enum DepsRefusal {
+    /// Resolving them failed or the policy refused them.
+    #[error(transparent)]
+    Resolve(#[from] DepsError),
+    /// The operator turned inline dependencies off.
+    #[error(
+        "this program declares inline dependencies ({0}), and this runner takes none \
+         (RUNNER_NO_INLINE_DEPS): use the installed packages (GET /health lists them)"
+    )]
+    Disabled(String),
+    /// The backend cannot mount them.
+    #[error(
+        "this program declares inline dependencies ({0}), which VM sandboxes cannot take: \
+         use the installed packages (GET /health lists them)"
+    )]
+    Unsupported(String),
+    /// The store could not be opened when the runner started.
+    #[error("this program declares inline dependencies ({0}), but the package store cannot be used: {1}")]
+    NoStore(String, String),
+}
+
+impl DepsRefusal {
+    /// The HTTP status and the stable error code.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            DepsRefusal::Resolve(e) => (
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY),
+                e.code(),
+            ),
+            DepsRefusal::Disabled(_) => (StatusCode::UNPROCESSABLE_ENTITY, "dependencies_disabled"),
+            DepsRefusal::Unsupported(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "dependencies_unsupported")
+            }
+            DepsRefusal::NoStore(..) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "dependencies_unavailable")
+            }
+        }
+    }
+}
+
+/// How this runner treats inline dependencies.
+pub enum InlineDeps {
+    /// Resolved by this resolver.
+    Resolve(Box<Resolver>),
+    /// Refused, saying why (with the declared list in its message).
+    Refuse(fn(String) -> DepsRefusal),
+    /// Refused: the store could not be opened.
+    NoStore(String),
+}
+
+impl InlineDeps {
+    /// From the sandbox settings: refused when turned off, on the vm backend, or without
+    /// a usable store (logged).
+    pub fn new(config: &SandboxConfig) -> InlineDeps {
+        let packages = &config.packages;
+        let Some(policy) = packages.deps.clone() else {
+            return InlineDeps::Refuse(DepsRefusal::Disabled);
+        };
+        if config.backend.kind() == crate::config::BackendKind::Vm {
+            return InlineDeps::Refuse(DepsRefusal::Unsupported);
+        }
+        match Store::open(&packages.store) {
+            Ok(store) => InlineDeps::Resolve(Box::new(Resolver::new(
+                store,
+                packages.set.clone(),
+                policy,
+                PYTHON,
+            ))),
+            Err(e) => {
+                tracing::warn!(error = %e, "the package store cannot be used: inline dependencies are refused");
+                InlineDeps::NoStore(e.to_string())
+            }
+        }
+    }
+
+    /// What sandboxes can import, for `/health`: the set's packages, the warm imports,
+    /// and whether inline dependencies are taken.
+    pub fn describe(&self, packages: &PackagesConfig) -> Packages {
+        let version = |name: &str, version: &str| PackageVersion {
+            name: name.to_owned(),
+            version: version.to_owned(),
+        };
+        let set = packages.set.as_ref();
+        Packages {
+            key: set.map(|s| s.manifest.key.clone()),
+            python: set
+                .map(|s| {
+                    s.manifest
+                        .python
+                        .iter()
+                        .map(|p| version(&p.name, &p.version))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            node: set
+                .map(|s| {
+                    s.manifest
+                        .node
+                        .iter()
+                        .map(|p| version(&p.name, &p.version))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            warm_imports: packages.warm_imports.clone(),
+            inline_dependencies: matches!(self, InlineDeps::Resolve(_)),
+        }
+    }
+
+    /// The inline dependencies `job` declares, resolved and ready to mount (none when
+    /// it declares none, or is not Python).
+    pub async fn resolve(&self, job: &Job) -> Result<Option<DepsMount>, DepsRefusal> {
+        if job.lang != Lang::Python {
+            return Ok(None);
+        }
+        let metadata = match parse_script_metadata(&job.code) {
+            Ok(Some(m)) if !m.dependencies.is_empty() => m,
+            Ok(_) => return Ok(None),
+            Err(e) => return Err(DepsError::from(e).into()),
+        };
+        let declared = || metadata.dependencies.join(", ");
+        let resolver = match self {
+            InlineDeps::Resolve(resolver) => resolver,
+            InlineDeps::Refuse(refusal) => return Err(refusal(declared())),
+            InlineDeps::NoStore(why) => return Err(DepsRefusal::NoStore(declared(), why.clone())),
+        };
+        let set = resolver.resolve(&metadata).await?;
+        tracing::info!(key = %set.key, cached = set.cached, "inline dependencies ready");
+        Ok(Some(DepsMount {
+            key: set.key,
+            source: set.dir,
+        }))
+    }
+}
