@@ -8,7 +8,7 @@ directory), and SANDBOX_OUTPUTS_DIR points the backend at its outputs/.
     /usr/bin/python3 -m pip install --target /var/tmp/plots-pkgs numpy pandas matplotlib seaborn
     python3 crates/packages/tests/python/test_plots.py -v
 
-PLOTS_TEST_PKGS names the packages folder (default /var/tmp/plots-pkgs): without
+PLOTS_TEST_PKGS names the packages folder (default /var/lib/sandbox-runner/packages/current/python, the set `sandbox-runner packages build` makes): without
 matplotlib there, every test is skipped, and says so. PLOTS_TEST_PYTHON names the
 interpreter (default /usr/bin/python3, the sandboxes' own).
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[4]
 LOADER = (ROOT / "crates/agent/src/loader/python.py").read_text()
 BACKEND_DIR = ROOT / "crates/packages/src/python"
-PKGS = Path(os.environ.get("PLOTS_TEST_PKGS", "/var/tmp/plots-pkgs"))
+PKGS = Path(os.environ.get("PLOTS_TEST_PKGS", "/var/lib/sandbox-runner/packages/current/python"))
 PYTHON = os.environ.get("PLOTS_TEST_PYTHON", "/usr/bin/python3")
 WARM = "numpy,pandas,matplotlib.pyplot"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -86,22 +86,28 @@ class Loader:
         os.close(go_r)
         os.close(done_w)
         self.runs = 0
+        self.warming = bool(modules and modules.strip(" ,"))
 
     def write_program(self, code):
         path = self.home / "main.py"
         path.write_text(textwrap.dedent(code))
         return str(path)
 
-    def request(self, code, session, paths=None):
+    def request(self, code, session, paths=None, early=False):
+        """Sends a request; first, unless `early`, lets the warm imports finish (as a
+        pool at rest does: a request that arrives sooner stops them)."""
+        if self.warming and not early:
+            self.wait_idle()
+            self.warming = False
         self.runs += 1
         job = {"path": self.write_program(code), "session": session, "run": self.runs}
         if paths is not None:
             job["paths"] = paths
         os.write(self.go, json.dumps(job).encode() + b"\n")
 
-    def run_once(self, code, paths=None):
+    def run_once(self, code, paths=None, early=False):
         """A one-shot run: (exit code, stdout, stderr)."""
-        self.request(code, False, paths)
+        self.request(code, False, paths, early)
         os.close(self.go)
         self.go = None
         code = self.process.wait(TIMEOUT)
@@ -422,6 +428,14 @@ class WarmImportTest(LoaderTest):
         self.assert_clean(self.once(self.PROGRAM),
                           "[True, True, True]\n[False, False, False, False, False]\n"
                           "__main__ True True\n")
+
+    def test_a_waiting_request_stops_the_warm_imports(self):
+        # Sent before the interpreter has even started: it imports nothing more.
+        loader = self.loader()
+        result = loader.run_once(self.PROGRAM, early=True)
+        self.assert_clean(result, "[False, False, False]\n"
+                                  "[False, False, False, False, False]\n"
+                                  "__main__ True True\n")
 
     def test_without_modules_nothing_is_imported(self):
         for modules in (None, "", " , "):
