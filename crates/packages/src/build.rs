@@ -6,7 +6,7 @@
 //! 2. resolve the npm packages to a lock (`npm install --package-lock-only`);
 //! 3. compute the key; if `sets/<key>` exists, point `current` at it and stop (cached);
 //! 4. install the wheels, hash-checked (`pip install --no-deps --require-hashes --target`),
-//!    and write `sandbox_plots.py` beside them;
+//!    and write `sandbox_plots.py` beside them, compiled;
 //! 5. install the lock (`npm ci`);
 //! 6. measure, write `manifest.json`, make everything read-only;
 //! 7. rename into `sets/<key>`, point `current` at it.
@@ -151,10 +151,14 @@ impl fmt::Display for Progress {
                 short(key),
                 if *cached { " (cached)" } else { "" }
             ),
-            Progress::InstallingPython { wheels } => write!(f, "installing {wheels} wheels..."),
-            Progress::InstallingNode { packages } => {
-                write!(f, "installing {packages} node packages...")
+            Progress::InstallingPython { wheels } => {
+                write!(f, "installing {}...", plural(*wheels, "wheel", "wheels"))
             }
+            Progress::InstallingNode { packages } => write!(
+                f,
+                "installing {}...",
+                plural(*packages, "node package", "node packages")
+            ),
             Progress::Installed {
                 python_bytes,
                 node_bytes,
@@ -173,9 +177,19 @@ fn short(key: &str) -> &str {
     key.get(..12).unwrap_or(key)
 }
 
-/// Bytes in MiB with one decimal (`12.3 MiB`).
+/// Bytes for people: `12.3 MiB`, `40 KiB`, `1 bytes`.
 pub fn human(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    if bytes < 1 << 10 {
+        format!("{bytes} bytes")
+    } else if bytes < 1 << 20 {
+        format!("{} KiB", bytes.div_ceil(1024))
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Why a build failed, by step.
@@ -353,6 +367,9 @@ pub async fn build(
     }
     let plots = python_dir.join("sandbox_plots.py");
     fs::write(&plots, SANDBOX_PLOTS).map_err(io_error(&plots))?;
+    pip::compile(&spec.interpreter, &spec.env, &plots, deadline)
+        .await
+        .map_err(BuildError::from_tool("compiling sandbox_plots.py", timeout))?;
     if node.is_empty() {
         let modules = node_dir.join("node_modules");
         fs::create_dir_all(&modules).map_err(io_error(&modules))?;

@@ -61,3 +61,23 @@ pub const DEFAULT_PYTHON: &[&str] = &[
 
 /// The npm packages of the default base set.
 pub const DEFAULT_NODE: &[&str] = &["lodash", "date-fns", "zod"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn builds_and_resolutions_can_be_spawned() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let spec = BuildSpec::default();
+        let mut progress = |_: Progress| {};
+        // Futures do nothing until polled: these are only looked at.
+        is_send(&build(&store, &spec, &mut progress));
+        let resolver = Resolver::new(store, None, Policy::default(), "/usr/bin/python3");
+        let metadata = ScriptMetadata::default();
+        is_send(&resolver.resolve(&metadata));
+    }
+}

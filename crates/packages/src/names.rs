@@ -43,6 +43,9 @@ pub(crate) fn parse_requirement(raw: &str) -> Result<Requirement, String> {
     if s.is_empty() {
         return Err("an empty dependency".into());
     }
+    if s.starts_with('-') {
+        return Err("pip options are not allowed".into());
+    }
     if s.len() > MAX_LINE {
         return Err(format!("longer than {MAX_LINE} characters"));
     }

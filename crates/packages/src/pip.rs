@@ -74,6 +74,30 @@ pub(crate) async fn python_version(
     Ok(version.to_owned())
 }
 
+/// Compiles `file` to bytecode beside it (`__pycache__/`), as pip does for the
+/// packages: the set is read-only, so the sandboxes could not.
+pub(crate) async fn compile(
+    interpreter: &Path,
+    env: &BTreeMap<String, String>,
+    file: &Path,
+    deadline: Instant,
+) -> Result<(), ToolError> {
+    let mut cmd = Command::new(interpreter);
+    cmd.args(["-m", "py_compile"]).arg(file);
+    for var in REMOVED_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env);
+    let out = run(cmd, deadline).await?;
+    if !out.status.success() {
+        return Err(ToolError::Failed {
+            step: "compiling sandbox_plots.py",
+            detail: last_lines(&out.text(), 5),
+        });
+    }
+    Ok(())
+}
+
 impl Pip<'_> {
     fn command(&self, cwd: &Path) -> Command {
         let mut cmd = Command::new(self.interpreter);
@@ -186,9 +210,10 @@ impl Pip<'_> {
             } => ToolError::NotFound {
                 package: name_of(&requirement),
                 message: format!(
-                    "no wheel of {requirement} for Python {} on this platform \
-                     (versions with such a wheel: {versions})",
-                    self.python_version
+                    "no version matching {requirement} has a wheel for Python {} on this \
+                     platform (versions with one: {})",
+                    self.python_version,
+                    last_versions(&versions, 10)
                 ),
             },
             Failure::NotFound {
@@ -235,6 +260,17 @@ impl Pip<'_> {
             Failure::NotFound { .. } => Some(false),
             _ => None,
         }
+    }
+}
+
+/// The last `n` of pip's comma-separated version list (the newest, as pip sorts them).
+fn last_versions(list: &str, n: usize) -> String {
+    let all: Vec<&str> = list.split(", ").collect();
+    let kept = all[all.len().saturating_sub(n)..].join(", ");
+    if all.len() > n {
+        format!("..., {kept}")
+    } else {
+        kept
     }
 }
 
@@ -289,10 +325,16 @@ pub(crate) fn classify(text: &str) -> Failure {
             .iter()
             .find_map(|m| line.find(m).map(|i| &line[i..]))
             .unwrap_or(line);
-        let detail: String = detail.chars().take(200).collect();
+        // urllib3 quotes the cause inside its exception's repr: keep the cause.
+        let detail = detail.split('\'').next().unwrap_or(detail);
         return Failure::Unreachable {
             requirement,
-            detail: detail.trim_end_matches(['\'', ')', ':']).trim().to_owned(),
+            detail: detail
+                .chars()
+                .take(200)
+                .collect::<String>()
+                .trim()
+                .to_owned(),
         };
     }
     if let Some(requirement) = requirement {
@@ -473,6 +515,12 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn long_version_lists_keep_the_newest() {
+        assert_eq!(last_versions("1, 2, 3", 2), "..., 2, 3");
+        assert_eq!(last_versions("1, 2", 2), "1, 2");
     }
 
     #[test]

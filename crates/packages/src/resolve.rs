@@ -4,7 +4,7 @@
 //!
 //! A request is served from the cache (`deps/requests/<digest>`) with no process and no
 //! network. Otherwise, in order:
-//! 1. the requested names are checked against the policy (before any network);
+//! 1. the requested names are checked against the policy (before any process or network);
 //! 2. pip resolves them with the base set's pins as constraints, so a package both
 //!    need is the base set's version;
 //! 3. every package of the closure is checked against the policy;
@@ -258,6 +258,15 @@ impl Resolver {
         requirements.dedup();
         let lines: Vec<String> = requirements.iter().map(|r| r.line.clone()).collect();
         let requested = lines.join(", ");
+        for r in &requirements {
+            let in_base = self.base_names.contains(&r.name);
+            self.policy
+                .check(&r.name, in_base)
+                .map_err(|refusal| DepsError::Denied {
+                    package: r.name.clone(),
+                    reason: refusal.reason().to_owned(),
+                })?;
+        }
 
         let deadline = Instant::now() + self.policy.timeout;
         let python_version = self.python_version(deadline, &requested).await?;
@@ -277,16 +286,6 @@ impl Resolver {
         );
         if let Some(set) = self.cached(&digest) {
             return Ok(set);
-        }
-
-        for r in &requirements {
-            let in_base = self.base_names.contains(&r.name);
-            self.policy
-                .check(&r.name, in_base)
-                .map_err(|refusal| DepsError::Denied {
-                    package: r.name.clone(),
-                    reason: refusal.reason().to_owned(),
-                })?;
         }
 
         let timed_out = || DepsError::Timeout {

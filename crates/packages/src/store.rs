@@ -15,10 +15,12 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tree::WorkTree;
+use crate::tree::{remove_tree, WorkTree};
 
 /// The name of a set's manifest file.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -189,6 +191,31 @@ impl Store {
         PackageSet::open(&self.set_dir(key)).map(Some)
     }
 
+    /// Removes what builds and resolutions left under `tmp/` when they were killed
+    /// (a finished one leaves nothing): entries not modified for `min_age`, which
+    /// should be longer than any build's timeout. Returns how many were removed.
+    pub fn remove_stale_work(&self, min_age: Duration) -> Result<usize, StoreError> {
+        let tmp = self.tmp_dir();
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for entry in fs::read_dir(&tmp).map_err(io_error(&tmp))? {
+            let path = entry.map_err(io_error(&tmp))?.path();
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue; // removed meanwhile
+            };
+            let age = meta
+                .modified()
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .unwrap_or_default();
+            if age >= min_age {
+                remove_tree(&path).map_err(io_error(&path))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     pub(crate) fn set_dir(&self, key: &str) -> PathBuf {
         self.root.join("sets").join(key)
     }
@@ -214,12 +241,11 @@ impl Store {
     /// Points `current` at `sets/<key>`: a new link under `tmp/`, renamed over the old
     /// one, so a reader always finds a whole link.
     pub(crate) fn point_current(&self, key: &str) -> Result<(), StoreError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         let tmp = self.tmp_dir().join(format!(
             "current-{}-{}",
             std::process::id(),
-            crate::key::sha256_hex(key.as_bytes())
-                .get(..8)
-                .unwrap_or("")
+            NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = fs::remove_file(&tmp);
         std::os::unix::fs::symlink(Path::new("sets").join(key), &tmp).map_err(io_error(&tmp))?;
@@ -288,5 +314,23 @@ mod tests {
             store.current(),
             Err(StoreError::BadCurrent { .. })
         ));
+    }
+
+    #[test]
+    fn stale_work_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let work = store.work_tree("build").unwrap();
+        fs::create_dir_all(work.path().join("set/python")).unwrap();
+        crate::tree::make_read_only(&work.path().join("set"), true).unwrap();
+        let path = work.path().to_path_buf();
+        std::mem::forget(work); // as if the process had been killed
+        assert_eq!(
+            store.remove_stale_work(Duration::from_secs(3600)).unwrap(),
+            0
+        );
+        assert!(path.exists());
+        assert_eq!(store.remove_stale_work(Duration::ZERO).unwrap(), 1);
+        assert!(!path.exists());
     }
 }

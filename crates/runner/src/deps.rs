@@ -11,6 +11,10 @@ use sandbox_protocol::agent::Job;
 use sandbox_protocol::api::{PackageVersion, Packages};
 use sandbox_protocol::Lang;
 
+/// Work in the store's `tmp/` untouched this long is a killed build's or resolution's:
+/// longer than the build's default timeout and the longest resolution.
+const STALE_WORK: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
+
 /// The Python sandboxes run (the process backend shows the host's `/usr`).
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -78,12 +82,15 @@ impl InlineDeps {
             return InlineDeps::Refuse(DepsRefusal::Unsupported);
         }
         match Store::open(&packages.store) {
-            Ok(store) => InlineDeps::Resolve(Box::new(Resolver::new(
-                store,
-                packages.set.clone(),
-                policy,
-                PYTHON,
-            ))),
+            Ok(store) => {
+                // Work trees of resolutions a killed runner left (one older than a
+                // build may take is no one's).
+                if let Err(e) = store.remove_stale_work(STALE_WORK) {
+                    tracing::warn!(error = %e, "leftovers in the package store");
+                }
+                let resolver = Resolver::new(store, packages.set.clone(), policy, PYTHON);
+                InlineDeps::Resolve(Box::new(resolver))
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "the package store cannot be used: inline dependencies are refused");
                 InlineDeps::NoStore(e.to_string())

@@ -69,7 +69,11 @@ async fn every_default_package_imports_in_a_one_shot_run() {
     let out = runner
         .run("bash", "python3 -c 'import pandas; print(pandas.__name__)'")
         .await;
-    assert_eq!(stdout(&out), "pandas\n", "bash's python3 sees the set too: {out}");
+    assert_eq!(
+        stdout(&out),
+        "pandas\n",
+        "bash's python3 sees the set too: {out}"
+    );
 }
 
 #[tokio::test]
@@ -102,7 +106,8 @@ async fn health_lists_the_set_and_what_is_warm() {
 #[tokio::test]
 async fn the_package_folders_are_read_only_inside() {
     let runner = start(&[], &[]);
-    let hostile = "for path in /opt/packages/python/numpy/__init__.py /opt/packages/python/evil.py \
+    let hostile =
+        "for path in /opt/packages/python/numpy/__init__.py /opt/packages/python/evil.py \
                    /opt/packages/node/node_modules/lodash/lodash.js /opt/deps/evil \
                    /node_modules/evil; do\n\
                      if echo pwned >> $path 2>/dev/null; then echo \"WROTE $path\"; fi\n\
@@ -122,7 +127,10 @@ async fn the_package_folders_are_read_only_inside() {
         .as_str()
         .unwrap()
         .to_owned();
-    let host = format!("{}/sets/{key}/python/numpy/__init__.py", common::PACKAGES_DIR);
+    let host = format!(
+        "{}/sets/{key}/python/numpy/__init__.py",
+        common::PACKAGES_DIR
+    );
     let text = std::fs::read_to_string(&host).expect("the host's copy");
     assert!(!text.contains("pwned"), "the host's set is untouched");
 }
@@ -197,7 +205,10 @@ async fn refused_dependencies_run_nothing_and_say_why() {
     let disabled = post_python(&off, &script(&["humanize"], "print('RAN')")).await;
     assert_refused(&disabled, 422, "dependencies_disabled", "humanize");
     // A program without a block runs as ever on the same runner.
-    assert_eq!(stdout(&off.run("python", "print('plain')").await), "plain\n");
+    assert_eq!(
+        stdout(&off.run("python", "print('plain')").await),
+        "plain\n"
+    );
 }
 
 async fn runner_off() -> Runner {
@@ -210,7 +221,10 @@ async fn runner_off() -> Runner {
 async fn a_session_keeps_its_inline_dependencies_and_no_one_else_sees_them() {
     let runner = start(&[], &[]);
     let id = runner.open_session(json!({})).await;
-    let first = script(&["humanize"], "import humanize\nprint(humanize.intcomma(1234567))");
+    let first = script(
+        &["humanize"],
+        "import humanize\nprint(humanize.intcomma(1234567))",
+    );
     let out = runner.ok_in(&id, "python", &first).await;
     assert_eq!(stdout(&out), "1,234,567\n", "{out}");
     let later = runner

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{exit_code, host_processes_with, instance_cgroups, stdout, Options, Runner};
+use common::{exit_code, host_processes_with, instance_cgroups, stderr, stdout, Options, Runner};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -61,6 +61,9 @@ fn vm_runner(pool_size: usize, state: &Path) -> Runner {
     // A request may wait for a VM to boot (seconds under TCG).
     extra.push("--queue-timeout-ms".into());
     extra.push("120000".into());
+    // No warm imports: under TCG, numpy and pandas take the guest's vCPU for many
+    // seconds, and a run arriving meanwhile would wait for the module being imported.
+    extra.push("--warm-imports=".into());
     Runner::with(Options {
         pool_size,
         extra,
@@ -579,7 +582,10 @@ async fn a_session_lives_across_runs_in_one_vm() {
             out
         }
     };
-    run("echo kept > ~/note; sleep 300 &").await;
+    // The run waits for the background sleep to exec: a session stops its processes
+    // when the run answers, and a child stopped before its exec is still a bash.
+    run("echo kept > ~/note; sleep 300 & until grep -qs 300 /proc/$!/cmdline; do sleep 0.02; done")
+        .await;
     let out = run("cat ~/note; ps -eo comm | grep -c '^sleep$'").await;
     assert_eq!(stdout(&out), "kept\n1\n", "{out}");
     // Files through the guest's init and the jailed agent.
@@ -623,4 +629,31 @@ async fn a_session_lives_across_runs_in_one_vm() {
         .await;
     assert_eq!(status, 204);
     assert_eq!(runner.health().await["sessions"], 0);
+}
+
+#[tokio::test]
+async fn the_guest_sees_the_package_set_and_plots_come_back() {
+    let _serial = SERIAL.lock().await;
+    common::require_packages();
+    let runner = vm_runner(1, &state_dir("packages"));
+    let code = "import numpy as np, pandas as pd, matplotlib.pyplot as plt\n\
+                print(pd.Series(np.arange(4)).sum())\n\
+                plt.plot([1, 2, 3]); plt.show()\n\
+                open('/opt/packages/python/evil.py', 'w')";
+    let out = runner.run_with_timeout("python", code, Some(200_000)).await;
+    assert_eq!(stdout(&out), "6\n", "{out}");
+    assert!(stderr(&out).contains("Read-only file system"), "{out}");
+    assert_eq!(out["outputs"][0]["mimeType"], "image/png", "{out}");
+    let out = runner
+        .run("node", "console.log(require('lodash').sum([1, 2]))")
+        .await;
+    assert_eq!(stdout(&out), "3\n", "{out}");
+    let health = runner.health().await;
+    assert_eq!(health["packages"]["inlineDependencies"], false, "{health}");
+    let block = "# /// script\n# dependencies = [\"humanize\"]\n# ///\nprint('RAN')";
+    let (status, body) = runner
+        .post(&serde_json::json!({"lang": "python", "code": block}))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "dependencies_unsupported", "{body}");
 }

@@ -52,6 +52,20 @@ pub struct AppState<B: SandboxFactory = Backend> {
 impl<B: SandboxFactory> AppState<B> {
     /// The state of a runner.
     pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str) -> Self {
+        let packages = &config.sandbox.packages;
+        match &packages.set {
+            Some(set) => tracing::info!(
+                set = %set.dir.display(),
+                python = set.manifest.python.len(),
+                node = set.manifest.node.len(),
+                "package set"
+            ),
+            None => tracing::warn!(
+                store = %packages.store.display(),
+                "no package set: programs have the standard libraries only; \
+                 `sandbox-runner packages build` builds one (numpy, pandas, matplotlib, ...)"
+            ),
+        }
         AppState {
             sessions: Arc::new(Sessions::new(config.sessions)),
             deps: InlineDeps::new(&config.sandbox),
