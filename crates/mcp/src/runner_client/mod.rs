@@ -99,6 +99,18 @@ pub enum RunnerError {
         /// The runner's explanation.
         message: String,
     },
+    /// The program's inline dependencies (its PEP 723 block) were refused: nothing ran.
+    #[error(
+        "the program's inline dependencies (its `# /// script` block) were refused, and \
+         nothing ran: {message}. Use the installed packages (this tool's description lists \
+         them), or change the block"
+    )]
+    Dependencies {
+        /// The runner's code (one of [`DEPENDENCY_CODES`]).
+        code: &'static str,
+        /// The runner's explanation, naming the package.
+        message: String,
+    },
     /// The runner failed internally.
     #[error("the sandbox runner failed ({status}: {message}); retrying may help")]
     Internal {
@@ -134,6 +146,7 @@ impl RunnerError {
             RunnerError::Unauthorized => "runner_unauthorized",
             RunnerError::Busy { .. } => "runner_busy",
             RunnerError::Refused { .. } => "runner_refused",
+            RunnerError::Dependencies { code, .. } => code,
             RunnerError::Internal { .. } => "runner_error",
             RunnerError::Cancelled => "cancelled",
             RunnerError::Malformed(_) => "runner_malformed",
@@ -157,6 +170,10 @@ impl RunnerError {
                 | RunnerError::Internal { .. }
                 | RunnerError::SandboxBusy
                 | RunnerError::TooManySandboxes
+                | RunnerError::Dependencies {
+                    code: "index_unreachable" | "dependency_timeout",
+                    ..
+                }
         )
     }
 }
@@ -364,12 +381,30 @@ async fn error_from(response: reqwest::Response) -> RunnerError {
     classify(status, code, message, retry_after)
 }
 
+/// The runner's codes for refused inline dependencies, passed on as they are.
+pub const DEPENDENCY_CODES: &[&str] = &[
+    "bad_script_metadata",
+    "dependency_denied",
+    "dependency_not_found",
+    "dependency_too_large",
+    "dependency_timeout",
+    "dependency_conflict",
+    "python_version_unsupported",
+    "index_unreachable",
+    "dependencies_disabled",
+    "dependencies_unsupported",
+    "dependencies_unavailable",
+];
+
 fn classify(
     status: StatusCode,
     runner_code: String,
     message: String,
     retry_after: Option<u64>,
 ) -> RunnerError {
+    if let Some(code) = DEPENDENCY_CODES.iter().find(|c| **c == runner_code) {
+        return RunnerError::Dependencies { code, message };
+    }
     match runner_code.as_str() {
         "session_not_found" => return RunnerError::SandboxNotFound,
         "session_busy" => return RunnerError::SandboxBusy,
@@ -477,6 +512,11 @@ mod tests {
         );
         let missing = error(StatusCode::NOT_FOUND, "file_not_found");
         assert!(missing.to_string().contains("list_files"), "{missing}");
+        let refused = error(StatusCode::UNPROCESSABLE_ENTITY, "dependency_denied");
+        assert_eq!(refused.code(), "dependency_denied");
+        assert!(!refused.retryable());
+        assert!(refused.to_string().contains("nothing ran"), "{refused}");
+        assert!(error(StatusCode::UNPROCESSABLE_ENTITY, "index_unreachable").retryable());
         // A 404 that is not a session's is not mistaken for one.
         assert_eq!(
             error(StatusCode::NOT_FOUND, "not_found").code(),
