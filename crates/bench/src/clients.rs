@@ -3,12 +3,13 @@
 
 use crate::cases::{Case, EXPECTED_STDOUT};
 use anyhow::{bail, ensure, Context};
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use sandbox_protocol::api::{Health, RunRequest, RunResponse};
+use sandbox_protocol::Lang;
 use serde::Serialize;
 use std::future::Future;
 use std::process::Stdio;
@@ -106,10 +107,7 @@ async fn direct(case: &Case, interpreter: &std::path::Path) -> anyhow::Result<()
 
 /// (c): one `tools/call` on the shared session.
 async fn tools_call(mcp: &Peer<RoleClient>, case: &Case) -> anyhow::Result<()> {
-    let mut arguments = JsonObject::new();
-    arguments.insert("code".into(), case.code.into());
-    let params = CallToolRequestParams::new(case.tool).with_arguments(arguments);
-    let result = mcp.call_tool(params).await.context("tools/call")?;
+    let result = call_tool(mcp, case.tool, case.code).await?;
     let structured = result
         .structured_content
         .as_ref()
@@ -120,6 +118,19 @@ async fn tools_call(mcp: &Peer<RoleClient>, case: &Case) -> anyhow::Result<()> {
         "unexpected result {structured}"
     );
     Ok(())
+}
+
+/// One `tools/call` of `tool` (`run_python`, ...) with `{code}`: the result, whatever
+/// the program did (an error only when the call itself fails).
+pub async fn call_tool(
+    mcp: &Peer<RoleClient>,
+    tool: &'static str,
+    code: &str,
+) -> anyhow::Result<CallToolResult> {
+    let mut arguments = JsonObject::new();
+    arguments.insert("code".into(), code.into());
+    let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+    mcp.call_tool(params).await.context("tools/call")
 }
 
 /// The runner's HTTP API, over one keep-alive connection pool.
@@ -153,9 +164,20 @@ impl RunnerApi {
 
     /// (b): `POST /run` with the one-liner; the answer must be a clean `1`.
     pub async fn run(&self, case: &Case) -> anyhow::Result<()> {
+        let answer = self.run_code(case.lang, case.code).await?;
+        ensure!(
+            answer.stdout == EXPECTED_STDOUT && answer.exit_code == 0,
+            "unexpected answer {answer:?}"
+        );
+        Ok(())
+    }
+
+    /// `POST /run` with `code`: the answer, whatever the program did (an error only when
+    /// the runner does not answer 200).
+    pub async fn run_code(&self, lang: Lang, code: &str) -> anyhow::Result<RunResponse> {
         let request = RunRequest {
-            lang: case.lang,
-            code: case.code.into(),
+            lang,
+            code: code.into(),
             timeout_ms: None,
         };
         let response = self
@@ -171,12 +193,7 @@ impl RunnerApi {
             let body = response.text().await.unwrap_or_default();
             bail!("POST /run answered {status}: {body}");
         }
-        let answer: RunResponse = response.json().await.context("reading the answer")?;
-        ensure!(
-            answer.stdout == EXPECTED_STDOUT && answer.exit_code == 0,
-            "unexpected answer {answer:?}"
-        );
-        Ok(())
+        response.json().await.context("reading the answer")
     }
 
     /// `GET /health`.
