@@ -3,6 +3,7 @@
 //! the client can run here).
 
 use crate::token_store::Origin;
+use sandbox_protocol::api::Packages;
 use sandbox_runner::config::BackendKind;
 use std::fmt;
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ pub struct Banner {
     pub resource_limits: bool,
     /// This program, for the stdio settings.
     pub exe: Option<PathBuf>,
+    /// What the sandboxes can import.
+    pub packages: Packages,
 }
 
 impl Banner {
@@ -87,6 +90,29 @@ fn indented(f: &mut fmt::Formatter<'_>, indent: usize, text: &str) -> fmt::Resul
     Ok(())
 }
 
+/// The banner's line on packages: how many, the best known first; or how to get them.
+fn packages_line(packages: &Packages) -> String {
+    if packages.python.is_empty() && packages.node.is_empty() {
+        return "standard libraries only; `sandbox-runner packages build` installs numpy,\n                 \
+                pandas, matplotlib, ... (the sandboxes have no network)"
+            .to_owned();
+    }
+    let known: Vec<&str> = ["numpy", "pandas", "matplotlib"]
+        .into_iter()
+        .filter(|name| packages.python.iter().any(|p| p.name == *name))
+        .collect();
+    let mut line = format!(
+        "{} Python ({}, ...) and {} npm; plots come back as images",
+        packages.python.len(),
+        known.join(", "),
+        packages.node.len()
+    );
+    if packages.inline_dependencies {
+        line.push_str("; PEP 723 for more");
+    }
+    line
+}
+
 /// What the banner says when the sandboxes run without memory and CPU limits.
 const NO_LIMITS_WARNING: &str =
     "  WARNING: UNSAFE: --unsafe-no-resource-limits is set: sandboxes have NO memory\n  \
@@ -117,6 +143,7 @@ impl fmt::Display for Banner {
             "  Sandboxes:     one-shot by default; create_sandbox gives a sandboxId whose files\n                 \
              and variables stay across run_* calls that pass it"
         )?;
+        writeln!(f, "  Packages:      {}", packages_line(&self.packages))?;
         if !self.resource_limits {
             writeln!(f)?;
             writeln!(f, "{NO_LIMITS_WARNING}")?;
@@ -175,7 +202,29 @@ mod tests {
             pool_size: 1,
             resource_limits: true,
             exe: Some(PathBuf::from("/opt/sandbox-mcp")),
+            packages: Packages::default(),
         }
+    }
+
+    #[test]
+    fn the_banner_says_what_is_installed_or_how_to_install_it() {
+        let bare = banner().to_string();
+        assert!(bare.contains("`sandbox-runner packages build`"), "{bare}");
+        let mut with = banner();
+        let v = |name: &str| sandbox_protocol::api::PackageVersion {
+            name: name.into(),
+            version: "1".into(),
+        };
+        with.packages.python = vec![v("numpy"), v("pandas"), v("six")];
+        with.packages.node = vec![v("lodash")];
+        with.packages.inline_dependencies = true;
+        let text = with.to_string();
+        assert!(
+            text.contains(
+                "3 Python (numpy, pandas, ...) and 1 npm; plots come back as images; PEP 723"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -104,6 +104,8 @@ pub struct EmbeddedRunner {
     pub url: String,
     /// The token it wants.
     pub token: String,
+    /// What its sandboxes can import.
+    pub packages: sandbox_protocol::api::Packages,
     task: JoinHandle<Result<(), sandbox_runner::server::ServeError>>,
 }
 
@@ -148,6 +150,9 @@ pub async fn start(
 ) -> Result<EmbeddedRunner, EmbedError> {
     let token = random_hex().map_err(EmbedError::Random)?;
     let config = runner_config(args, &token)?;
+    let mut packages = sandbox_runner::deps::installed(&config.sandbox.packages);
+    packages.inline_dependencies = config.sandbox.packages.deps.is_some()
+        && config.sandbox.backend.kind() == sandbox_runner::config::BackendKind::Process;
     let addr = config.listen;
     let listener = TcpListener::bind(addr)
         .await
@@ -179,6 +184,7 @@ pub async fn start(
     Ok(EmbeddedRunner {
         url: format!("http://{bound}"),
         token,
+        packages,
         task,
     })
 }

@@ -60,6 +60,36 @@ impl DepsRefusal {
     }
 }
 
+/// What the package settings install (inline dependencies aside).
+pub fn installed(packages: &PackagesConfig) -> Packages {
+    let version = |name: &str, version: &str| PackageVersion {
+        name: name.to_owned(),
+        version: version.to_owned(),
+    };
+    let Some(set) = &packages.set else {
+        return Packages {
+            warm_imports: packages.warm_imports.clone(),
+            ..Packages::default()
+        };
+    };
+    let manifest = &set.manifest;
+    Packages {
+        key: Some(manifest.key.clone()),
+        python: manifest
+            .python
+            .iter()
+            .map(|p| version(&p.name, &p.version))
+            .collect(),
+        node: manifest
+            .node
+            .iter()
+            .map(|p| version(&p.name, &p.version))
+            .collect(),
+        warm_imports: packages.warm_imports.clone(),
+        inline_dependencies: false,
+    }
+}
+
 /// How this runner treats inline dependencies.
 pub enum InlineDeps {
     /// Resolved by this resolver.
@@ -101,33 +131,9 @@ impl InlineDeps {
     /// What sandboxes can import, for `/health`: the set's packages, the warm imports,
     /// and whether inline dependencies are taken.
     pub fn describe(&self, packages: &PackagesConfig) -> Packages {
-        let version = |name: &str, version: &str| PackageVersion {
-            name: name.to_owned(),
-            version: version.to_owned(),
-        };
-        let set = packages.set.as_ref();
         Packages {
-            key: set.map(|s| s.manifest.key.clone()),
-            python: set
-                .map(|s| {
-                    s.manifest
-                        .python
-                        .iter()
-                        .map(|p| version(&p.name, &p.version))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            node: set
-                .map(|s| {
-                    s.manifest
-                        .node
-                        .iter()
-                        .map(|p| version(&p.name, &p.version))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            warm_imports: packages.warm_imports.clone(),
             inline_dependencies: matches!(self, InlineDeps::Resolve(_)),
+            ..installed(packages)
         }
     }
 
