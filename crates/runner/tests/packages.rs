@@ -247,3 +247,54 @@ async fn a_session_keeps_its_inline_dependencies_and_no_one_else_sees_them() {
     assert_eq!(stdout(&other), "[]\nno humanize\n", "{other}");
     assert_eq!(exit_code(&other), 0, "{}", stderr(&other));
 }
+
+/// The mount points a sandbox's mountinfo lists (its fifth field), sorted.
+fn mount_points(mountinfo: &str) -> Vec<String> {
+    let mut points: Vec<String> = mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4).map(str::to_owned))
+        .collect();
+    points.sort();
+    points
+}
+
+/// Sandboxes' mounts are slaves (so that their inline dependencies can be mounted in
+/// from the host): what the host mounts while a sandbox lives must still not show in
+/// it, whether below the host's own folders or below the runner's shared mount (outside
+/// that sandbox's own folder).
+#[tokio::test]
+async fn host_mounts_made_while_a_sandbox_lives_never_show_in_it() {
+    let runner = start(&[], &[]);
+    let id = runner.open_session(json!({})).await;
+    let look = "cat /proc/self/mountinfo";
+    let before = mount_points(stdout(&runner.ok_in(&id, "bash", look).await));
+    let secret_dir = std::env::temp_dir().join(format!("hostile-mount-{}", std::process::id()));
+    let shared = format!(
+        "/run/sandbox-runner/deps/r{}/sandboxes/intruder",
+        runner.pid()
+    );
+    let mut mounted = Vec::new();
+    for dir in [secret_dir.display().to_string(), shared] {
+        std::fs::create_dir_all(&dir).expect("a folder to mount on");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", &dir])
+            .status()
+            .expect("mount ran");
+        assert!(status.success(), "mounting on {dir}");
+        std::fs::write(format!("{dir}/secret"), "TOPSECRET-mount").expect("the secret");
+        mounted.push(dir);
+    }
+    let out = runner
+        .ok_in(
+            &id,
+            "bash",
+            "cat /proc/self/mountinfo; grep -rls TOPSECRET /opt /tmp /home /etc /dev 2>/dev/null; true",
+        )
+        .await;
+    for dir in &mounted {
+        let _ = std::process::Command::new("umount").arg(dir).status();
+        let _ = std::fs::remove_dir(dir);
+    }
+    assert!(!stdout(&out).contains("secret"), "{out}");
+    assert_eq!(mount_points(stdout(&out)), before, "{out}");
+}
