@@ -19,6 +19,9 @@
 //! [`DepsError::code`] and [`DepsError::status`] to its answers, and prints the
 //! [`Progress`] of a build.
 
+/// Where a runner keeps its package store unless told otherwise.
+pub const DEFAULT_STORE: &str = "/var/lib/sandbox-runner/packages";
+
 mod build;
 mod key;
 mod metadata;

@@ -19,11 +19,7 @@ pub enum PackagesCommand {
 #[derive(Debug, Clone, clap::Args)]
 pub struct BuildArgs {
     /// The package store.
-    #[arg(
-        long,
-        env = "RUNNER_PACKAGES_DIR",
-        default_value = "/var/lib/sandbox-runner/packages"
-    )]
+    #[arg(long, env = "RUNNER_PACKAGES_DIR", default_value = sandbox_packages::DEFAULT_STORE)]
     pub packages_dir: PathBuf,
     /// A Python requirement (`pandas`, `numpy>=2`); repeat for more. Default: the
     /// default set.

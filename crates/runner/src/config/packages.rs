@@ -15,11 +15,7 @@ pub struct PackageArgs {
     /// The package store (made by `sandbox-runner packages build`); its `current` set
     /// is shown read-only in every sandbox. Without one, sandboxes have the standard
     /// library only.
-    #[arg(
-        long,
-        env = "RUNNER_PACKAGES_DIR",
-        default_value = "/var/lib/sandbox-runner/packages"
-    )]
+    #[arg(long, env = "RUNNER_PACKAGES_DIR", default_value = sandbox_packages::DEFAULT_STORE)]
     pub packages_dir: PathBuf,
     /// Modules a warm Python interpreter imports while it waits, comma-separated (empty:
     /// none). Each costs memory in every warm sandbox, counted in its memory limit.
