@@ -4,13 +4,15 @@
 //! measures, side by side for bash, python and node: (a) spawning the interpreter
 //! directly with the same one-liner, (b) `POST /run`, (c) `tools/call` over
 //! Streamable HTTP on one initialized session; then, against the same runner, its
-//! sessions (issue 12, see `sessions`). It writes `bench.json` and `bench.md`
-//! to `--out`. It is not a load generator for remote hosts: all traffic stays on
+//! sessions (issue 12, see `sessions`); then, on runners of its own, the time to a
+//! first pandas + matplotlib plot (issue 13, see `first_plot`). `--only` picks
+//! sections. It writes `bench.json` and `bench.md` to `--out`. It is not a load generator for remote hosts: all traffic stays on
 //! loopback and every phase is bounded in count and time.
 
 mod cases;
 mod clients;
 mod cpu_group;
+mod first_plot;
 mod measure;
 mod memory;
 mod procfs;
@@ -22,10 +24,11 @@ mod stats;
 
 use anyhow::Context;
 use cases::CASES;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use clients::{Clients, McpSession, RunnerApi};
 use measure::REFILL_TIMEOUT;
 use report::{Report, Setup};
+use serde::Serialize;
 use services::{Binaries, Service};
 use std::io::Read;
 use std::path::PathBuf;
@@ -62,9 +65,40 @@ struct Args {
     /// Folder of sandbox-runner and sandbox-mcp (default: beside this executable).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// Measured runs per path of the time-to-first-plot figure (and per back-to-back
+    /// series).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    plot_rounds: u32,
+    /// Only these sections (comma-separated; all when absent).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Section>,
     /// A few runs of everything, for CI: fails on any failed run, asserts no timing.
     #[arg(long)]
     smoke: bool,
+}
+
+/// A part of the bench that `--only` can pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Section {
+    /// A new runner's first run, per language.
+    ColdStart,
+    /// Memory of the warm pool, sequential latency and throughput of the three paths
+    /// (and the targets of issue 5).
+    Paths,
+    /// The runner's sessions (issue 12).
+    Sessions,
+    /// Packages: time to a first pandas + matplotlib plot (issue 13).
+    FirstPlot,
+}
+
+impl Section {
+    const ALL: [Section; 4] = [
+        Section::ColdStart,
+        Section::Paths,
+        Section::Sessions,
+        Section::FirstPlot,
+    ];
 }
 
 /// The run's sizes once smoke mode is applied.
@@ -74,26 +108,53 @@ struct Plan {
     throughput_runs: usize,
     pool_size: usize,
     session_rest: Duration,
+    plot: first_plot::Sizes,
+    sections: Vec<Section>,
 }
 
 impl Plan {
     fn from(args: &Args) -> Plan {
+        let sections = if args.only.is_empty() {
+            Section::ALL.to_vec()
+        } else {
+            Section::ALL
+                .into_iter()
+                .filter(|s| args.only.contains(s))
+                .collect()
+        };
+        let pool_size = args.pool_size as usize;
         if args.smoke {
             return Plan {
                 iterations: 3,
                 warmup: 1,
                 throughput_runs: 8,
-                pool_size: args.pool_size as usize,
+                pool_size,
                 session_rest: SMOKE_SESSION_REST,
+                plot: first_plot::Sizes {
+                    rounds: 2,
+                    warmup: 0,
+                    pool_size,
+                },
+                sections,
             };
         }
         Plan {
             iterations: args.iterations as usize,
             warmup: (args.iterations as usize / 10).clamp(1, 20),
             throughput_runs: args.throughput_runs as usize,
-            pool_size: args.pool_size as usize,
+            pool_size,
             session_rest: SESSION_REST,
+            plot: first_plot::Sizes {
+                rounds: args.plot_rounds as usize,
+                warmup: 1,
+                pool_size,
+            },
+            sections,
         }
+    }
+
+    fn has(&self, section: Section) -> bool {
+        self.sections.contains(&section)
     }
 
     /// The sizes of the session figures: as many rounds as the sequential ones.
@@ -119,16 +180,27 @@ async fn main() -> anyhow::Result<()> {
         idle_interpreters: Vec::new(),
         cold_start: Vec::new(),
         sessions: None,
+        first_plot: None,
         targets: Vec::new(),
     };
     let runner_token = token()?;
-    for case in &CASES {
-        eprintln!("bench: cold start, {}", case.lang.as_str());
-        let cold = measure::cold_start(&bins, &runner_token, case, plan.pool_size).await?;
-        report.cold_start.push(cold);
+    if plan.has(Section::ColdStart) {
+        for case in &CASES {
+            eprintln!("bench: cold start, {}", case.lang.as_str());
+            let cold = measure::cold_start(&bins, &runner_token, case, plan.pool_size).await?;
+            report.cold_start.push(cold);
+        }
     }
-    against_services(&bins, &runner_token, &plan, &mut report).await?;
-    report.check_targets();
+    if plan.has(Section::Paths) || plan.has(Section::Sessions) {
+        against_services(&bins, &runner_token, &plan, &mut report).await?;
+    }
+    if plan.has(Section::FirstPlot) {
+        let figure = first_plot::measure(&bins, &runner_token, &plan.plot).await?;
+        report.first_plot = Some(figure);
+    }
+    if plan.has(Section::Paths) {
+        report.check_targets();
+    }
     write(&args.out, &report)
 }
 
@@ -165,7 +237,7 @@ async fn against_services(
 }
 
 /// The memory of the warm pool, the paths' figures over one MCP session, then the
-/// runner's own sessions.
+/// runner's own sessions (each when its section is asked for).
 async fn with_session(
     runner: &Service,
     mcp: &Service,
@@ -175,6 +247,25 @@ async fn with_session(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let api = RunnerApi::new(&runner.url, runner_token)?;
+    if plan.has(Section::Paths) {
+        paths(runner, mcp, &api, mcp_token, plan, report).await?;
+    }
+    if plan.has(Section::Sessions) {
+        let figures = sessions::measure(&api, runner.pid, &plan.sessions()).await?;
+        report.sessions = Some(figures);
+    }
+    Ok(())
+}
+
+/// The memory of the warm pool, then the paths' figures over one MCP session.
+async fn paths(
+    runner: &Service,
+    mcp: &Service,
+    api: &RunnerApi,
+    mcp_token: &str,
+    plan: &Plan,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     api.wait_until_full(REFILL_TIMEOUT).await?;
     tokio::time::sleep(SETTLE).await;
     eprintln!("bench: memory of warm sandboxes");
@@ -186,16 +277,13 @@ async fn with_session(
     }
     let session = McpSession::connect(&mcp.url, mcp_token).await?;
     let clients = Clients {
-        runner: api,
+        runner: api.clone(),
         mcp: session.peer(),
     };
     let measured = measure_all(&clients, plan, report).await;
     let closed = session.close().await;
     measured?;
-    closed?;
-    let figures = sessions::measure(&clients.runner, runner.pid, &plan.sessions()).await?;
-    report.sessions = Some(figures);
-    Ok(())
+    closed
 }
 
 async fn measure_all(clients: &Clients, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
@@ -243,12 +331,14 @@ fn setup(args: &Args, plan: &Plan) -> Setup {
         warmup: plan.warmup,
         throughput_runs: plan.throughput_runs,
         pool_size: plan.pool_size,
+        plot_rounds: plan.plot.rounds,
+        sections: plan.sections.clone(),
         direct_cgroup: None,
     }
 }
 
 /// A random bearer token (the services are on loopback, but they run code).
-fn token() -> anyhow::Result<String> {
+pub(crate) fn token() -> anyhow::Result<String> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
@@ -282,7 +372,19 @@ mod tests {
         let args = Args::parse_from(["bench", "--smoke"]);
         let plan = Plan::from(&args);
         assert!(plan.iterations <= 5 && plan.throughput_runs <= 8);
+        assert!(plan.plot.rounds <= 2 && plan.plot.warmup == 0);
         assert!(plan.pool_size >= *LEVELS.iter().max().unwrap_or(&8));
+        assert_eq!(plan.sections, Section::ALL);
+    }
+
+    #[test]
+    fn only_picks_sections_in_bench_order() {
+        let args = Args::parse_from(["bench", "--only", "first-plot,cold-start"]);
+        let plan = Plan::from(&args);
+        assert_eq!(plan.sections, [Section::ColdStart, Section::FirstPlot]);
+        assert!(plan.has(Section::FirstPlot) && !plan.has(Section::Paths));
+        assert_eq!(plan.plot.rounds, 20);
+        assert!(Args::try_parse_from(["bench", "--only", "nothing"]).is_err());
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! spawn) for people, and the targets of issue 5 checked against them.
 
 use crate::clients::Via;
+use crate::first_plot::{FirstPlot, PlotPath, QUIET};
 use crate::measure::{ColdStart, LangLatency, Rate};
 use crate::memory::{IdleInterpreter, SandboxMemory};
 use crate::sessions::SessionFigures;
 use crate::stats::{ratio, Latency};
+use crate::Section;
 use sandbox_protocol::Lang;
 use serde::Serialize;
 use std::fmt::Write;
@@ -36,6 +38,10 @@ pub struct Setup {
     pub throughput_runs: usize,
     /// Pool size of the runner under test.
     pub pool_size: usize,
+    /// Measured runs per path of the time-to-first-plot figure.
+    pub plot_rounds: usize,
+    /// The sections measured (`--only`).
+    pub sections: Vec<Section>,
     /// The CPU cgroup the bench and its direct spawns ran in (see `cpu_group`).
     pub direct_cgroup: Option<String>,
 }
@@ -58,6 +64,8 @@ pub struct Report {
     pub cold_start: Vec<ColdStart>,
     /// The runner's sessions (issue 12).
     pub sessions: Option<SessionFigures>,
+    /// Packages: time to a first pandas + matplotlib plot (issue 13).
+    pub first_plot: Option<FirstPlot>,
     /// The targets of issue 5.
     pub targets: Vec<Target>,
 }
@@ -166,32 +174,59 @@ impl Report {
     pub fn markdown(&self) -> String {
         let mut md = String::new();
         self.setup_md(&mut md);
-        self.latency_md(&mut md);
-        self.throughput_md(&mut md);
-        self.memory_md(&mut md);
-        self.cold_start_md(&mut md);
+        if !self.latency.is_empty() {
+            self.latency_md(&mut md);
+        }
+        if !self.throughput.is_empty() {
+            self.throughput_md(&mut md);
+        }
+        if !self.sandboxes.is_empty() {
+            self.memory_md(&mut md);
+        }
+        if !self.cold_start.is_empty() {
+            self.cold_start_md(&mut md);
+        }
         if let Some(sessions) = &self.sessions {
             sessions_md(sessions, &mut md);
         }
-        self.targets_md(&mut md);
+        if let Some(first_plot) = &self.first_plot {
+            first_plot_md(first_plot, &mut md);
+        }
+        if !self.targets.is_empty() {
+            self.targets_md(&mut md);
+        }
         md
     }
 
     fn setup_md(&self, md: &mut String) {
         let s = &self.setup;
+        let _ = write!(md, "{} CPUs, {}, kernel {}", s.cpus, s.os, s.kernel);
+        if s.sections.contains(&Section::Paths) {
+            let _ = write!(
+                md,
+                "; {} sequential runs per path (after {} warm-up rounds), {} runs counted \
+                 per throughput figure after the first {} (the steady rate, once the \
+                 sandboxes made ahead are used up)",
+                s.iterations, s.warmup, s.throughput_runs, s.pool_size,
+            );
+        }
+        let _ = write!(md, "; pool size {}", s.pool_size);
+        if s.sections.len() < Section::ALL.len() {
+            let names: Vec<String> = s
+                .sections
+                .iter()
+                .map(|section| {
+                    serde_json::to_value(section)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                })
+                .collect();
+            let _ = write!(md, "; only {}", names.join(", "));
+        }
         let _ = writeln!(
             md,
-            "{} CPUs, {}, kernel {}; {} sequential runs per path (after {} warm-up rounds), \
-             {} runs counted per throughput figure after the first {} (the steady rate, once \
-             the sandboxes made ahead are used up), pool size {}{}.\n",
-            s.cpus,
-            s.os,
-            s.kernel,
-            s.iterations,
-            s.warmup,
-            s.throughput_runs,
-            s.pool_size,
-            s.pool_size,
+            "{}.\n",
             if s.smoke {
                 "; SMOKE run, figures not meaningful"
             } else {
@@ -392,6 +427,92 @@ fn sessions_md(s: &SessionFigures, md: &mut String) {
     );
 }
 
+/// The "Packages: time to first plot" section.
+fn first_plot_md(f: &FirstPlot, md: &mut String) {
+    md.push_str("### Packages: time to first plot, ms (ratio to direct spawn)\n\n");
+    let _ = writeln!(
+        md,
+        "The program (package set {}), {} measured runs per path after {} warm-up round(s). \
+         At rest: before each run the pools are full and every sandbox process has been \
+         asleep, its CPU time unchanged, for {} ms (the refill's warm imports are done), \
+         then 50 ms more. Warm imports: {}; pool size {}.\n\n```python\n{}```\n",
+        short_key(&f.package_set),
+        f.rounds,
+        f.warmup,
+        QUIET.as_millis(),
+        f.warm_imports.join(", "),
+        f.pool_size,
+        f.script,
+    );
+    let direct = f
+        .rested
+        .iter()
+        .find(|(p, _)| *p == PlotPath::Direct)
+        .map(|(_, l)| *l);
+    md.push_str("| path | pool | p50 | p95 |\n|---|---|---|---|\n");
+    let rows = f
+        .rested
+        .iter()
+        .map(|row| ("at rest", row))
+        .chain(f.back_to_back.iter().map(|row| ("back to back", row)));
+    for (pool, (path, l)) in rows {
+        let pool = if *path == PlotPath::Direct { "-" } else { pool };
+        let (p50, p95) = match direct {
+            Some(d) => (
+                with_ratio(l.p50_ms, d.p50_ms, 0),
+                with_ratio(l.p95_ms, d.p95_ms, 0),
+            ),
+            None => (format!("{:.0}", l.p50_ms), format!("{:.0}", l.p95_ms)),
+        };
+        let _ = writeln!(md, "| {} | {pool} | {p50} | {p95} |", path.label());
+    }
+    md.push('\n');
+    if let Some(t) = &f.to_rest {
+        let _ = writeln!(
+            md,
+            "From a warm-import run's answer to the pools at rest again (the refill made and \
+             its imports done, plus the {} ms of quiet observed): p50 {:.0} ms, p95 {:.0} ms \
+             ({} waits).\n",
+            QUIET.as_millis(),
+            t.p50_ms,
+            t.p95_ms,
+            t.runs
+        );
+    }
+    if f.not_at_rest > 0 {
+        let _ = writeln!(
+            md,
+            "**{} runs went ahead on a pool not at rest** (it did not settle in time).\n",
+            f.not_at_rest
+        );
+    }
+    md.push_str(
+        "| idle python sandbox, MiB | sandboxes | cgroup charge (mean) | RSS of its processes \
+         (mean) |\n|---|---|---|---|\n",
+    );
+    for (label, sandboxes) in [
+        ("with warm imports", &f.memory.warm_imports),
+        ("without warm imports", &f.memory.no_warm_imports),
+    ] {
+        let n = sandboxes.len().max(1) as f64;
+        let charge = sandboxes.iter().map(|s| s.cgroup_bytes).sum::<u64>() as f64 / n;
+        let rss = sandboxes.iter().map(|s| s.rss_bytes).sum::<u64>() as f64 / n;
+        let _ = writeln!(
+            md,
+            "| {label} | {} | {:.1} | {:.1} |",
+            sandboxes.len(),
+            charge / MIB,
+            rss / MIB
+        );
+    }
+    md.push('\n');
+}
+
+/// The first 12 characters of a package set's key (as `git log` shortens hashes).
+fn short_key(key: &str) -> &str {
+    key.get(..12).unwrap_or(key)
+}
+
 fn at_most(rule: String, measured: Option<f64>, limit: f64) -> Target {
     Target {
         holds: measured.is_some_and(|m| m <= limit),
@@ -489,6 +610,62 @@ mod tests {
             md.contains("0 CPU ticks while its session rested 1000 ms, 50"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn first_plot_section_shows_ratios_and_memory() {
+        use crate::first_plot::PlotMemory;
+        let ms = |p50_ms: f64| Latency {
+            runs: 20,
+            p50_ms,
+            p95_ms: 2.0 * p50_ms,
+            p99_ms: 2.0 * p50_ms,
+            mean_ms: p50_ms,
+        };
+        let sandbox = |cgroup_bytes: u64| SandboxMemory {
+            kind: "python",
+            cgroup_bytes,
+            rss_bytes: cgroup_bytes * 2,
+            processes: vec!["python3".into()],
+        };
+        let figure = FirstPlot {
+            script: "print(1)\n",
+            package_set: "065cc7d86200eddd0b7ea9a7".into(),
+            warm_imports: vec!["numpy".into(), "pandas".into()],
+            pool_size: 8,
+            rounds: 20,
+            warmup: 1,
+            rested: vec![(PlotPath::Direct, ms(1000.0)), (PlotPath::Run, ms(250.0))],
+            back_to_back: vec![(PlotPath::Run, ms(500.0))],
+            to_rest: Some(ms(1500.0)),
+            not_at_rest: 0,
+            memory: PlotMemory {
+                warm_imports: vec![sandbox(70 << 20), sandbox(80 << 20)],
+                no_warm_imports: vec![sandbox(4 << 20)],
+            },
+        };
+        let mut md = String::new();
+        first_plot_md(&figure, &mut md);
+        assert!(md.contains("package set 065cc7d86200)"), "{md}");
+        assert!(
+            md.contains("| POST /run, warm imports | at rest | 250 (0.25x) | 500 (0.25x) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| POST /run, warm imports | back to back | 500 (0.50x) |"),
+            "{md}"
+        );
+        assert!(md.contains("| - | 1000 (1.00x) |"), "{md}");
+        assert!(md.contains("p50 1500 ms, p95 3000 ms (20 waits)"), "{md}");
+        assert!(
+            md.contains("| with warm imports | 2 | 75.0 | 150.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| without warm imports | 1 | 4.0 | 8.0 |"),
+            "{md}"
+        );
+        assert!(!md.contains("not at rest"), "{md}");
     }
 
     #[test]

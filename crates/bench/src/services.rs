@@ -62,9 +62,21 @@ pub struct Service {
 impl Service {
     /// Starts `sandbox-runner serve` with `pool_size` sandboxes.
     pub async fn runner(bin: &Path, token: &str, pool_size: usize) -> anyhow::Result<Service> {
+        Service::runner_with(bin, token, pool_size, &[]).await
+    }
+
+    /// Starts `sandbox-runner serve` with `pool_size` sandboxes and `extra` flags
+    /// (`--warm-imports`, ...) after the bench's own.
+    pub async fn runner_with(
+        bin: &Path,
+        token: &str,
+        pool_size: usize,
+        extra: &[&str],
+    ) -> anyhow::Result<Service> {
         let mut cmd = command(bin);
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--pool-size"])
             .arg(pool_size.to_string())
+            .args(extra)
             .env("SANDBOX_RUNNER_TOKEN", token);
         Service::start(cmd, "sandbox-runner listening on ").await
     }

@@ -32,8 +32,9 @@ pub enum DepsRefusal {
     Disabled(String),
     /// The backend cannot mount them.
     #[error(
-        "this program declares inline dependencies ({0}), which VM sandboxes cannot take: \
-         use the installed packages (GET /health lists them)"
+        "this program declares inline dependencies ({0}), which this runner's sandboxes \
+         cannot take (VM sandboxes, or a runner not started as root): use the installed \
+         packages (GET /health lists them)"
     )]
     Unsupported(String),
     /// The store could not be opened when the runner started.
@@ -108,7 +109,10 @@ impl InlineDeps {
         let Some(policy) = packages.deps.clone() else {
             return InlineDeps::Refuse(DepsRefusal::Disabled);
         };
-        if config.backend.kind() == crate::config::BackendKind::Vm {
+        // The host cannot mount into a guest, and an ordinary user's runner cannot
+        // mount at all.
+        let vm = config.backend.kind() == crate::config::BackendKind::Vm;
+        if vm || !nix::unistd::geteuid().is_root() {
             return InlineDeps::Refuse(DepsRefusal::Unsupported);
         }
         match Store::open(&packages.store) {
