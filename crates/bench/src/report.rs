@@ -2,7 +2,7 @@
 //! spawn) for people, and the targets of issue 5 checked against them.
 
 use crate::clients::Via;
-use crate::first_plot::{FirstPlot, PlotPath, QUIET};
+use crate::first_plot::{FirstPlot, PlotPath, ONE_LINER, QUIET};
 use crate::measure::{ColdStart, LangLatency, Rate};
 use crate::memory::{IdleInterpreter, SandboxMemory};
 use crate::sessions::SessionFigures;
@@ -453,6 +453,7 @@ fn first_plot_md(f: &FirstPlot, md: &mut String) {
     let rows = f
         .rested
         .iter()
+        .filter(|(path, _)| path.plots())
         .map(|row| ("at rest", row))
         .chain(f.back_to_back.iter().map(|row| ("back to back", row)));
     for (pool, (path, l)) in rows {
@@ -467,6 +468,23 @@ fn first_plot_md(f: &FirstPlot, md: &mut String) {
         let _ = writeln!(md, "| {} | {pool} | {p50} | {p95} |", path.label());
     }
     md.push('\n');
+    let one_liner = |path: PlotPath| f.rested.iter().find(|(p, _)| *p == path).map(|(_, l)| *l);
+    if let (Some(warm), Some(none)) = (
+        one_liner(PlotPath::OneLinerWarm),
+        one_liner(PlotPath::OneLinerNoWarm),
+    ) {
+        let _ = writeln!(
+            md,
+            "What warm imports cost a run that does not use them: `{ONE_LINER}` by `POST /run` \
+             at rest, p50 / p95 {:.1} / {:.1} ms with warm imports, {:.1} / {:.1} ms without \
+             ({} at the p50).\n",
+            warm.p50_ms,
+            warm.p95_ms,
+            none.p50_ms,
+            none.p95_ms,
+            ratio(warm.p50_ms, none.p50_ms).map_or("-".into(), |r| format!("{r:.1}x")),
+        );
+    }
     if let Some(t) = &f.to_rest {
         let _ = writeln!(
             md,
@@ -635,7 +653,12 @@ mod tests {
             pool_size: 8,
             rounds: 20,
             warmup: 1,
-            rested: vec![(PlotPath::Direct, ms(1000.0)), (PlotPath::Run, ms(250.0))],
+            rested: vec![
+                (PlotPath::Direct, ms(1000.0)),
+                (PlotPath::Run, ms(250.0)),
+                (PlotPath::OneLinerWarm, ms(200.0)),
+                (PlotPath::OneLinerNoWarm, ms(10.0)),
+            ],
             back_to_back: vec![(PlotPath::Run, ms(500.0))],
             to_rest: Some(ms(1500.0)),
             not_at_rest: 0,
@@ -657,6 +680,11 @@ mod tests {
         );
         assert!(md.contains("| - | 1000 (1.00x) |"), "{md}");
         assert!(md.contains("p50 1500 ms, p95 3000 ms (20 waits)"), "{md}");
+        assert!(!md.contains("| `print(1)`"), "{md}");
+        assert!(
+            md.contains("200.0 / 400.0 ms with warm imports, 10.0 / 20.0 ms without (20.0x"),
+            "{md}"
+        );
         assert!(
             md.contains("| with warm imports | 2 | 75.0 | 150.0 |"),
             "{md}"
