@@ -30,8 +30,14 @@ use std::path::{Path, PathBuf};
 const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
 ];
-/// Host paths under /etc that programs need: folders are overlaid, files copied.
-const ETC_PATHS: &[&str] = &["/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"];
+/// Host paths under /etc that programs need: folders are overlaid, files copied
+/// (`/etc/fonts`: fontconfig, which matplotlib asks for the system's fonts).
+const ETC_PATHS: &[&str] = &[
+    "/etc/ld.so.cache",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/fonts",
+];
 /// Devices every sandbox gets, made anew for each (`/dev/<name>`).
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 /// Host-wide files in /proc that tell of the host or of other tenants, shown empty

@@ -186,7 +186,20 @@ async fn inline_dependencies_resolve_run_and_are_cached() {
 
 #[tokio::test]
 async fn refused_dependencies_run_nothing_and_say_why() {
-    let runner = start(&["--deps-deny", "humanize", "--deps-max-mb", "1"], &[]);
+    // A store of its own (no set), so that what the refusals leave in it is theirs alone.
+    let store = std::env::temp_dir().join(format!("refusals-store-{}", std::process::id()));
+    let store_flag = store.display().to_string();
+    let runner = start(
+        &[
+            "--packages-dir",
+            &store_flag,
+            "--deps-deny",
+            "humanize",
+            "--deps-max-mb",
+            "1",
+        ],
+        &[],
+    );
     let denied = post_python(&runner, &script(&["humanize"], "print('RAN')")).await;
     assert_refused(&denied, 422, "dependency_denied", "humanize");
     let missing = "no-such-package-sandbox-mcp-7f3a";
@@ -197,10 +210,27 @@ async fn refused_dependencies_run_nothing_and_say_why() {
     let bad = "# /// script\n# dependencies = [1, 2\n# ///\nprint('RAN')";
     let malformed = post_python(&runner, bad).await;
     assert_refused(&malformed, 400, "bad_script_metadata", "TOML");
-    let leftovers = std::fs::read_dir(format!("{}/tmp", common::PACKAGES_DIR))
-        .map(|dir| dir.count())
-        .unwrap_or(0);
-    assert_eq!(leftovers, 0, "nothing half-installed is left in the store");
+    let leftovers = |dir: &str| {
+        std::fs::read_dir(store.join(dir))
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        leftovers("tmp"),
+        0,
+        "nothing half-installed is left in the store"
+    );
+    assert_eq!(
+        leftovers("deps"),
+        1,
+        "no set but the cache's folder: {store:?}"
+    );
+    drop(runner);
+    let _ = std::process::Command::new("chmod")
+        .args(["-R", "u+w"])
+        .arg(&store)
+        .status();
+    let _ = std::fs::remove_dir_all(&store);
     let off = runner_off().await;
     let disabled = post_python(&off, &script(&["humanize"], "print('RAN')")).await;
     assert_refused(&disabled, 422, "dependencies_disabled", "humanize");
@@ -297,4 +327,19 @@ async fn host_mounts_made_while_a_sandbox_lives_never_show_in_it() {
     }
     assert!(!stdout(&out).contains("secret"), "{out}");
     assert_eq!(mount_points(stdout(&out)), before, "{out}");
+}
+
+/// Without warm imports the program imports everything itself: the same figure, and
+/// nothing on stderr (matplotlib asks fontconfig for the system's fonts: the sandbox
+/// has the host's /etc/fonts).
+#[tokio::test]
+async fn without_warm_imports_a_plot_comes_back_the_same_and_quietly() {
+    let runner = start(&["--warm-imports="], &[]);
+    assert_eq!(runner.health().await["packages"]["warmImports"], json!([]));
+    let code = "import sys\nprint('pandas' in sys.modules)\n\
+                import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()";
+    let out = runner.run_with_timeout("python", code, Some(60_000)).await;
+    assert_eq!(stdout(&out), "False\n", "{out}");
+    assert_eq!(stderr(&out), "", "{out}");
+    assert_eq!(out["outputs"][0]["path"], "figure-1.png", "{out}");
 }

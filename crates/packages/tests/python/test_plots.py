@@ -483,6 +483,36 @@ class WarmImportTest(LoaderTest):
                          "[False, False, False, False, False]\n__main__ True True\n")
 
 
+class ExitTest(LoaderTest):
+    """A one-shot program ends as `python3 main.py` would, without unloading modules."""
+
+    def test_threads_atexit_open_files_and_codes(self):
+        program = """
+            import atexit, sys, threading, time
+            f = open("left-open.txt", "w")
+            f.write("flushed at exit")
+            atexit.register(lambda: print("atexit ran"))
+            def late():
+                time.sleep(0.2)
+                print("thread done")
+            threading.Thread(target=late).start()
+            print("main done")
+        """
+        self.assert_clean(self.once(program), "main done\nthread done\natexit ran\n")
+        self.assertEqual((self.home / "left-open.txt").read_text(), "flushed at exit")
+        for code, expected in (("sys.exit(3)", 3), ("sys.exit(256)", 0), ("raise SystemExit", 0),
+                               ("1/0", 1)):
+            with self.subTest(code=code):
+                result = self.once(f"import sys\n{code}")
+                self.assertEqual(result[0], expected, result)
+        code, out, err = self.once("import sys\nsys.exit('bye')")
+        self.assertEqual((code, out, err), (1, "", "bye\n"))
+
+    def test_a_closed_stdout_makes_status_120(self):
+        code, _, _ = self.once("import os, sys\nprint('x')\nos.close(1)")
+        self.assertEqual(code, 120)
+
+
 class PathsTest(LoaderTest):
     def module_dir(self, name, value):
         folder = self.tmp / f"deps-{name}" / "python"
