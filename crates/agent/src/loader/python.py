@@ -57,6 +57,11 @@ def _sandbox_loader():
             for copy, fd in saved:
                 os.dup2(copy, fd)
                 os.close(copy)
+        # What the imports made lives as long as the interpreter: out of the collector's
+        # sight, so that the program's collections (and the one at its end) walk only
+        # the program's own objects.
+        import gc
+        gc.freeze()
 
     def request():
         while b"\n" not in pending:
