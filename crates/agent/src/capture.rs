@@ -18,9 +18,15 @@ impl Pipe for ChildStderr {}
 
 impl<R: Pipe> Capture<R> {
     pub(crate) fn new(pipe: R, cap: usize) -> Self {
+        Self::after(pipe, cap, Vec::new())
+    }
+
+    /// A capture whose first bytes are `kept` (a compile step's output), counted
+    /// against the cap.
+    pub(crate) fn after(pipe: R, cap: usize, kept: Vec<u8>) -> Self {
         Capture {
             pipe: Some(pipe),
-            kept: Vec::new(),
+            kept,
             cap,
             truncated: false,
         }
@@ -63,6 +69,11 @@ impl<R: Pipe> Capture<R> {
     /// Whether more than the cap was written.
     pub(crate) fn truncated(&self) -> bool {
         self.truncated
+    }
+
+    /// The kept bytes.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.kept
     }
 
     /// The kept bytes as text (invalid UTF-8 replaced).

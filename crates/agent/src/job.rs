@@ -5,15 +5,15 @@ use crate::identity::write_as_program_user;
 use crate::launch::{self, Prepared};
 use crate::outputs::{self, Seen};
 use crate::resident::{pidfd_open, Resident};
-use crate::tree::{end_tree, exit_code};
-use crate::watch::{End, Watch};
+use crate::tree::{end_tree, exit_code, reap_exited};
+use crate::watch::{CompileReport, Compiled, End, Watch};
 use crate::HOME;
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use sandbox_protocol::agent::{Job, JobOutcome};
-use sandbox_protocol::Lang;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// How long output still in the pipes is read after the tree is gone.
@@ -30,11 +30,11 @@ pub enum JobError {
         /// What failed underneath.
         source: io::Error,
     },
-    /// The interpreter could not be started.
+    /// The interpreter, compiler or loader could not be started.
     #[error("starting {program}: {source}")]
     Spawn {
         /// The program concerned.
-        program: &'static str,
+        program: String,
         /// What failed underneath.
         source: io::Error,
     },
@@ -43,8 +43,8 @@ pub enum JobError {
     Watch(io::Error),
 }
 
-/// What the agent keeps between the jobs of its sandbox: the interpreter started ahead
-/// of the first job, a session's resident interpreters, and the output files already
+/// What the agent keeps between the jobs of its sandbox: the loader started ahead of
+/// the first job, a session's resident interpreters, and the output files already
 /// handed back.
 #[derive(Default)]
 pub struct Kept {
@@ -54,44 +54,58 @@ pub struct Kept {
 }
 
 impl Kept {
-    /// Keeps an interpreter started ahead of the first job.
+    /// Keeps a loader started ahead of the first job.
     pub fn prepared(&mut self, prepared: Option<Prepared>) {
         self.prepared = prepared;
     }
 
-    /// The resident interpreter of `lang`, started now when there is none (or it died,
-    /// which `lost` then says).
-    fn resident(&mut self, lang: Lang, lost: &mut bool) -> io::Result<Resident> {
-        if let Some(i) = self.residents.iter().position(|r| r.lang() == lang) {
+    /// The loader kept for `job`'s language, if one is (one of another language ends).
+    fn prepared_for(&mut self, job: &Job) -> Option<Prepared> {
+        match self.prepared.take() {
+            Some(p) if p.lang() == &job.lang => Some(p),
+            Some(p) => {
+                p.discard();
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// The resident interpreter of `job`'s language, started now when there is none
+    /// (or it died, which `lost` then says).
+    fn resident(&mut self, job: &Job, lost: &mut bool) -> io::Result<Resident> {
+        if let Some(i) = self.residents.iter().position(|r| r.lang() == &job.lang) {
             let resident = self.residents.swap_remove(i);
             if resident.alive() {
                 return Ok(resident);
             }
             *lost = true;
         }
-        let prepared = match self.prepared.take() {
-            Some(p) if p.lang() == lang => Some(p),
-            Some(p) => {
-                p.discard();
-                launch::prepare(lang, &[])?
-            }
-            None => launch::prepare(lang, &[])?,
+        let prepared = match self.prepared_for(job) {
+            Some(p) => Some(p),
+            None => launch::prepare(&job.lang, &job.recipe, &[])?,
         };
         let prepared = prepared.ok_or_else(|| io::Error::other("no loader for this language"))?;
         Resident::new(prepared)
     }
 }
 
-/// Runs `job` to its end and reports what happened: in the interpreter started ahead
-/// when it is of the job's language; a session's Python and Node programs in the
-/// session's resident interpreter of that language.
+/// Runs `job` to its end and reports what happened: in the loader started ahead when it
+/// is of the job's language; a session's programs in the session's resident interpreter
+/// of their language when it has one (Python, Node, TypeScript).
 pub fn run_job(job: &Job, kept: &mut Kept) -> Result<JobOutcome, JobError> {
     let file = write_code(job)?;
     outputs::make_folder();
-    let mut outcome = if job.session && job.lang != Lang::Bash {
+    let resident = job
+        .recipe
+        .loader
+        .as_ref()
+        .is_some_and(|l| l.kind.resident());
+    let mut outcome = if job.session && resident {
         run_resident(job, &file, kept)?
     } else {
-        run_spawned(job, &file, kept.prepared.take())?
+        let prepared = kept.prepared_for(job);
+        run_spawned(job, &file, prepared)?
     };
     if let Some(caps) = job.outputs {
         (outcome.outputs, outcome.outputs_truncated) = outputs::collect(caps, &mut kept.seen);
@@ -99,32 +113,151 @@ pub fn run_job(job: &Job, kept: &mut Kept) -> Result<JobOutcome, JobError> {
     Ok(outcome)
 }
 
-/// Runs the program in a process of its own.
+/// A compile step's output, which the program's follows.
+#[derive(Default)]
+struct Before {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// Runs the program in processes of its own: through its loader (started ahead, or now
+/// for a language that runs through its loader only), or by its compile and run
+/// commands.
 fn run_spawned(job: &Job, file: &Path, prepared: Option<Prepared>) -> Result<JobOutcome, JobError> {
-    let program = interpreter_name(job.lang);
-    let spawned = match prepared {
-        Some(p) if p.lang() == job.lang => p.start(file, &job.python_paths),
-        Some(p) => {
-            p.discard();
-            launch::cold(job.lang, file, job.session, &job.python_paths)
-        }
-        None => launch::cold(job.lang, file, job.session, &job.python_paths),
+    let started = Instant::now();
+    let spawn_error = |program: &str| {
+        let program = program.to_owned();
+        move |source| JobError::Spawn { program, source }
     };
-    let mut child = spawned.map_err(|source| JobError::Spawn { program, source })?;
+    let prepared = match prepared {
+        Some(p) => Some(p),
+        None if job.recipe.run.is_empty() => {
+            launch::prepare(&job.lang, &job.recipe, &[]).map_err(spawn_error("the loader"))?
+        }
+        None => None,
+    };
+    if let Some(prepared) = prepared {
+        // A loader that died while it waited (its pipe is gone) is replaced, once.
+        let spawned = match prepared.start(file, &job.python_paths) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                eprintln!(
+                    "sandbox-agent: the {} loader had ended; starting another",
+                    job.lang
+                );
+                launch::prepare(&job.lang, &job.recipe, &[])
+                    .and_then(|p| p.ok_or_else(|| io::Error::other("no loader")))
+                    .and_then(|p| p.start(file, &job.python_paths))
+            }
+            other => other,
+        };
+        let launch::Started { child, report } = spawned.map_err(spawn_error("the loader"))?;
+        let report = report
+            .map(CompileReport::new)
+            .transpose()
+            .map_err(JobError::Watch)?;
+        return watch_spawned(job, child, report, Before::default(), started);
+    }
+    let mut before = Before::default();
+    if !job.recipe.compile.is_empty() {
+        match compile(job, file)? {
+            Ok(output) => before = output,
+            Err(mut failed) => {
+                failed.duration_ms = started.elapsed().as_millis() as u64;
+                return Ok(failed);
+            }
+        }
+    }
+    let program = job.recipe.run.first().map_or("", String::as_str);
+    let child = launch::cold(&job.lang, &job.recipe, file, job.session, &job.python_paths)
+        .map_err(spawn_error(program))?;
+    watch_spawned(job, child, None, before, started)
+}
+
+/// Runs the compile command to its end, within the compile timeout: its output, or the
+/// outcome of a compile that failed (or ran out of time), marked as such.
+fn compile(job: &Job, file: &Path) -> Result<Result<Before, JobOutcome>, JobError> {
+    let mut child = launch::compile(&job.recipe, file).map_err(|source| JobError::Spawn {
+        program: job.recipe.compile[0].clone(),
+        source,
+    })?;
+    let mut watch = watch_of(&mut child, job, Before::default())?;
+    let deadline = Instant::now() + Duration::from_millis(job.recipe.compile_timeout_ms);
+    let end = watch.until_end(deadline, None)?;
+    let timed_out = end == End::TimedOut;
+    let status = if timed_out || watch.ended_whole(false) {
+        end_tree(watch.program).or(watch.status)
+    } else {
+        reap_exited(watch.program).program.or(watch.status)
+    };
+    watch.drain(Instant::now() + DRAIN_LIMIT)?;
+    watch.sink();
+    let (exit_code, signal) = exit_code(status.unwrap_or(WaitStatus::StillAlive));
+    if exit_code == 0 && !timed_out && !watch.ended_whole(false) {
+        return Ok(Ok(Before {
+            stdout: watch.stdout.into_bytes(),
+            stderr: watch.stderr.into_bytes(),
+        }));
+    }
+    let mut outcome = watch.outcome(exit_code, signal, 0, timed_out, false);
+    outcome.compile_error = true;
+    Ok(Err(outcome))
+}
+
+/// A watch on `child`'s output, within the job's caps, after what `before` holds.
+fn watch_of(child: &mut Child, job: &Job, before: Before) -> Result<Watch, JobError> {
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
         unreachable!("both streams are piped in spawn()");
     };
-    let exited = pidfd_open(&child).map_err(JobError::Watch)?;
-    let mut watch = Watch {
+    Ok(Watch {
         program: Pid::from_raw(child.id() as i32),
-        exited,
-        stdout: Capture::new(stdout, job.stdout_cap),
-        stderr: Capture::new(stderr, job.stderr_cap),
+        exited: pidfd_open(child).map_err(JobError::Watch)?,
+        stdout: Capture::after(stdout, job.stdout_cap, before.stdout),
+        stderr: Capture::after(stderr, job.stderr_cap, before.stderr),
         status: None,
+    })
+}
+
+/// Watches a spawned program to its end: a compiling loader's compile first (within
+/// the compile timeout), then the program within the job's timeout.
+fn watch_spawned(
+    job: &Job,
+    mut child: Child,
+    report: Option<CompileReport>,
+    before: Before,
+    started: Instant,
+) -> Result<JobOutcome, JobError> {
+    let mut watch = watch_of(&mut child, job, before)?;
+    let mut compile_error = false;
+    let end = match report {
+        Some(mut report) => {
+            let compile_deadline =
+                Instant::now() + Duration::from_millis(job.recipe.compile_timeout_ms);
+            match watch.until_compiled(compile_deadline, &mut report)? {
+                Compiled::Said(true) => None,
+                Compiled::Said(false) => {
+                    compile_error = true;
+                    None
+                }
+                Compiled::Exited => {
+                    compile_error = true;
+                    Some(End::Exited)
+                }
+                Compiled::TimedOut => {
+                    compile_error = true;
+                    Some(End::TimedOut)
+                }
+            }
+        }
+        None => None,
     };
-    let started = Instant::now();
-    let end = watch.until_end(started + Duration::from_millis(job.timeout_ms), None)?;
+    let end = match end {
+        Some(end) => end,
+        None => {
+            let deadline = Instant::now() + Duration::from_millis(job.timeout_ms);
+            watch.until_end(deadline, None)?
+        }
+    };
     let duration_ms = started.elapsed().as_millis() as u64;
     let timed_out = end == End::TimedOut;
     let status = if job.session && !watch.ended_whole(timed_out) {
@@ -139,26 +272,37 @@ fn run_spawned(job: &Job, file: &Path, prepared: Option<Prepared>) -> Result<Job
         status
     };
     let (exit_code, signal) = exit_code(status.unwrap_or(WaitStatus::StillAlive));
-    Ok(watch.outcome(exit_code, signal, duration_ms, timed_out, false))
+    let mut outcome = watch.outcome(exit_code, signal, duration_ms, timed_out, false);
+    outcome.compile_error = compile_error;
+    Ok(outcome)
 }
 
 /// Runs a session's program in the resident interpreter of its language.
 fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, JobError> {
-    let program = interpreter_name(job.lang);
+    let program = || format!("the {} interpreter", job.lang);
     let mut lost = false;
     let mut resident = kept
-        .resident(job.lang, &mut lost)
-        .map_err(|source| JobError::Spawn { program, source })?;
+        .resident(job, &mut lost)
+        .map_err(|source| JobError::Spawn {
+            program: program(),
+            source,
+        })?;
     let path = file.to_string_lossy();
     if resident.request(&path, &job.python_paths).is_err() {
         // It died between the check and the request: start another, once.
         lost = true;
         resident = kept
-            .resident(job.lang, &mut lost)
-            .map_err(|source| JobError::Spawn { program, source })?;
+            .resident(job, &mut lost)
+            .map_err(|source| JobError::Spawn {
+                program: program(),
+                source,
+            })?;
         resident
             .request(&path, &job.python_paths)
-            .map_err(|source| JobError::Spawn { program, source })?;
+            .map_err(|source| JobError::Spawn {
+                program: program(),
+                source,
+            })?;
     }
     let (Some(stdout), Some(stderr)) = (resident.stdout.take(), resident.stderr.take()) else {
         // A resident hands its pipes back after every run it survives.
@@ -180,10 +324,11 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
     let duration_ms = started.elapsed().as_millis() as u64;
     let timed_out = end == End::TimedOut;
     match end {
-        End::Reported(code) if !watch.ended_whole(false) => {
+        End::Reported(report) if !watch.ended_whole(false) => {
             watch.drain_written()?;
             let (stdout, stderr) = (watch.stdout.take_pipe(), watch.stderr.take_pipe());
-            let outcome = watch.outcome(code, None, duration_ms, false, lost);
+            let mut outcome = watch.outcome(report.code, None, duration_ms, false, lost);
+            outcome.compile_error = report.compile_error;
             resident.stdout = stdout;
             resident.stderr = stderr;
             kept.residents.push(resident);
@@ -205,7 +350,7 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
             watch.drain(Instant::now() + DRAIN_LIMIT)?;
             kept.residents.clear();
             let (exit_code, signal) = match (end, status) {
-                (End::Reported(code), _) => (code, None),
+                (End::Reported(report), _) => (report.code, None),
                 (_, status) => exit_code(status.unwrap_or(WaitStatus::StillAlive)),
             };
             Ok(watch.outcome(exit_code, signal, duration_ms, timed_out, true))
@@ -213,25 +358,8 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
     }
 }
 
-/// The program's file name for a language.
-fn file_name(lang: Lang) -> &'static str {
-    match lang {
-        Lang::Bash => "main.sh",
-        Lang::Python => "main.py",
-        Lang::Node => "main.js",
-    }
-}
-
-fn interpreter_name(lang: Lang) -> &'static str {
-    match lang {
-        Lang::Bash => "bash",
-        Lang::Python => "python3",
-        Lang::Node => "node",
-    }
-}
-
 fn write_code(job: &Job) -> Result<PathBuf, JobError> {
-    let path = PathBuf::from(HOME).join(file_name(job.lang));
+    let path = PathBuf::from(HOME).join(&job.recipe.file);
     write_as_program_user(&path, job.code.as_bytes()).map_err(|source| JobError::WriteCode {
         path: path.clone(),
         source,

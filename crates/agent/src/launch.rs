@@ -1,10 +1,12 @@
-//! Starting the interpreter: cold (`python3 main.py`) or ahead of time (a small loader
-//! that waits for a request on descriptor 3, then runs the program as the cold start
-//! would, or, in a session, as its [`Resident`](crate::resident::Resident) interpreter).
+//! Starting a program's processes from its language's [`Recipe`]: the compile command,
+//! the run command (cold), or the language's loader started ahead of time, which waits
+//! for a request on descriptor 3, then runs the program as the cold start would, or, in
+//! a session, as its [`Resident`](crate::resident::Resident) interpreter.
 
-use crate::identity::{become_program_user, program_user};
+use crate::identity::{as_program_user, become_program_user, program_user};
 use crate::{HOME, HOME_C, PATH};
 use sandbox_jail::layout::PACKAGES;
+use sandbox_protocol::language::{LoaderKind, Recipe, BUILD, FILE, LOADER_FILE, LOADER_SOURCE};
 use sandbox_protocol::Lang;
 use std::fs::File;
 use std::io::{self, Write};
@@ -15,40 +17,58 @@ use std::process::{Child, Command, Stdio};
 
 /// The descriptor a loader reads its requests from.
 const GO_FD: i32 = 3;
-/// The descriptor a session's loader reports a program's end on.
+/// The descriptor a loader reports on: a session's program's end, a compile's result.
 const DONE_FD: i32 = 4;
 const PYTHON_LOADER: &str = include_str!("loader/python.py");
 const NODE_LOADER: &str = include_str!("loader/node.js");
+const JAVA_LOADER: &str = include_str!("loader/SandboxLoader.java");
 const BASH_SESSION: &str = include_str!("loader/bash_session.sh");
+/// Where a loader given as a file is written (as the program user), and its name.
+const LOADER_DIR: &str = "/tmp/.sandbox-loader";
+const JAVA_LOADER_FILE: &str = "SandboxLoader.java";
+/// The run's build folder, which [`BUILD`] stands for: made empty before a compile.
+pub(crate) const BUILD_DIR: &str = "/tmp/.build";
 /// The matplotlib backend of the package set that saves figures into `outputs/`.
 const PLOTS_MODULE_FILE: &str = "sandbox_plots.py";
 const PLOTS_BACKEND: &str = "module://sandbox_plots";
 
-/// An interpreter started ahead of its job, waiting for a request.
+/// A language's loader started ahead of its job, waiting for a request.
 pub struct Prepared {
     lang: Lang,
+    kind: LoaderKind,
     child: Child,
     go: File,
     done: OwnedFd,
 }
 
+/// A loader given its one-shot program: the process, and the pipe it reports on.
+pub(crate) struct Started {
+    pub(crate) child: Child,
+    /// Where a compiling loader says whether the program compiled (`None`: it does not
+    /// compile).
+    pub(crate) report: Option<OwnedFd>,
+}
+
 impl Prepared {
     /// The language it runs.
-    pub fn lang(&self) -> Lang {
-        self.lang
+    pub fn lang(&self) -> &Lang {
+        &self.lang
     }
 
-    /// Lets the waiting interpreter run the program at `path` as a one-shot job, with
+    /// Lets the waiting loader run the program at `path` as a one-shot job, with
     /// `python_paths` ahead of the package set on its import path.
-    pub(crate) fn start(mut self, path: &Path, python_paths: &[String]) -> io::Result<Child> {
+    pub(crate) fn start(mut self, path: &Path, python_paths: &[String]) -> io::Result<Started> {
         let request = serde_json::json!({ "path": path, "paths": python_paths });
         let line = request.to_string() + "\n";
         self.go.write_all(line.as_bytes())?;
         drop(self.go); // end of file: the loader stops reading
-        Ok(self.child)
+        Ok(Started {
+            child: self.child,
+            report: self.kind.compiles().then_some(self.done),
+        })
     }
 
-    /// Ends the waiting interpreter (the job is in another language).
+    /// Ends the waiting loader (the job is in another language).
     pub(crate) fn discard(mut self) {
         drop(self.go); // the loader reads no request and exits
         let _ = self.child.kill();
@@ -61,33 +81,64 @@ impl Prepared {
     }
 }
 
-/// The interpreter for a language, looked up on [`PATH`], and its options.
-/// Node detects ES-module syntax (`import`, top-level `await`) and runs the file as a
-/// module then, as Node 22 does by default.
-fn interpreter(lang: Lang) -> (&'static str, &'static [&'static str]) {
-    match lang {
-        Lang::Bash => ("bash", &[]),
-        Lang::Python => ("python3", &[]),
-        Lang::Node => ("node", &["--experimental-detect-module"]),
-    }
+/// `args` with the placeholders filled: the program's file, the build folder, and the
+/// loader (its source text, or the file it was written to).
+fn fill(args: &[String], file: &Path, loader: Option<(&str, &str)>) -> Vec<String> {
+    let file = file.to_string_lossy();
+    args.iter()
+        .map(|arg| {
+            let mut arg = arg.replace(FILE, &file).replace(BUILD, BUILD_DIR);
+            if let Some((source, path)) = loader {
+                arg = arg
+                    .replace(LOADER_SOURCE, source)
+                    .replace(LOADER_FILE, path);
+            }
+            arg
+        })
+        .collect()
 }
 
-/// Starts the interpreter of `lang` on `file`, with `python_paths` ahead of the package
-/// set on Python's import path; a session's bash (`session`) in the working directory
-/// and with the exported variables of its previous run.
+/// Starts the run command of `recipe` on `file`, with `python_paths` ahead of the
+/// package set on Python's import path; a session's bash (`session`) in the working
+/// directory and with the exported variables of its previous run.
 pub(crate) fn cold(
-    lang: Lang,
+    lang: &Lang,
+    recipe: &Recipe,
     file: &Path,
     session: bool,
     python_paths: &[String],
 ) -> io::Result<Child> {
-    let (program, options) = interpreter(lang);
-    let mut cmd = command(program, python_paths);
-    cmd.args(options);
-    if session && lang == Lang::Bash {
-        cmd.args(["-c", BASH_SESSION, "bash"]);
+    let mut args = fill(&recipe.run, file, None);
+    if session && *lang == Lang::BASH && args.len() == 2 {
+        args.splice(
+            1..1,
+            ["-c".to_owned(), BASH_SESSION.to_owned(), "bash".to_owned()],
+        );
     }
-    cmd.arg(file);
+    spawn(&args, recipe, python_paths)
+}
+
+/// Starts the compile command of `recipe` on `file`, in a build folder made empty.
+pub(crate) fn compile(recipe: &Recipe, file: &Path) -> io::Result<Child> {
+    as_program_user(|| {
+        let build = Path::new(BUILD_DIR);
+        match std::fs::symlink_metadata(build) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(build)?,
+            Ok(_) => std::fs::remove_file(build)?,
+            Err(_) => {}
+        }
+        std::fs::create_dir(build)
+    })??;
+    spawn(&fill(&recipe.compile, file, None), recipe, &[])
+}
+
+/// Starts `args` as the program user, with the recipe's environment.
+fn spawn(args: &[String], recipe: &Recipe, python_paths: &[String]) -> io::Result<Child> {
+    let (program, rest) = args
+        .split_first()
+        .ok_or_else(|| io::Error::other("the language's command is empty"))?;
+    let mut cmd = command(program, recipe, python_paths);
+    cmd.args(rest);
     let user = program_user();
     // SAFETY: between fork and exec the child only runs `harden`, which is
     // async-signal-safe and allocates nothing.
@@ -97,20 +148,43 @@ pub(crate) fn cold(
     cmd.spawn()
 }
 
-/// Starts a loader for `lang`, if the language has one (bash starts in a millisecond
-/// and has none); a Python one imports `warm_imports` while it waits.
-pub fn prepare(lang: Lang, warm_imports: &[String]) -> io::Result<Option<Prepared>> {
-    let loader = match lang {
-        Lang::Bash => return Ok(None),
-        Lang::Python => ["-c", PYTHON_LOADER],
-        Lang::Node => ["-e", NODE_LOADER],
+/// Starts the loader of `recipe`, if the language has one; a Python one imports
+/// `warm_imports` while it waits.
+pub fn prepare(
+    lang: &Lang,
+    recipe: &Recipe,
+    warm_imports: &[String],
+) -> io::Result<Option<Prepared>> {
+    let Some(loader) = &recipe.loader else {
+        return Ok(None);
     };
-    let (program, options) = interpreter(lang);
-    let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let (done_read, done_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let mut cmd = command(program, &[]);
-    cmd.args(options).args(loader);
-    if lang == Lang::Python && !warm_imports.is_empty() {
+    let source = match loader.kind {
+        LoaderKind::Python => PYTHON_LOADER,
+        LoaderKind::Node | LoaderKind::Typescript => NODE_LOADER,
+        LoaderKind::Java => JAVA_LOADER,
+    };
+    let loader_file = Path::new(LOADER_DIR).join(JAVA_LOADER_FILE);
+    if loader.command.iter().any(|arg| arg.contains(LOADER_FILE)) {
+        as_program_user(|| {
+            std::fs::create_dir_all(LOADER_DIR)?;
+            std::fs::write(&loader_file, source)
+        })??;
+    }
+    let path = loader_file.to_string_lossy();
+    let args = fill(&loader.command, Path::new(""), Some((source, &path)));
+    let (program, rest) = args
+        .split_first()
+        .ok_or_else(|| io::Error::other("the loader's command is empty"))?;
+    // Made with the program user's file-system ids, the pipes are that user's: a loader
+    // that can only reopen them by path (a JVM, through /proc/self/fd) may.
+    let pipes = as_program_user(|| -> nix::Result<_> {
+        let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+        Ok((nix::unistd::pipe2(cloexec)?, nix::unistd::pipe2(cloexec)?))
+    })?;
+    let ((go_read, go_write), (done_read, done_write)) = pipes?;
+    let mut cmd = command(program, recipe, &[]);
+    cmd.args(rest);
+    if loader.kind == LoaderKind::Python && !warm_imports.is_empty() {
         cmd.arg(warm_imports.join(","));
     }
     let (go_raw, done_raw) = (go_read.as_raw_fd(), done_write.as_raw_fd());
@@ -128,7 +202,8 @@ pub fn prepare(lang: Lang, warm_imports: &[String]) -> io::Result<Option<Prepare
     drop::<OwnedFd>(go_read);
     drop::<OwnedFd>(done_write);
     Ok(Some(Prepared {
-        lang,
+        lang: lang.clone(),
+        kind: loader.kind,
         child,
         go: File::from(go_write),
         done: done_read,
@@ -157,10 +232,11 @@ fn give(pairs: &[(i32, i32); 2]) -> io::Result<()> {
     Ok(())
 }
 
-/// The interpreter's command, with the program's environment: the package set's
-/// Python folder (after `python_paths`) on `PYTHONPATH`, and matplotlib's backend that
-/// turns figures into images in `outputs/` where the set has it.
-fn command(program: &str, python_paths: &[String]) -> Command {
+/// A command of the language, with the program's environment: the recipe's variables,
+/// the package set's Python folder (after `python_paths`) on `PYTHONPATH`, and
+/// matplotlib's backend that turns figures into images in `outputs/` where the set has
+/// it.
+fn command(program: &str, recipe: &Recipe, python_paths: &[String]) -> Command {
     let mut cmd = Command::new(program);
     cmd.env_clear()
         .env("PATH", PATH)
@@ -171,7 +247,8 @@ fn command(program: &str, python_paths: &[String]) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0);
+        .process_group(0)
+        .envs(&recipe.env);
     let packages = Path::new(PACKAGES).join("python");
     let mut path: Vec<&str> = python_paths.iter().map(String::as_str).collect();
     if packages.is_dir() {

@@ -57,8 +57,8 @@ impl Resident {
     }
 
     /// Its language.
-    pub(crate) fn lang(&self) -> Lang {
-        self.lang
+    pub(crate) fn lang(&self) -> &Lang {
+        &self.lang
     }
 
     /// The interpreter's process.
@@ -97,14 +97,14 @@ impl Resident {
         self.go.write_all(line.as_bytes())
     }
 
-    /// Reads what the report pipe holds; the exit code once a whole report arrived.
-    pub(crate) fn read_report(&mut self) -> io::Result<Option<i32>> {
+    /// Reads what the report pipe holds; the run's report once a whole one arrived.
+    pub(crate) fn read_report(&mut self) -> io::Result<Option<Report>> {
         let mut buf = [0u8; 512];
         loop {
             if let Some(end) = self.report.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.report.drain(..=end).collect();
                 match parse_report(&line) {
-                    Some((run, code)) if run == self.run => return Ok(Some(code)),
+                    Some((run, report)) if run == self.run => return Ok(Some(report)),
                     _ => {}
                 }
                 continue;
@@ -123,11 +123,30 @@ impl Resident {
     }
 }
 
-/// The run number and exit code of a report line.
-fn parse_report(line: &[u8]) -> Option<(u64, i32)> {
+/// What a resident interpreter reports of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Report {
+    /// The program's exit code.
+    pub(crate) code: i32,
+    /// The program did not compile (it never ran).
+    pub(crate) compile_error: bool,
+}
+
+/// The run number and report of a report line.
+fn parse_report(line: &[u8]) -> Option<(u64, Report)> {
     let report: serde_json::Value = serde_json::from_slice(line).ok()?;
     let code = i32::try_from(report.get("exit")?.as_i64()?).ok()?;
-    Some((report.get("run")?.as_u64()?, code))
+    let compile_error = report
+        .get("compileError")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    Some((
+        report.get("run")?.as_u64()?,
+        Report {
+            code,
+            compile_error,
+        },
+    ))
 }
 
 /// A descriptor that becomes readable when `child` exits.
@@ -146,9 +165,17 @@ pub(crate) fn pidfd_open(child: &Child) -> io::Result<OwnedFd> {
 mod tests {
     #[test]
     fn only_a_whole_report_line_counts() {
+        let report = |code, compile_error| super::Report {
+            code,
+            compile_error,
+        };
         assert_eq!(
             super::parse_report(b"{\"exit\": 3, \"run\": 2}\n"),
-            Some((2, 3))
+            Some((2, report(3, false)))
+        );
+        assert_eq!(
+            super::parse_report(b"{\"exit\": 1, \"run\": 4, \"compileError\": true}\n"),
+            Some((4, report(1, true)))
         );
         assert_eq!(super::parse_report(b"{\"exit\": 3}\n"), None);
         assert_eq!(

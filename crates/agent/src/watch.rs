@@ -2,7 +2,7 @@
 //! (its process exiting, or its resident interpreter reporting), enforcing the deadline.
 
 use crate::capture::Capture;
-use crate::resident::Resident;
+use crate::resident::{Report, Resident};
 use crate::sink;
 use crate::tree::{kill_all, reap_exited};
 use crate::JobError;
@@ -33,8 +33,59 @@ pub(crate) enum End {
     Exited,
     /// The deadline passed; every process of the sandbox was killed.
     TimedOut,
-    /// A resident interpreter reported the program's end, with this exit code.
-    Reported(i32),
+    /// A resident interpreter reported the program's end.
+    Reported(Report),
+}
+
+/// How a compiling loader's compile ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Compiled {
+    /// It said so: whether the program compiled.
+    Said(bool),
+    /// The loader's process exited before it said anything.
+    Exited,
+    /// The deadline passed; every process of the sandbox was killed.
+    TimedOut,
+}
+
+/// A compiling loader's report pipe: one line, `{"compiled": true|false}`.
+pub(crate) struct CompileReport {
+    pipe: std::fs::File,
+    line: Vec<u8>,
+}
+
+impl CompileReport {
+    /// Reads the report from `pipe` (made non-blocking here).
+    pub(crate) fn new(pipe: OwnedFd) -> std::io::Result<CompileReport> {
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        fcntl(&pipe, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+        Ok(CompileReport {
+            pipe: pipe.into(),
+            line: Vec::new(),
+        })
+    }
+
+    /// Reads what is there; the verdict once the whole line arrived (a line that is
+    /// not a report, or none before end of file, counts as not compiled).
+    fn read(&mut self) -> std::io::Result<Option<bool>> {
+        use std::io::Read;
+        let mut buf = [0u8; 256];
+        loop {
+            if let Some(end) = self.line.iter().position(|b| *b == b'\n') {
+                let report: serde_json::Value =
+                    serde_json::from_slice(&self.line[..end]).unwrap_or_default();
+                return Ok(Some(report["compiled"] == serde_json::Value::Bool(true)));
+            }
+            match self.pipe.read(&mut buf) {
+                Ok(0) => return Ok(Some(false)),
+                Ok(n) if self.line.len() < 256 => self.line.extend_from_slice(&buf[..n]),
+                Ok(_) => return Ok(Some(false)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 /// Which of the watched descriptors poll found ready.
@@ -65,13 +116,42 @@ impl Watch {
             let ready = self.poll(Some(wait), true, done)?;
             self.read_ready(&ready, &mut buf)?;
             if let Some(resident) = resident.as_deref_mut().filter(|_| ready.report) {
-                if let Some(code) = resident.read_report().map_err(JobError::Watch)? {
-                    return Ok(End::Reported(code));
+                if let Some(report) = resident.read_report().map_err(JobError::Watch)? {
+                    return Ok(End::Reported(report));
                 }
             }
             if let Some(status) = reap_exited(self.program).program {
                 self.status = Some(status);
                 return Ok(End::Exited);
+            }
+        }
+    }
+
+    /// Reads output until the loader says whether the program compiled, its process
+    /// exits, or the deadline passes.
+    pub(crate) fn until_compiled(
+        &mut self,
+        deadline: Instant,
+        report: &mut CompileReport,
+    ) -> Result<Compiled, JobError> {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                kill_all(self.program);
+                return Ok(Compiled::TimedOut);
+            }
+            let wait = (deadline - now).min(REAP_TICK);
+            let ready = self.poll(Some(wait), true, Some(report.pipe.as_fd()))?;
+            self.read_ready(&ready, &mut buf)?;
+            if ready.report {
+                if let Some(compiled) = report.read().map_err(JobError::Watch)? {
+                    return Ok(Compiled::Said(compiled));
+                }
+            }
+            if let Some(status) = reap_exited(self.program).program {
+                self.status = Some(status);
+                return Ok(Compiled::Exited);
             }
         }
     }
@@ -137,6 +217,7 @@ impl Watch {
             signal,
             duration_ms,
             timed_out,
+            compile_error: false,
             oom_killed: None,
             outputs: Vec::new(),
             outputs_truncated: false,

@@ -10,7 +10,7 @@ pub const EXPECTED_STDOUT: &str = "1\n";
 const SEARCH_PATH: [&str; 3] = ["/usr/local/bin", "/usr/bin", "/bin"];
 
 /// One language's one-liner.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Case {
     /// The language.
     pub lang: Lang,
@@ -29,7 +29,7 @@ pub struct Case {
 /// The three languages, in report order.
 pub const CASES: [Case; 3] = [
     Case {
-        lang: Lang::Bash,
+        lang: Lang::BASH,
         code: "echo 1",
         program: "bash",
         inline_flag: "-c",
@@ -37,7 +37,7 @@ pub const CASES: [Case; 3] = [
         idle_code: "read -r line",
     },
     Case {
-        lang: Lang::Python,
+        lang: Lang::PYTHON,
         code: "print(1)",
         program: "python3",
         inline_flag: "-c",
@@ -45,7 +45,7 @@ pub const CASES: [Case; 3] = [
         idle_code: "import os; os.read(0, 1)",
     },
     Case {
-        lang: Lang::Node,
+        lang: Lang::NODE,
         code: "console.log(1)",
         program: "node",
         inline_flag: "-e",

@@ -164,7 +164,7 @@ impl RunnerApi {
 
     /// (b): `POST /run` with the one-liner; the answer must be a clean `1`.
     pub async fn run(&self, case: &Case) -> anyhow::Result<()> {
-        let answer = self.run_code(case.lang, case.code).await?;
+        let answer = self.run_code(&case.lang, case.code).await?;
         ensure!(
             answer.stdout == EXPECTED_STDOUT && answer.exit_code == 0,
             "unexpected answer {answer:?}"
@@ -174,9 +174,9 @@ impl RunnerApi {
 
     /// `POST /run` with `code`: the answer, whatever the program did (an error only when
     /// the runner does not answer 200).
-    pub async fn run_code(&self, lang: Lang, code: &str) -> anyhow::Result<RunResponse> {
+    pub async fn run_code(&self, lang: &Lang, code: &str) -> anyhow::Result<RunResponse> {
         let request = RunRequest {
-            lang,
+            lang: lang.to_string(),
             code: code.into(),
             timeout_ms: None,
         };

@@ -460,13 +460,13 @@ async fn within(run: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result
 
 /// (b): `POST /run`; the answer must say exit 0, hold the description and one PNG.
 async fn run_on(api: &RunnerApi) -> anyhow::Result<()> {
-    let answer = api.run_code(Lang::Python, SCRIPT).await?;
+    let answer = api.run_code(&Lang::PYTHON, SCRIPT).await?;
     check_answer(&answer)
 }
 
 /// `POST /run` of [`ONE_LINER`]: it must print `1` and exit 0.
 async fn one_liner(api: &RunnerApi) -> anyhow::Result<()> {
-    let answer = api.run_code(Lang::Python, ONE_LINER).await?;
+    let answer = api.run_code(&Lang::PYTHON, ONE_LINER).await?;
     ensure!(
         answer.exit_code == 0 && answer.stdout == "1\n" && answer.outputs.is_empty(),
         "unexpected answer {answer:?}"

@@ -60,7 +60,7 @@ pub async fn sequential(
         })
         .collect::<anyhow::Result<_>>()?;
     Ok(LangLatency {
-        lang: case.lang,
+        lang: case.lang.clone(),
         paths,
     })
 }
@@ -91,13 +91,14 @@ pub async fn throughput(
     let mut per_second = Vec::with_capacity(Via::ALL.len());
     for via in Via::ALL {
         clients.runner.wait_until_full(REFILL_TIMEOUT).await?;
-        let mut done = run_concurrently(clients, via, *case, concurrency, skip + runs).await?;
+        let mut done =
+            run_concurrently(clients, via, case.clone(), concurrency, skip + runs).await?;
         let rate = stats::steady_per_second(&mut done, skip)
             .context("fewer runs completed than were started")?;
         per_second.push((via, rate));
     }
     Ok(Rate {
-        lang: case.lang,
+        lang: case.lang.clone(),
         concurrency,
         per_second,
     })
@@ -114,7 +115,7 @@ async fn run_concurrently(
     let taken = Arc::new(AtomicUsize::new(0));
     let mut workers = JoinSet::new();
     for _ in 0..concurrency {
-        let (clients, taken) = (clients.clone(), taken.clone());
+        let (clients, taken, case) = (clients.clone(), taken.clone(), case.clone());
         workers.spawn(async move {
             let mut done = Vec::new();
             while taken.fetch_add(1, Ordering::Relaxed) < runs {
@@ -163,7 +164,7 @@ pub async fn cold_start(
     let first =
         first.with_context(|| format!("the first run of a new runner ({:?})", case.lang))?;
     Ok(ColdStart {
-        lang: case.lang,
+        lang: case.lang.clone(),
         listening_ms: listening.as_secs_f64() * 1e3,
         first_run_ms: first.as_secs_f64() * 1e3,
     })

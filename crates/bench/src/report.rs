@@ -86,7 +86,7 @@ impl Report {
     /// Checks the targets against the figures.
     pub fn check_targets(&mut self) {
         let mut targets = Vec::new();
-        for lang in [Lang::Python, Lang::Node] {
+        for lang in &[Lang::PYTHON, Lang::NODE] {
             for (via, limit) in [(Via::Run, 0.5), (Via::ToolsCall, 0.6)] {
                 let measured = self.p50_ratio(lang, via);
                 targets.push(at_most(
@@ -96,7 +96,7 @@ impl Report {
                 ));
             }
         }
-        for lang in Lang::ALL {
+        for lang in &[Lang::BASH, Lang::PYTHON, Lang::NODE] {
             for via in [Via::Run, Via::ToolsCall] {
                 let measured = self.rate_ratio(lang, 8, via);
                 let rule = format!(
@@ -123,28 +123,28 @@ impl Report {
         self.targets = targets;
     }
 
-    fn latency_of(&self, lang: Lang, via: Via) -> Option<Latency> {
-        let row = self.latency.iter().find(|l| l.lang == lang)?;
+    fn latency_of(&self, lang: &Lang, via: Via) -> Option<Latency> {
+        let row = self.latency.iter().find(|l| &l.lang == lang)?;
         row.paths.iter().find(|(v, _)| *v == via).map(|(_, l)| *l)
     }
 
-    fn p50_ratio(&self, lang: Lang, via: Via) -> Option<f64> {
+    fn p50_ratio(&self, lang: &Lang, via: Via) -> Option<f64> {
         let direct = self.latency_of(lang, Via::Direct)?;
         ratio(self.latency_of(lang, via)?.p50_ms, direct.p50_ms)
     }
 
-    fn rate_of(&self, lang: Lang, concurrency: usize, via: Via) -> Option<f64> {
+    fn rate_of(&self, lang: &Lang, concurrency: usize, via: Via) -> Option<f64> {
         let rate = self
             .throughput
             .iter()
-            .find(|r| r.lang == lang && r.concurrency == concurrency)?;
+            .find(|r| &r.lang == lang && r.concurrency == concurrency)?;
         rate.per_second
             .iter()
             .find(|(v, _)| *v == via)
             .map(|(_, r)| *r)
     }
 
-    fn rate_ratio(&self, lang: Lang, concurrency: usize, via: Via) -> Option<f64> {
+    fn rate_ratio(&self, lang: &Lang, concurrency: usize, via: Via) -> Option<f64> {
         let direct = self.rate_of(lang, concurrency, Via::Direct)?;
         ratio(self.rate_of(lang, concurrency, via)?, direct)
     }
@@ -246,7 +246,7 @@ impl Report {
         md.push_str("### Sequential latency, ms (ratio to direct spawn)\n\n");
         md.push_str("| lang | path | p50 | p95 | p99 |\n|---|---|---|---|---|\n");
         for row in &self.latency {
-            let Some(direct) = self.latency_of(row.lang, Via::Direct) else {
+            let Some(direct) = self.latency_of(&row.lang, Via::Direct) else {
                 continue;
             };
             for (via, l) in &row.paths {
@@ -273,7 +273,7 @@ impl Report {
         md.push_str("\n|---|---|");
         md.push_str(&"---|".repeat(levels.len()));
         md.push('\n');
-        for lang in dedup(self.throughput.iter().map(|r| r.lang)) {
+        for lang in &dedup(self.throughput.iter().map(|r| r.lang.clone())) {
             for via in Via::ALL {
                 let _ = write!(md, "| {} | {} |", lang.as_str(), via.label());
                 for &c in &levels {
@@ -592,7 +592,7 @@ mod tests {
         let figures = SessionFigures {
             create: ms(0.5),
             runs: vec![SessionRun {
-                lang: Lang::Python,
+                lang: Lang::PYTHON,
                 code: "print(1)",
                 session: ms(2.0),
                 one_shot: ms(8.0),

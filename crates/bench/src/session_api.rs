@@ -31,11 +31,11 @@ impl RunnerApi {
     pub async fn session_run(
         &self,
         id: &str,
-        lang: Lang,
+        lang: &Lang,
         code: &str,
     ) -> anyhow::Result<RunResponse> {
         let request = RunRequest {
-            lang,
+            lang: lang.to_string(),
             code: code.into(),
             timeout_ms: None,
         };
@@ -60,7 +60,7 @@ impl RunnerApi {
     pub async fn session_expect(
         &self,
         id: &str,
-        lang: Lang,
+        lang: &Lang,
         code: &str,
         stdout: &str,
     ) -> anyhow::Result<()> {

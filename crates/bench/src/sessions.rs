@@ -173,7 +173,7 @@ async fn run_vs_one_shot(
     sizes: &Sizes,
 ) -> anyhow::Result<SessionRun> {
     api.in_session(|id| async move {
-        api.session_expect(&id, case.lang, case.code, EXPECTED_STDOUT)
+        api.session_expect(&id, &case.lang, case.code, EXPECTED_STDOUT)
             .await
             .context("the session's first run")?;
         let mut session = Vec::with_capacity(sizes.iterations);
@@ -181,7 +181,7 @@ async fn run_vs_one_shot(
         for round in 0..sizes.warmup + sizes.iterations {
             quiet(api).await?;
             let in_session =
-                timed(api.session_expect(&id, case.lang, case.code, EXPECTED_STDOUT)).await?;
+                timed(api.session_expect(&id, &case.lang, case.code, EXPECTED_STDOUT)).await?;
             quiet(api).await?;
             let alone = timed(api.run(case)).await?;
             if round >= sizes.warmup {
@@ -190,7 +190,7 @@ async fn run_vs_one_shot(
             }
         }
         Ok(SessionRun {
-            lang: case.lang,
+            lang: case.lang.clone(),
             code: case.code,
             session: stats::latency(&session).context("no session run was measured")?,
             one_shot: stats::latency(&one_shot).context("no one-shot run was measured")?,
@@ -206,10 +206,11 @@ async fn run_vs_one_shot(
 async fn idle_memory(api: &RunnerApi, runner_pid: u32) -> anyhow::Result<IdleSession> {
     quiet(api).await?;
     api.in_session(|id| async move {
-        api.session_expect(&id, Lang::Python, IDLE_CODE, "").await?;
+        api.session_expect(&id, &Lang::PYTHON, IDLE_CODE, "")
+            .await?;
         // A one-shot python run, so that the sandbox made in its place is prepared
         // for python whatever the pool's mix was.
-        let python = CASES.iter().find(|c| c.lang == Lang::Python);
+        let python = CASES.iter().find(|c| c.lang == Lang::PYTHON);
         api.run(python.context("no python case")?).await?;
         api.wait_until_full(REFILL_TIMEOUT).await?;
         tokio::time::sleep(MEMORY_SETTLE).await;
@@ -223,7 +224,7 @@ async fn idle_memory(api: &RunnerApi, runner_pid: u32) -> anyhow::Result<IdleSes
         warm.retain(|s| s.kind == "python");
         ensure!(!warm.is_empty(), "the pool holds no warm python sandbox");
         // The interpreter kept its state while it was stopped.
-        api.session_expect(&id, Lang::Python, "print(x + 1)", "42\n")
+        api.session_expect(&id, &Lang::PYTHON, "print(x + 1)", "42\n")
             .await?;
         Ok(IdleSession {
             code: IDLE_CODE,
@@ -241,10 +242,10 @@ async fn stop_wake(api: &RunnerApi, sizes: &Sizes) -> anyhow::Result<StopWake> {
     api.in_session(|crowded| async move {
         let sleepers =
             format!("for i in $(seq {BACKGROUND}); do sleep 1000 >/dev/null 2>&1 & done; echo 1");
-        api.session_expect(&crowded, Lang::Bash, &sleepers, "1\n")
+        api.session_expect(&crowded, &Lang::BASH, &sleepers, "1\n")
             .await?;
         api.in_session(|empty| async move {
-            api.session_expect(&empty, Lang::Bash, STOP_WAKE_CODE, "1\n")
+            api.session_expect(&empty, &Lang::BASH, STOP_WAKE_CODE, "1\n")
                 .await?;
             let (with, without) = interleaved(api, [&crowded, &empty], sizes).await?;
             let crowded = stats::latency(&with).context("no run was measured")?;
@@ -275,7 +276,7 @@ async fn interleaved(
             let which = (round + turn) % 2;
             tokio::time::sleep(BETWEEN_RUNS).await;
             let took =
-                timed(api.session_expect(sessions[which], Lang::Bash, STOP_WAKE_CODE, "1\n"))
+                timed(api.session_expect(sessions[which], &Lang::BASH, STOP_WAKE_CODE, "1\n"))
                     .await?;
             if round >= sizes.warmup {
                 times[which].push(took);
@@ -296,7 +297,7 @@ async fn busy_loop(api: &RunnerApi, runner_pid: u32, rest: Duration) -> anyhow::
             BUSY_LOOP[0..2].join(" "),
             BUSY_LOOP[2]
         );
-        let answer = api.session_run(&id, Lang::Bash, &start).await?;
+        let answer = api.session_run(&id, &Lang::BASH, &start).await?;
         let inner: u32 = answer
             .stdout
             .trim()
@@ -311,7 +312,7 @@ async fn busy_loop(api: &RunnerApi, runner_pid: u32, rest: Duration) -> anyhow::
             "the busy loop woke while its session rested"
         );
         let sleep = format!("sleep {}; echo 1", rest.as_secs_f64());
-        api.session_expect(&id, Lang::Bash, &sleep, "1\n").await?;
+        api.session_expect(&id, &Lang::BASH, &sleep, "1\n").await?;
         let ran = procfs::stat(pid)?;
         Ok(BusyLoop {
             watched_ms: rest.as_secs_f64() * 1e3,

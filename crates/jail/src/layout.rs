@@ -14,6 +14,9 @@ pub const PACKAGES: &str = "/opt/packages";
 /// Where a VM image holds the package set (the image builder copies the runner's
 /// current set there); the guest's jail shows it at [`PACKAGES`], as on a host.
 pub const IMAGE_PACKAGES: &str = "/var/lib/sandbox-packages";
+/// Where a VM image lists the host paths its languages share into sandboxes (one
+/// absolute path a line; see `JailSpec::shared`): the guest's jail shares the same.
+pub const IMAGE_SHARED_PATHS: &str = "/etc/sandbox-shared-paths";
 /// A link at the root to the package set's `node_modules`, where Node's module
 /// resolution (CommonJS and ES modules alike) looks last.
 pub const NODE_MODULES: &str = "/node_modules";

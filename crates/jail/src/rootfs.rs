@@ -224,6 +224,9 @@ pub fn build_root(spec: &JailSpec, stage: &Stage) -> Result<(), JailError> {
     for path in ETC_PATHS {
         share_system_path(&root, Path::new(path), stage)?;
     }
+    for path in &spec.shared {
+        share_system_path(&root, path, stage)?;
+    }
     share_python_etc(&root, stage)?;
     build_proc(&root, stage)?;
     build_dev(&root, stage)?;
@@ -245,6 +248,9 @@ fn share_system_path(root: &Path, host: &Path, stage: &Stage) -> Result<(), Jail
         return Ok(());
     };
     let target = root.join(host.strip_prefix("/").unwrap_or(host));
+    if let Some(parent) = target.parent().filter(|p| !p.exists()) {
+        make_dir(parent, 0o755)?;
+    }
     if meta.file_type().is_symlink() {
         let link = fs::read_link(host).map_err(|source| prepare(host, source))?;
         symlink(&link, &target).map_err(|source| prepare(&target, source))

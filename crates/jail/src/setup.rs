@@ -126,6 +126,10 @@ pub struct JailSpec {
     /// dependencies, read-only) appears in the sandbox, and nothing goes the other way.
     #[serde(default)]
     pub deps: Option<PathBuf>,
+    /// More host paths shown read-only at the same place, as the system folders are (a
+    /// toolchain's configuration under /etc, say); a missing one is skipped.
+    #[serde(default)]
+    pub shared: Vec<PathBuf>,
 }
 
 /// A jail step that failed.

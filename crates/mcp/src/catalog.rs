@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use rmcp::model::Tool;
 use sandbox_protocol::api::{Limits, Packages};
+use sandbox_protocol::language::{self, LanguageInfo};
 use sandbox_protocol::Lang;
 
 use crate::sandbox_tools::SandboxTool;
@@ -16,38 +17,57 @@ use crate::tools;
 /// How often the runner's limits are asked for again.
 pub const REFRESH: Duration = Duration::from_secs(10);
 
+/// What a runner offers, as its `GET /health` says: the tools are written from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    /// The limits of its sandboxes.
+    pub limits: Limits,
+    /// What programs can import.
+    pub packages: Packages,
+    /// Its languages, in its table's order.
+    pub languages: Vec<LanguageInfo>,
+}
+
 /// The limits in force and the tools written from them.
 #[derive(Debug, Clone)]
 pub struct Catalog {
     limits: Limits,
     packages: Packages,
+    languages: Vec<LanguageInfo>,
     default_timeout_ms: u64,
     tools: Vec<Tool>,
 }
 
 impl Catalog {
-    /// The tools for `limits`; `default_timeout` is this server's own default for calls
-    /// that give none (`SANDBOX_TIMEOUT_MS`), the runner's when `None`. No tools at all
-    /// when execution is turned off.
+    /// The tools for `limits`, for the languages every runner offers (bash, python,
+    /// node); `default_timeout` is this server's own default for calls that give none
+    /// (`SANDBOX_TIMEOUT_MS`), the runner's when `None`. No tools at all when execution
+    /// is turned off.
     pub fn new(limits: Limits, default_timeout: Option<Duration>, exec_enabled: bool) -> Self {
-        Self::with_packages(limits, Packages::default(), default_timeout, exec_enabled)
+        let runner = Offer {
+            limits,
+            packages: Packages::default(),
+            languages: language::classic(),
+        };
+        Self::of(runner, default_timeout, exec_enabled)
     }
 
-    /// As [`new`](Self::new), the run tools also naming what programs can import.
-    pub fn with_packages(
-        limits: Limits,
-        packages: Packages,
-        default_timeout: Option<Duration>,
-        exec_enabled: bool,
-    ) -> Self {
+    /// As [`new`](Self::new), for what a runner offers: a run tool per language, naming
+    /// what programs can import.
+    pub fn of(runner: Offer, default_timeout: Option<Duration>, exec_enabled: bool) -> Self {
+        let Offer {
+            limits,
+            packages,
+            languages,
+        } = runner;
         let default_timeout_ms = match default_timeout {
             Some(own) => (own.as_millis() as u64).min(limits.max_timeout_ms),
             None => limits.default_timeout_ms,
         };
         let tools = if exec_enabled {
-            let run = Lang::ALL
-                .into_iter()
-                .map(|lang| tools::definition(lang, &limits, &packages, default_timeout_ms));
+            let run = languages
+                .iter()
+                .map(|info| tools::definition(info, &limits, &packages, default_timeout_ms));
             let sandbox = SandboxTool::ALL.map(|tool| tool.definition(&limits));
             run.chain(sandbox).collect()
         } else {
@@ -56,6 +76,7 @@ impl Catalog {
         Catalog {
             limits,
             packages,
+            languages,
             default_timeout_ms,
             tools,
         }
@@ -69,6 +90,23 @@ impl Catalog {
     /// The packages the run tools name.
     pub fn packages(&self) -> &Packages {
         &self.packages
+    }
+
+    /// The languages the run tools are for.
+    pub fn languages(&self) -> &[LanguageInfo] {
+        &self.languages
+    }
+
+    /// The language called `lang`, if it has a tool.
+    pub fn language(&self, lang: &Lang) -> Option<&LanguageInfo> {
+        self.languages.iter().find(|l| &l.name == lang)
+    }
+
+    /// Whether the tools were written from what `runner` offers.
+    pub fn describes(&self, runner: &Offer) -> bool {
+        self.limits == runner.limits
+            && self.packages == runner.packages
+            && self.languages == runner.languages
     }
 
     /// The timeout of a call that gives none, in milliseconds.

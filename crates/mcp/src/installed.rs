@@ -4,12 +4,14 @@
 use sandbox_protocol::api::{PackageVersion, Packages};
 use sandbox_protocol::Lang;
 
-/// The sentences for `lang`'s tool ("" for a runner that says nothing of packages).
-pub fn describe(lang: Lang, packages: &Packages) -> String {
-    match lang {
-        Lang::Python => python(packages),
-        Lang::Node => node(packages),
-        Lang::Bash => bash(packages),
+/// The sentences for `lang`'s tool ("" for a runner that says nothing of packages, or
+/// a language that has none).
+pub fn describe(lang: &Lang, packages: &Packages) -> String {
+    match lang.as_str() {
+        "python" => python(packages),
+        "node" | "typescript" => node(packages),
+        "bash" => bash(packages),
+        _ => String::new(),
     }
 }
 
@@ -99,22 +101,22 @@ mod tests {
 
     #[test]
     fn each_tool_names_what_it_can_import() {
-        let python = describe(Lang::Python, &set());
+        let python = describe(&Lang::PYTHON, &set());
         assert!(python.contains("numpy 1.0, matplotlib 1.0"), "{python}");
         assert!(python.contains("PNG images"), "{python}");
         assert!(python.contains("PEP 723"), "{python}");
         assert!(python.contains("Already imported"), "{python}");
-        assert!(describe(Lang::Node, &set()).contains("lodash 1.0"));
-        assert!(describe(Lang::Bash, &set()).contains("same installed packages"));
+        assert!(describe(&Lang::NODE, &set()).contains("lodash 1.0"));
+        assert!(describe(&Lang::BASH, &set()).contains("same installed packages"));
     }
 
     #[test]
     fn without_a_set_only_the_standard_library_is_promised() {
         let bare = Packages::default();
-        let python = describe(Lang::Python, &bare);
+        let python = describe(&Lang::PYTHON, &bare);
         assert!(python.contains("Only the standard library"), "{python}");
         assert!(!python.contains("PEP 723"), "{python}");
-        assert!(describe(Lang::Node, &bare).contains("built-in modules"));
-        assert_eq!(describe(Lang::Bash, &bare), "");
+        assert!(describe(&Lang::NODE, &bare).contains("built-in modules"));
+        assert_eq!(describe(&Lang::BASH, &bare), "");
     }
 }

@@ -1,11 +1,13 @@
-//! The three run tools, `run_bash`, `run_python` and `run_node`: their definitions
-//! (schemas, descriptions, annotations) and the parsing of a call's arguments; which tool a
+//! The run tools, one per language the runner offers (`run_bash`, `run_python`,
+//! `run_c`, ...): their definitions (schemas, descriptions, annotations), written from
+//! the runner's language table, and the parsing of a call's arguments; which tool a
 //! name stands for ([`ToolKind`]). The sandbox tools are in [`crate::sandbox_tools`].
 
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use sandbox_protocol::api::{Limits, Packages};
+use sandbox_protocol::language::LanguageInfo;
 use sandbox_protocol::Lang;
 use serde_json::{json, Value};
 
@@ -13,57 +15,93 @@ use crate::installed;
 use crate::sandbox_tools::SandboxTool;
 
 /// What a tool name stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolKind {
-    /// `run_bash`, `run_python` or `run_node`.
+    /// `run_<language>`.
     Run(Lang),
     /// One of the sandbox tools.
     Sandbox(SandboxTool),
 }
 
 impl ToolKind {
-    /// The tool a name stands for.
-    pub fn of(name: &str) -> Option<Self> {
-        lang_of(name)
+    /// The tool a name stands for, among the run tools of `languages` and the sandbox
+    /// tools.
+    pub fn of(name: &str, languages: &[LanguageInfo]) -> Option<Self> {
+        lang_of(name, languages)
             .map(ToolKind::Run)
             .or_else(|| SandboxTool::of(name).map(ToolKind::Sandbox))
     }
 }
 
 /// The tool's name for a language.
-pub fn tool_name(lang: Lang) -> &'static str {
-    match lang {
-        Lang::Bash => "run_bash",
-        Lang::Python => "run_python",
-        Lang::Node => "run_node",
+pub fn tool_name(lang: &Lang) -> String {
+    format!("run_{lang}")
+}
+
+/// The language among `languages` that a tool name stands for.
+pub fn lang_of(name: &str, languages: &[LanguageInfo]) -> Option<Lang> {
+    let lang = name.strip_prefix("run_")?;
+    languages
+        .iter()
+        .find(|l| l.name.as_str() == lang)
+        .map(|l| l.name.clone())
+}
+
+/// A language's name as people write it.
+pub fn display_name(lang: &Lang) -> String {
+    match lang.as_str() {
+        "bash" => "bash".into(),
+        "python" => "Python".into(),
+        "node" => "Node.js".into(),
+        "typescript" => "TypeScript".into(),
+        "c" => "C".into(),
+        "cpp" => "C++".into(),
+        "go" => "Go".into(),
+        "java" => "Java".into(),
+        other => other.into(),
     }
 }
 
-/// The language a tool name stands for.
-pub fn lang_of(name: &str) -> Option<Lang> {
-    Lang::ALL.into_iter().find(|l| tool_name(*l) == name)
-}
-
-fn what_runs(lang: Lang) -> (&'static str, &'static str) {
-    match lang {
-        Lang::Bash => ("Run bash", "a bash script (run as a file with bash)"),
-        Lang::Python => (
-            "Run Python",
-            "a Python 3 program (run as a file with python3)",
-        ),
-        Lang::Node => (
-            "Run Node.js",
-            "a Node.js program (CommonJS or ES module, run as a file with node)",
-        ),
+/// "a Python program", "a bash script".
+fn a_program(info: &LanguageInfo) -> String {
+    match info.name.as_str() {
+        "bash" => "a bash script".into(),
+        "node" => "a Node.js program (CommonJS or ES module)".into(),
+        _ => format!("a {} program", display_name(&info.name)),
     }
 }
 
-/// What a sandbox keeps for the next call of `lang` with the same sandboxId.
-fn kept(lang: Lang) -> &'static str {
-    match lang {
-        Lang::Bash => "its files (in /home/sandbox and /tmp) and the processes it leaves running in the background",
-        Lang::Python => "its files (in /home/sandbox and /tmp) and its Python variables, functions and imports",
-        Lang::Node => "its files (in /home/sandbox and /tmp) and its Node.js global variables and functions",
+/// How the program is run, from the runner's table: its file, the compile step, the
+/// run command, and the toolchain's version.
+fn how_it_runs(info: &LanguageInfo) -> String {
+    let run = match &info.compile {
+        Some(compile) => format!(
+            "it is saved as {file} and compiled with `{compile}` (a compile error comes back              as the compiler's output with compileError true, and nothing runs), then run              as `{run}`",
+            file = info.file,
+            run = info.run,
+        ),
+        None if info.run.contains(' ') && !info.run.contains(&info.file) => {
+            format!("it is saved as {}: {}", info.file, info.run)
+        }
+        None => format!("it is saved as {} and run as `{}`", info.file, info.run),
+    };
+    format!("Toolchain: {}; {run}.", info.version)
+}
+
+/// What a sandbox keeps for the next call of `info`'s language with the same sandboxId.
+fn kept(info: &LanguageInfo) -> String {
+    let files = "its files (in /home/sandbox and /tmp)";
+    match info.name.as_str() {
+        "python" => format!("{files} and its Python variables, functions and imports"),
+        "bash" => format!("{files} and the processes it leaves running in the background"),
+        _ if info.keeps_state => format!(
+            "{files} and its {} global variables and functions",
+            display_name(&info.name)
+        ),
+        _ => format!(
+            "{files} and the processes it leaves running in the background (each call \
+             compiles and runs its program anew)"
+        ),
     }
 }
 
@@ -88,8 +126,12 @@ pub fn sandbox_resources(limits: &Limits) -> String {
     format!("{network}, {resources}")
 }
 
-fn description(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> String {
-    let (_, program) = what_runs(lang);
+fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> String {
+    let program = a_program(info);
+    let compile = match info.compile_timeout_ms {
+        0 => String::new(),
+        ms => format!(" Compiling may take up to {ms} ms more."),
+    };
     format!(
         "Runs {program} in an isolated sandbox and returns its stdout, stderr and exit code. \
          Without sandboxId (the default) every call gets a fresh sandbox and nothing is kept \
@@ -101,8 +143,9 @@ fn description(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> String {
          The program is killed after timeoutMs \
          (default {default_timeout_ms} ms, at most {max} ms). Each output stream is capped at \
          {cap} (the program is stopped there), and long output is shown as its first and \
-         last lines with the number of lines and bytes left out. Print the results you want to see.",
-        kept = kept(lang),
+         last lines with the number of lines and bytes left out. Print the results you want to see.{compile} {how}",
+        kept = kept(info),
+        how = how_it_runs(info),
         resources = sandbox_resources(limits),
         max = limits.max_timeout_ms,
         cap = bytes(limits.output_cap_bytes),
@@ -137,8 +180,8 @@ pub(crate) fn object(value: Value) -> Arc<JsonObject> {
     }
 }
 
-fn input_schema(lang: Lang, limits: &Limits, default_timeout_ms: u64) -> Arc<JsonObject> {
-    let (_, program) = what_runs(lang);
+fn input_schema(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> Arc<JsonObject> {
+    let program = a_program(info);
     object(json!({
         "type": "object",
         "properties": {
@@ -189,6 +232,10 @@ fn output_schema(limits: &Limits) -> Arc<JsonObject> {
             "exitCode": nullable("integer", "Exit status (128 + signal after a kill); null when nothing ran."),
             "durationMs": nullable("integer", "Run time in milliseconds; null when nothing ran."),
             "timedOut": flag("The program hit its timeout and was killed."),
+            "compileError": flag(
+                "The program did not compile (compiled languages): stdout, stderr and \
+                 exitCode are the compiler's, and the program never ran."
+            ),
             "oomKilled": flag("The program ran out of memory and was killed."),
             "stdoutTruncated": flag(&stdout_cap),
             "stderrTruncated": flag(&stderr_cap),
@@ -216,7 +263,7 @@ fn output_schema(limits: &Limits) -> Arc<JsonObject> {
         "required": [
             "stdout", "stderr", "stdoutOmittedBytes", "stderrOmittedBytes",
             "stdoutOmittedLines", "stderrOmittedLines", "exitCode",
-            "durationMs", "timedOut", "oomKilled", "stdoutTruncated", "stderrTruncated",
+            "durationMs", "timedOut", "compileError", "oomKilled", "stdoutTruncated", "stderrTruncated",
             "outputs", "outputsTruncated", "error",
         ],
     }))
@@ -238,25 +285,26 @@ pub(crate) fn error_schema(description: &str) -> Value {
     })
 }
 
-/// The definition of one tool as `tools/list` shows it, for a runner with `limits`.
+/// The definition of one language's tool as `tools/list` shows it, for a runner with
+/// `limits`.
 pub fn definition(
-    lang: Lang,
+    info: &LanguageInfo,
     limits: &Limits,
     packages: &Packages,
     default_timeout_ms: u64,
 ) -> Tool {
-    let (title, _) = what_runs(lang);
-    let annotations = ToolAnnotations::with_title(title)
+    let title = format!("Run {}", display_name(&info.name));
+    let annotations = ToolAnnotations::with_title(&title)
         .read_only(false)
         .destructive(false)
         .idempotent(false)
         .open_world(false);
     let mut tool = Tool::new(
-        tool_name(lang),
-        description(lang, limits, default_timeout_ms) + &installed::describe(lang, packages),
-        input_schema(lang, limits, default_timeout_ms),
+        tool_name(&info.name),
+        description(info, limits, default_timeout_ms) + &installed::describe(&info.name, packages),
+        input_schema(info, limits, default_timeout_ms),
     );
-    tool.title = Some(title.to_owned());
+    tool.title = Some(title);
     tool.output_schema = Some(output_schema(limits));
     tool.annotations = Some(annotations);
     tool
@@ -371,17 +419,54 @@ mod tests {
     const DEFAULT: u64 = 15_000;
     const MAX: u64 = 300_000;
 
+    fn info(name: &str, compile: Option<&str>, run: &str) -> LanguageInfo {
+        LanguageInfo {
+            name: Lang::new(name).unwrap(),
+            version: format!("{name} 1.0"),
+            file: format!("main.{name}"),
+            compile: compile.map(str::to_owned),
+            run: run.to_owned(),
+            compile_timeout_ms: if compile.is_some() { 30_000 } else { 0 },
+            warm: false,
+            keeps_state: false,
+        }
+    }
+
     #[test]
     fn names_round_trip() {
-        for lang in Lang::ALL {
-            assert_eq!(lang_of(tool_name(lang)), Some(lang));
-            assert_eq!(ToolKind::of(tool_name(lang)), Some(ToolKind::Run(lang)));
+        let languages = sandbox_protocol::language::classic();
+        for info in &languages {
+            let name = tool_name(&info.name);
+            assert_eq!(lang_of(&name, &languages), Some(info.name.clone()));
+            let kind = ToolKind::of(&name, &languages);
+            assert_eq!(kind, Some(ToolKind::Run(info.name.clone())));
         }
         for tool in SandboxTool::ALL {
-            assert_eq!(ToolKind::of(tool.name()), Some(ToolKind::Sandbox(tool)));
+            let kind = ToolKind::of(tool.name(), &languages);
+            assert_eq!(kind, Some(ToolKind::Sandbox(tool)));
         }
-        assert_eq!(lang_of("run_ruby"), None);
-        assert_eq!(ToolKind::of("run_ruby"), None);
+        assert_eq!(lang_of("run_ruby", &languages), None);
+        assert_eq!(ToolKind::of("run_ruby", &languages), None);
+        let ruby = [info("ruby", None, "ruby main.rb")];
+        assert_eq!(lang_of("run_ruby", &ruby), Some(Lang::new("ruby").unwrap()));
+    }
+
+    #[test]
+    fn a_compiled_languages_tool_says_how_it_is_built() {
+        let c = info("c", Some("gcc -O2 -o ./main main.c"), "./main");
+        let tool = definition(&c, &Limits::default(), &Packages::default(), DEFAULT);
+        assert_eq!(tool.name, "run_c");
+        assert_eq!(tool.title.as_deref(), Some("Run C"));
+        let text = tool.description.as_deref().unwrap_or_default();
+        for needle in [
+            "a C program",
+            "c 1.0",
+            "gcc -O2 -o ./main main.c",
+            "compileError",
+            "30000 ms",
+        ] {
+            assert!(text.contains(needle), "{needle:?} missing from {text}");
+        }
     }
 
     #[test]
@@ -441,12 +526,8 @@ mod tests {
 
     #[test]
     fn definitions_say_what_a_model_gets() {
-        let tool = definition(
-            Lang::Python,
-            &Limits::default(),
-            &Packages::default(),
-            DEFAULT,
-        );
+        let python = sandbox_protocol::language::classic().remove(1);
+        let tool = definition(&python, &Limits::default(), &Packages::default(), DEFAULT);
         let text = tool.description.as_deref().unwrap_or_default();
         for needle in [
             "fresh",

@@ -63,7 +63,7 @@ pub const DEFAULT_PYTHON: &[&str] = &[
 ];
 
 /// The npm packages of the default base set.
-pub const DEFAULT_NODE: &[&str] = &["lodash", "date-fns", "zod"];
+pub const DEFAULT_NODE: &[&str] = &["lodash", "date-fns", "zod", "typescript@5"];
 
 #[cfg(test)]
 mod tests {

@@ -23,14 +23,17 @@
 //! entropy for its kernel (so that no two restored VMs share random-number state), and
 //! answers Ready: from there on the exchange is steps 2 to 4.
 
+use crate::language::Recipe;
 use crate::Lang;
 use serde::{Deserialize, Serialize};
 
 /// One program to run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
-    /// The interpreter.
+    /// The language.
     pub lang: Lang,
+    /// How the language runs (the runner's table row for it).
+    pub recipe: Recipe,
     /// The program text, written to a file that the interpreter is given.
     pub code: String,
     /// Wall-clock limit for the whole process tree, in milliseconds.
@@ -73,6 +76,8 @@ pub struct OutputCaps {
 pub struct Prepare {
     /// The language whose interpreter to start.
     pub prepare: Lang,
+    /// How it runs: its [`Recipe::loader`] is what starts.
+    pub recipe: Recipe,
     /// Modules a Python interpreter imports while it waits (warm imports), so that the
     /// program's own imports of them cost nothing; one that fails to import is skipped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -234,10 +239,14 @@ pub struct JobOutcome {
     pub exit_code: i32,
     /// The signal that ended the program, if one did.
     pub signal: Option<i32>,
-    /// Wall-clock time from spawn to exit, in milliseconds.
+    /// Wall-clock time from spawn to exit, in milliseconds (a compile step's included).
     pub duration_ms: u64,
     /// The timeout expired and the process tree was killed.
     pub timed_out: bool,
+    /// The program did not compile: the output and exit code are the compiler's, and
+    /// the program never ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compile_error: bool,
     /// Standard output went over its cap and the process tree was killed.
     pub stdout_truncated: bool,
     /// Standard error went over its cap and the process tree was killed.
@@ -263,6 +272,17 @@ pub struct JobOutcome {
 mod tests {
     use super::*;
 
+    fn python() -> Recipe {
+        Recipe {
+            file: "main.py".into(),
+            compile: Vec::new(),
+            run: vec!["python3".into(), "{file}".into()],
+            env: Default::default(),
+            compile_timeout_ms: 0,
+            loader: None,
+        }
+    }
+
     fn decode(text: &str) -> RunnerMessage {
         serde_json::from_str(text).expect("decodes")
     }
@@ -270,9 +290,12 @@ mod tests {
     #[test]
     fn each_runner_message_is_told_apart_by_its_fields() {
         assert_eq!(
-            decode(r#"{"prepare":"python"}"#),
+            decode(
+                r#"{"prepare":"python","recipe":{"file":"main.py","run":["python3","{file}"]}}"#
+            ),
             RunnerMessage::Prepare(Prepare {
-                prepare: Lang::Python,
+                prepare: Lang::PYTHON,
+                recipe: python(),
                 warm_imports: Vec::new(),
             })
         );
@@ -288,7 +311,8 @@ mod tests {
             })
         );
         let job = Job {
-            lang: Lang::Bash,
+            lang: Lang::BASH,
+            recipe: python(),
             code: "echo 1".into(),
             timeout_ms: 1000,
             stdout_cap: 10,

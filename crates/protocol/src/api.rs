@@ -3,15 +3,15 @@
 //!
 //! Field names are camelCase on the wire, as users and outside tests rely on them.
 
-use crate::Lang;
+use crate::language::LanguageInfo;
 use serde::{Deserialize, Serialize};
 
 /// The body of `POST /run`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunRequest {
-    /// Which interpreter runs the code.
-    pub lang: Lang,
+    /// The language of the code: a name the runner offers (`GET /health` lists them).
+    pub lang: String,
     /// The program text.
     pub code: String,
     /// Wall-clock limit in milliseconds; the runner's default when absent.
@@ -30,10 +30,15 @@ pub struct RunResponse {
     /// The program's exit status; 128 + signal when a signal ended it
     /// (137 after a timeout, an out-of-memory kill or an output-cap kill).
     pub exit_code: i32,
-    /// Wall-clock time of the program, from its start to its end, in milliseconds.
+    /// Wall-clock time of the run in milliseconds: the compile step (compiled languages)
+    /// and the program, from its start to its end.
     pub duration_ms: u64,
     /// The program ran into its timeout and was killed.
     pub timed_out: bool,
+    /// The program did not compile (compiled languages): `stdout`, `stderr` and
+    /// `exitCode` are the compiler's, and the program never ran.
+    #[serde(default)]
+    pub compile_error: bool,
     /// The kernel's out-of-memory killer ended a process of the run.
     pub oom_killed: bool,
     /// Standard output went over the cap; the program was stopped there.
@@ -182,6 +187,10 @@ pub struct Health {
     /// What programs can import (absent from runners older than this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packages: Option<Packages>,
+    /// The languages offered, in the table's order (absent from runners older than
+    /// this field, which offer [`crate::language::classic`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub languages: Option<Vec<LanguageInfo>>,
 }
 
 /// The packages a runner's sandboxes have, beyond each language's standard library.

@@ -79,7 +79,15 @@ mod tests {
     #[test]
     fn round_trip() {
         let job = Job {
-            lang: Lang::Python,
+            lang: Lang::PYTHON,
+            recipe: crate::language::Recipe {
+                file: "main.py".into(),
+                compile: Vec::new(),
+                run: vec!["python3".into(), "{file}".into()],
+                env: Default::default(),
+                compile_timeout_ms: 0,
+                loader: None,
+            },
             code: "print('é\\n')\0".into(),
             timeout_ms: 5,
             stdout_cap: 1,

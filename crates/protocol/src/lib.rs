@@ -6,7 +6,8 @@
 //! - [`agent`]: the frames exchanged between the runner and the in-sandbox agent,
 //!   and their length-prefixed framing ([`frame`]);
 //! - [`media`]: the media type of a file a sandbox hands back;
-//! - [`Lang`]: the languages a sandbox runs.
+//! - [`Lang`]: a language's name; [`language`]: how a sandbox runs one, and how a
+//!   runner lists those it offers.
 //!
 //! It is not for transport code (HTTP clients, sockets): those live in the crates
 //! that use them.
@@ -14,34 +15,47 @@
 pub mod agent;
 pub mod api;
 pub mod frame;
+pub mod language;
 pub mod media;
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 
-/// A language a sandbox can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Lang {
-    /// `bash FILE`
-    Bash,
-    /// `python3 FILE`
-    Python,
-    /// `node FILE`
-    Node,
-}
+/// A language's name: what a run's `lang` says, and what a runner's language table is
+/// keyed by (`bash`, `python`, `c`, `typescript`, or a name an operator adds). A name is
+/// 1 to [`Lang::MAX_LEN`] characters of `a-z`, `0-9` and `_`, starting with a letter, so
+/// that `run_<name>` is a valid tool name. Which names a runner offers is its table's
+/// business, not this type's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Lang(Cow<'static, str>);
 
 impl Lang {
-    /// Every language, in a fixed order (for metrics and listings).
-    pub const ALL: [Lang; 3] = [Lang::Bash, Lang::Python, Lang::Node];
+    /// Bash.
+    pub const BASH: Lang = Lang(Cow::Borrowed("bash"));
+    /// Python 3.
+    pub const PYTHON: Lang = Lang(Cow::Borrowed("python"));
+    /// JavaScript on Node.js.
+    pub const NODE: Lang = Lang(Cow::Borrowed("node"));
+    /// The longest name.
+    pub const MAX_LEN: usize = 32;
+
+    /// The name `name`, if it is well formed.
+    pub fn new(name: &str) -> Result<Lang, BadLangName> {
+        let mut chars = name.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+        let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if first_ok && rest_ok && name.len() <= Self::MAX_LEN {
+            Ok(Lang(Cow::Owned(name.to_owned())))
+        } else {
+            Err(BadLangName(name.to_owned()))
+        }
+    }
 
     /// The name used on the wire and in metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lang::Bash => "bash",
-            Lang::Python => "python",
-            Lang::Node => "node",
-        }
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -52,17 +66,42 @@ impl fmt::Display for Lang {
 }
 
 impl std::str::FromStr for Lang {
-    type Err = UnknownLang;
+    type Err = BadLangName;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Lang::ALL
-            .into_iter()
-            .find(|l| l.as_str() == s)
-            .ok_or_else(|| UnknownLang(s.to_owned()))
+        Lang::new(s)
     }
 }
 
-/// A language name that is not one of [`Lang::ALL`].
+impl<'de> Deserialize<'de> for Lang {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Lang::new(&name).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A string that is not a well-formed language name (see [`Lang`]).
 #[derive(Debug, thiserror::Error)]
-#[error("unknown language {0:?}: expected one of bash, python, node")]
-pub struct UnknownLang(pub String);
+#[error(
+    "{0:?} is not a language name: 1 to 32 characters of a-z, 0-9 and _, starting with a letter"
+)]
+pub struct BadLangName(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::Lang;
+
+    #[test]
+    fn names_are_checked_and_round_trip() {
+        for good in ["bash", "c", "cpp", "go2", "type_script"] {
+            assert_eq!(Lang::new(good).unwrap().as_str(), good);
+            let json = serde_json::to_string(&Lang::new(good).unwrap()).unwrap();
+            assert_eq!(serde_json::from_str::<Lang>(&json).unwrap().as_str(), good);
+        }
+        for bad in ["", "C", "c++", "1c", "a-b", "run me", &"x".repeat(33)] {
+            assert!(Lang::new(bad).is_err(), "{bad:?}");
+            assert!(serde_json::from_str::<Lang>(&format!("{bad:?}")).is_err());
+        }
+        assert_eq!(Lang::new("python").unwrap(), Lang::PYTHON);
+    }
+}

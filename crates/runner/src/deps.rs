@@ -144,7 +144,7 @@ impl InlineDeps {
     /// The inline dependencies `job` declares, resolved and ready to mount (none when
     /// it declares none, or is not Python).
     pub async fn resolve(&self, job: &Job) -> Result<Option<DepsMount>, DepsRefusal> {
-        if job.lang != Lang::Python {
+        if job.lang != Lang::PYTHON {
             return Ok(None);
         }
         let metadata = match parse_script_metadata(&job.code) {

@@ -17,6 +17,7 @@ pub mod backend;
 pub mod config;
 pub mod deps;
 pub mod http;
+pub mod languages;
 pub mod metrics;
 pub mod multicall;
 pub mod oneshot;

@@ -16,6 +16,8 @@ pub enum Outcome {
     Ok,
     /// A non-zero exit code.
     Failed,
+    /// The program did not compile.
+    CompileError,
     /// Killed at its timeout.
     Timeout,
     /// Killed by the out-of-memory killer.
@@ -31,6 +33,7 @@ impl Outcome {
         match self {
             Outcome::Ok => "ok",
             Outcome::Failed => "nonzero_exit",
+            Outcome::CompileError => "compile_error",
             Outcome::Timeout => "timeout",
             Outcome::Oom => "oom",
             Outcome::Error => "error",
@@ -113,7 +116,7 @@ impl Metrics {
     }
 
     /// Counts one run.
-    pub fn record(&self, lang: Lang, outcome: Outcome, seconds: Option<f64>) {
+    pub fn record(&self, lang: &Lang, outcome: Outcome, seconds: Option<f64>) {
         let labels = RunLabels {
             lang: lang.as_str().to_owned(),
             outcome: outcome.as_str().to_owned(),

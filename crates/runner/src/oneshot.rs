@@ -4,16 +4,15 @@ use crate::config::SandboxArgs;
 use crate::http::to_response;
 use crate::server::make_backend;
 use sandbox_protocol::agent::Job;
-use sandbox_protocol::Lang;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
 /// `sandbox-runner run` settings.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// The language of the program.
-    #[arg(long, value_parser = parse_lang)]
-    pub lang: Lang,
+    /// The language of the program (one the runner offers).
+    #[arg(long)]
+    pub lang: String,
     /// The program text.
     #[arg(short = 'c', long = "code", conflicts_with = "file")]
     pub code: Option<String>,
@@ -25,11 +24,6 @@ pub struct RunArgs {
     /// The sandbox.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
-}
-
-fn parse_lang(s: &str) -> Result<Lang, String> {
-    s.parse()
-        .map_err(|e: sandbox_protocol::UnknownLang| e.to_string())
 }
 
 /// Why `sandbox-runner run` could not run the program.
@@ -49,6 +43,9 @@ pub enum OneshotError {
     /// A setting is out of range.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// `--lang` is not offered.
+    #[error(transparent)]
+    Language(#[from] crate::languages::UnknownLanguage),
     /// `--timeout-ms` is out of range.
     #[error("--timeout-ms must be between 1 and {max}")]
     Timeout {
@@ -67,6 +64,7 @@ pub enum OneshotError {
 pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
     let code = read_code(&args)?;
     let config = args.sandbox.validate()?;
+    let language = config.languages.get(&args.lang)?;
     let timeout = args
         .timeout_ms
         .unwrap_or(config.default_timeout.as_millis() as u64);
@@ -84,7 +82,8 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
         }
     };
     let job = Job {
-        lang: args.lang,
+        lang: language.name().clone(),
+        recipe: language.recipe.clone(),
         code,
         timeout_ms: timeout,
         stdout_cap: config.output_cap_bytes,

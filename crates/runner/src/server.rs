@@ -50,7 +50,8 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let backend = Arc::new(make_backend(&config.sandbox, config.sandboxes())?);
     let name = backend.name();
-    let pool = Pool::start(backend, config.pool)
+    let warm = config.sandbox.languages.warm();
+    let pool = Pool::start(backend, config.pool, warm)
         .await
         .map_err(ServeError::FirstSandbox)?;
     let grace = config.shutdown_grace;

@@ -14,7 +14,7 @@
 use super::{InitError, Settings};
 use crate::Worker;
 use sandbox_jail::cgroup::{Cgroup, CgroupLimits, Hierarchy};
-use sandbox_jail::layout::{IMAGE_PACKAGES, SANDBOX_UID};
+use sandbox_jail::layout::{IMAGE_PACKAGES, IMAGE_SHARED_PATHS, SANDBOX_UID};
 use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, Prepare, RunnerMessage};
 use sandbox_protocol::frame;
@@ -40,6 +40,18 @@ const GUEST_IDS: HostIds = HostIds {
 const STAGE_DIR: &str = "/run";
 /// Most open files per process, as in the process backend.
 const NOFILE: u64 = 1024;
+
+/// The paths the image's languages share into the sandbox, as the image lists them
+/// (none when it lists none).
+fn shared_paths() -> Vec<std::path::PathBuf> {
+    std::fs::read_to_string(IMAGE_SHARED_PATHS)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with('/'))
+        .map(Into::into)
+        .collect()
+}
 
 /// The jailed sandbox of this VM: its cgroup and the channel to its agent.
 pub(super) struct Jailed {
@@ -80,6 +92,7 @@ impl Jailed {
             // Inline dependencies are resolved on the runner's host, which cannot mount
             // into a guest: the runner refuses them for VM sandboxes.
             deps: None,
+            shared: shared_paths(),
         };
         // The jail is never waited for: the VM ends with its job.
         let mut channel = spawn_jail(&spec)?;

@@ -7,6 +7,12 @@
 // requests, child processes; not listening servers), then writes {"exit": CODE, "run": N} on
 // descriptor 4 and waits for the next request. A program with import/export or
 // top-level await runs as an ES module instead (only globalThis persists from it).
+// `node -e LOADER typescript`: the same for TypeScript. The compiler is loaded (and
+// warmed up) while the loader waits; a program's types are stripped (transpiled to
+// CommonJS, not checked) before it runs. One-shot: {"compiled": true|false} goes on
+// descriptor 4 first (false: the diagnostics on stderr, exit 1); a session's report
+// says "compileError": true when its program did not compile. Files it requires that
+// end in .ts are transpiled too.
 (() => {
   const fs = require('fs');
   const vm = require('vm');
@@ -14,6 +20,48 @@
   const nodePath = require('path');
   const { createRequire, runMain } = require('module');
   const { pathToFileURL } = require('url');
+  const Module = require('module');
+
+  // TypeScript: the compiler, and the program's source as JavaScript (module: 'cjs'
+  // or 'esm').
+  const ts = process.argv[1] === 'typescript' ? require('typescript') : null;
+  const transpile = (source, fileName, module) => {
+    const out = ts.transpileModule(source, {
+      fileName,
+      reportDiagnostics: true,
+      compilerOptions: {
+        module: module === 'esm' ? ts.ModuleKind.ESNext : ts.ModuleKind.CommonJS,
+        target: ts.ScriptTarget.ES2022,
+        esModuleInterop: true,
+        inlineSourceMap: true,
+      },
+    });
+    const errors = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
+    if (errors.length === 0) return { ok: true, js: out.outputText };
+    const host = {
+      getCanonicalFileName: (f) => f,
+      getCurrentDirectory: () => nodePath.dirname(fileName),
+      getNewLine: () => '\n',
+    };
+    return { ok: false, diagnostics: ts.formatDiagnostics(errors, host) };
+  };
+  if (ts) {
+    transpile('const warm: number = [1].map((x: number) => x + 1)[0]; export {};', 'warm.ts', 'cjs');
+    Module._extensions['.ts'] = (module, filename) => {
+      const result = transpile(fs.readFileSync(filename, 'utf8'), filename, 'cjs');
+      if (!result.ok) throw new SyntaxError(result.diagnostics);
+      module._compile(result.js, filename);
+    };
+  }
+  // Whether CommonJS code uses top-level await (then it must run as an ES module).
+  const awaitsAtTop = (js) => {
+    try {
+      vm.compileFunction(js, ['exports', 'require', 'module', '__filename', '__dirname']);
+      return false;
+    } catch (e) {
+      return e instanceof SyntaxError && /await/.test(e.message);
+    }
+  };
 
   let pending = Buffer.alloc(0);
   const request = () => {
@@ -48,8 +96,26 @@
   }
   if (!first.session) {
     fs.closeSync(3);
-    fs.closeSync(4);
     process.argv[1] = first.path;
+    if (ts) {
+      const source = fs.readFileSync(first.path, 'utf8');
+      const result = transpile(source, first.path, 'cjs');
+      fs.writeSync(4, JSON.stringify({ compiled: result.ok }) + '\n');
+      fs.closeSync(4);
+      if (!result.ok) {
+        process.stderr.write(result.diagnostics);
+        process.exitCode = 1;
+        return;
+      }
+      if (awaitsAtTop(result.js)) {
+        const module = first.path.replace(/\.ts$/, '') + '.mjs';
+        fs.writeFileSync(module, transpile(source, first.path, 'esm').js);
+        import(pathToFileURL(module).href);
+        return;
+      }
+    } else {
+      fs.closeSync(4);
+    }
     runMain();
     return;
   }
@@ -101,8 +167,21 @@
     setImmediate(check);
   });
 
+  // Set when the current run's program did not compile (TypeScript).
+  let compileError = false;
   const run = async (path) => {
-    const source = fs.readFileSync(path, 'utf8');
+    let source = fs.readFileSync(path, 'utf8');
+    if (ts) {
+      const result = transpile(source, path, 'cjs');
+      if (!result.ok) {
+        process.stderr.write(result.diagnostics);
+        compileError = true;
+        status = 1;
+        return;
+      }
+      source = awaitsAtTop(result.js) ? transpile(source, path, 'esm').js : result.js;
+      globalThis.exports = {};
+    }
     Object.assign(globalThis, {
       require: createRequire(path),
       __filename: path,
@@ -114,7 +193,7 @@
       script = new vm.Script(source, { filename: path, importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER });
     } catch (e) {
       if (!(e instanceof SyntaxError) || !/import|export|await/.test(e.message)) throw e;
-      const module = path.replace(/\.js$/, '') + '.mjs';
+      const module = path.replace(/\.[jt]s$/, '') + '.mjs';
       fs.writeFileSync(module, source);
       try {
         await import(`${pathToFileURL(module)}?run=${Date.now()}`);
@@ -130,6 +209,7 @@
   const loop = async (job) => {
     while (job) {
       status = 0;
+      compileError = false;
       process.exitCode = undefined;
       // Keeps the event loop alive while the run settles; counted in the baseline.
       const alive = setInterval(() => {}, 1 << 30);
@@ -142,7 +222,9 @@
       await settled(before);
       clearInterval(alive);
       if (status === 0 && process.exitCode) status = Number(process.exitCode) & 0xff;
-      fs.writeSync(4, JSON.stringify({ exit: status, run: job.run }) + '\n');
+      const report = { exit: status, run: job.run };
+      if (compileError) report.compileError = true;
+      fs.writeSync(4, JSON.stringify(report) + '\n');
       job = request();
     }
     realExit(0);

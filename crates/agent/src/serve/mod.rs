@@ -48,9 +48,9 @@ where
     F: FnMut(&Job, &mut Kept) -> Result<JobOutcome, JobError>,
 {
     fn prepare(&mut self, request: &Prepare) -> Result<(), String> {
-        let lang = request.prepare;
-        let interpreter = prepare(lang, &request.warm_imports)
-            .map_err(|e| format!("starting the {lang} interpreter: {e}"))?;
+        let lang = &request.prepare;
+        let interpreter = prepare(lang, &request.recipe, &request.warm_imports)
+            .map_err(|e| format!("starting the {lang} loader: {e}"))?;
         self.kept.prepared(interpreter);
         Ok(())
     }
@@ -94,7 +94,7 @@ where
     frame::write(channel, &AgentMessage::Ready)?;
     let mut started = false;
     match await_job(channel, worker, &mut started)? {
-        Next::Job(job) => serve_jobs(channel, job, worker),
+        Next::Job(job) => serve_jobs(channel, *job, worker),
         Next::Snapshot => fail(channel, "this sandbox cannot be snapshotted".into()),
         Next::Closed => Ok(()),
     }
@@ -159,7 +159,7 @@ where
         next = await_job(&mut channel, worker, &mut started)?;
     }
     match next {
-        Next::Job(job) => serve_jobs(&mut channel, job, worker),
+        Next::Job(job) => serve_jobs(&mut channel, *job, worker),
         Next::Snapshot => fail(&mut channel, "a second Snapshot".into()),
         Next::Closed => Ok(()),
     }
@@ -191,7 +191,7 @@ fn shield() -> Result<(), AgentError> {
 /// What came before the job.
 enum Next {
     /// The job.
-    Job(Job),
+    Job(Box<Job>),
     /// A snapshot is to be taken.
     Snapshot,
     /// The runner closed the channel (a pooled sandbox being destroyed), or the agent
@@ -209,7 +209,7 @@ fn await_job<C: Read + Write, W: Worker>(
     loop {
         match frame::read::<_, RunnerMessage>(channel)? {
             None => return Ok(Next::Closed),
-            Some(RunnerMessage::Job(job)) => return Ok(Next::Job(job)),
+            Some(RunnerMessage::Job(job)) => return Ok(Next::Job(Box::new(job))),
             // A session's files may come before its first job.
             Some(RunnerMessage::File(request)) => {
                 frame::write(channel, &worker.file(&request))?;

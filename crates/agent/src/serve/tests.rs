@@ -31,7 +31,15 @@ impl Restorable for Host {
 
 fn job() -> Job {
     Job {
-        lang: Lang::Bash,
+        lang: Lang::BASH,
+        recipe: sandbox_protocol::language::Recipe {
+            file: "main.sh".into(),
+            compile: Vec::new(),
+            run: vec!["bash".into(), "{file}".into()],
+            env: Default::default(),
+            compile_timeout_ms: 0,
+            loader: None,
+        },
         code: "echo restored".into(),
         timeout_ms: 1000,
         stdout_cap: 100,
@@ -51,6 +59,7 @@ fn echo(job: &Job, _: &mut Kept) -> Result<JobOutcome, JobError> {
         signal: None,
         duration_ms: 0,
         timed_out: false,
+        compile_error: false,
         stdout_truncated: false,
         stderr_truncated: false,
         oom_killed: None,

@@ -32,6 +32,7 @@ pub struct RunReport {
     exit_code: Option<i32>,
     duration_ms: Option<u64>,
     timed_out: bool,
+    compile_error: bool,
     oom_killed: bool,
     stdout_truncated: bool,
     stderr_truncated: bool,
@@ -152,8 +153,11 @@ pub fn from_run(
 ) -> CallToolResult {
     let stdout = head_and_tail(&response.stdout, STDOUT_BUDGET);
     let stderr = head_and_tail(&response.stderr, STDERR_BUDGET);
-    let failed =
-        failed_is_error && (response.exit_code != 0 || response.timed_out || response.oom_killed);
+    let failed = failed_is_error
+        && (response.exit_code != 0
+            || response.timed_out
+            || response.oom_killed
+            || response.compile_error);
     let report = RunReport {
         stdout: stdout.text,
         stderr: stderr.text,
@@ -164,6 +168,7 @@ pub fn from_run(
         exit_code: Some(response.exit_code),
         duration_ms: Some(response.duration_ms),
         timed_out: response.timed_out,
+        compile_error: response.compile_error,
         oom_killed: response.oom_killed,
         stdout_truncated: response.stdout_truncated,
         stderr_truncated: response.stderr_truncated,
@@ -236,6 +241,13 @@ fn run_text(report: &RunReport, timeout_ms: u64, limits: &Limits) -> String {
     let exit = report.exit_code.unwrap_or_default();
     let duration = report.duration_ms.unwrap_or_default();
     lines.push(format!("exit code: {exit} (ran {duration} ms)"));
+    if report.compile_error {
+        lines.push(
+            "The program did not compile: the output below is the compiler's, and the \
+             program never ran."
+                .to_owned(),
+        );
+    }
     if report.timed_out {
         lines.push(format!(
             "The program timed out: it ran into its {timeout_ms} ms timeout and was killed."

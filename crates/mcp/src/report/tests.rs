@@ -27,6 +27,7 @@ fn response(stdout: &str, exit_code: i32) -> RunResponse {
         exit_code,
         duration_ms: 12,
         timed_out: false,
+        compile_error: false,
         oom_killed: false,
         stdout_truncated: false,
         stderr_truncated: false,

@@ -240,8 +240,9 @@ impl RunnerClient {
         &self,
         request: &RunRequest,
         limits: &Limits,
+        compile_ms: u64,
     ) -> Result<RunResponse, RunnerError> {
-        self.run_at(&["run"], request, limits).await
+        self.run_at(&["run"], request, limits, compile_ms).await
     }
 
     /// [`run`](Self::run) at `segments`: `POST /run`, or a session's run.
@@ -250,13 +251,14 @@ impl RunnerClient {
         segments: &[&str],
         request: &RunRequest,
         limits: &Limits,
+        compile_ms: u64,
     ) -> Result<RunResponse, RunnerError> {
         let timeout_ms = request.timeout_ms.unwrap_or(limits.default_timeout_ms);
         let request = RunRequest {
             timeout_ms: Some(timeout_ms),
             ..request.clone()
         };
-        let deadline = Duration::from_millis(timeout_ms)
+        let deadline = Duration::from_millis(timeout_ms + compile_ms)
             + Duration::from_millis(limits.queue_timeout_ms)
             + RUN_MARGIN;
         ask_until_free(deadline, || {

@@ -43,8 +43,9 @@ impl RunnerClient {
         session: &str,
         request: &RunRequest,
         limits: &Limits,
+        compile_ms: u64,
     ) -> Result<RunResponse, RunnerError> {
-        self.run_at(&["sessions", session, "run"], request, limits)
+        self.run_at(&["sessions", session, "run"], request, limits, compile_ms)
             .await
     }
 

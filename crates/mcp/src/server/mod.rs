@@ -17,11 +17,12 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use sandbox_protocol::api::{Limits, RunRequest, RunResponse};
+use sandbox_protocol::language;
 use sandbox_protocol::Lang;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
-use crate::catalog::{self, Catalog};
+use crate::catalog::{self, Catalog, Offer};
 use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
 use crate::handle::{HandleKey, Holder};
 use crate::report::{self, RunIn};
@@ -164,9 +165,13 @@ impl SandboxServer {
         let Some(runner) = &self.shared.runner else {
             return false;
         };
-        let (limits, packages) = match runner.health().await {
+        let offer = match runner.health().await {
             Ok(health) => match health.limits {
-                Some(limits) => (limits, health.packages.unwrap_or_default()),
+                Some(limits) => Offer {
+                    limits,
+                    packages: health.packages.unwrap_or_default(),
+                    languages: health.languages.unwrap_or_else(language::classic),
+                },
                 None => return false, // an older runner: its defaults stand
             },
             Err(error) => {
@@ -174,15 +179,10 @@ impl SandboxServer {
                 return false;
             }
         };
-        let catalog = self.catalog();
-        if catalog.limits() != &limits || catalog.packages() != &packages {
-            tracing::info!(?limits, packages = ?packages.key, "the runner's limits and packages: the tools describe these");
-            let catalog = Catalog::with_packages(
-                limits,
-                packages,
-                self.shared.default_timeout,
-                self.shared.exec_enabled,
-            );
+        if !self.catalog().describes(&offer) {
+            let names: Vec<&str> = offer.languages.iter().map(|l| l.name.as_str()).collect();
+            tracing::info!(limits = ?offer.limits, packages = ?offer.packages.key, languages = %names.join(","), "the runner's offer: the tools describe it");
+            let catalog = Catalog::of(offer, self.shared.default_timeout, self.shared.exec_enabled);
             let mut current = self
                 .shared
                 .catalog
@@ -265,17 +265,21 @@ impl SandboxServer {
         };
         tracing::info!(%lang, code_bytes = args.code.len(), timeout_ms = args.timeout_ms, ?place, "run started");
         tracing::debug!(code = %args.code, "program");
+        let compile_ms = catalog.language(&lang).map_or(0, |l| l.compile_timeout_ms);
         let request = RunRequest {
-            lang,
+            lang: lang.to_string(),
             code: args.code,
             timeout_ms: Some(args.timeout_ms),
         };
         let started = Instant::now();
-        let timeout = Duration::from_millis(args.timeout_ms);
+        let timeout = Duration::from_millis(args.timeout_ms + compile_ms);
         let outcome = match &session {
-            None => while_reporting(runner.run(&request, limits), timeout, place, &ctx).await,
+            None => {
+                let run = runner.run(&request, limits, compile_ms);
+                while_reporting(run, timeout, place, &ctx).await
+            }
             Some(session) => {
-                let run = runner.run_in_session(session, &request, limits);
+                let run = runner.run_in_session(session, &request, limits, compile_ms);
                 while_reporting(run, timeout, place, &ctx).await
             }
         };
@@ -397,9 +401,10 @@ impl ServerHandler for SandboxServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let catalog = self.catalog();
         let Some(kind) = self
             .get_tool(&params.name)
-            .and_then(|t| ToolKind::of(&t.name))
+            .and_then(|t| ToolKind::of(&t.name, catalog.languages()))
         else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", params.name),

@@ -1,11 +1,12 @@
 //! The runner's side of the agent channel, the same for every backend: sending
 //! [`RunnerMessage`]s, reading [`AgentMessage`]s, and the exchanges built from them.
 
+use crate::languages::Language;
 use sandbox_protocol::agent::{
     AgentMessage, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage, Snapshot,
 };
 use sandbox_protocol::frame::{self, FrameError};
-use sandbox_protocol::Lang;
+use sandbox_protocol::language::LoaderKind;
 use std::io;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -69,16 +70,18 @@ pub async fn expect_ready<R: AsyncRead + Unpin>(r: &mut R) -> Result<(), Channel
     }
 }
 
-/// Asks the agent to start the interpreter of `lang` (a Python one with `warm_imports`
+/// Asks the agent to start the loader of `language` (a Python one with `warm_imports`
 /// imported), and waits until it has.
 pub async fn prepare<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
-    lang: Lang,
+    language: &Language,
     warm_imports: &[String],
 ) -> Result<(), ChannelError> {
+    let python = language.recipe.loader.as_ref().map(|l| l.kind) == Some(LoaderKind::Python);
     let request = Prepare {
-        prepare: lang,
-        warm_imports: if lang == Lang::Python {
+        prepare: language.name().clone(),
+        recipe: language.recipe.clone(),
+        warm_imports: if python {
             warm_imports.to_vec()
         } else {
             Vec::new()
@@ -110,7 +113,8 @@ pub async fn reseed<S: AsyncWrite + Unpin>(
     send(s, &message).await
 }
 
-/// Sends the job and waits for its outcome, for at most the job's timeout plus `grace`;
+/// Sends the job and waits for its outcome, for at most the job's timeout, its compile
+/// step's and `grace`;
 /// past that, an outcome that says so (the agent enforces the timeout itself, so this
 /// only happens when it cannot), or for a session's job an error (its sandbox must go).
 pub async fn run_job<S: AsyncRead + AsyncWrite + Unpin>(
@@ -118,7 +122,7 @@ pub async fn run_job<S: AsyncRead + AsyncWrite + Unpin>(
     job: &Job,
     grace: Duration,
 ) -> Result<JobOutcome, ChannelError> {
-    let limit = Duration::from_millis(job.timeout_ms) + grace;
+    let limit = Duration::from_millis(job.timeout_ms + job.recipe.compile_timeout_ms) + grace;
     match tokio::time::timeout(limit, exchange(s, job)).await {
         Ok(result) => result,
         Err(_) if job.session => Err(ChannelError::Unresponsive(limit)),
@@ -192,6 +196,7 @@ fn unresponsive(limit: Duration) -> JobOutcome {
         signal: Some(libc::SIGKILL),
         duration_ms: limit.as_millis() as u64,
         timed_out: true,
+        compile_error: false,
         stdout_truncated: false,
         stderr_truncated: false,
         oom_killed: None,

@@ -5,6 +5,7 @@ use crate::backend::cgroup::CgroupLimits;
 use crate::backend::process::ProcessConfig;
 use crate::backend::vm::firecracker::FirecrackerConfig;
 use crate::backend::vm::{AccelChoice, VmConfig, Vmm};
+use crate::languages::{self, Languages};
 use crate::pool::PoolConfig;
 use crate::session::SessionConfig;
 
@@ -16,6 +17,7 @@ pub use session::SessionArgs;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The CFS period every sandbox's CPU quota is expressed in.
@@ -121,6 +123,10 @@ pub struct SandboxArgs {
     /// The package set, warm imports and inline dependencies.
     #[command(flatten)]
     pub packages: PackageArgs,
+    /// A TOML file of languages: rows added to the built-in ones, replacing them by
+    /// name, or removing them (docs/languages.md).
+    #[arg(long, env = "RUNNER_LANGUAGES")]
+    pub languages: Option<PathBuf>,
 }
 
 /// `sandbox-runner serve` settings.
@@ -195,6 +201,9 @@ pub enum ConfigError {
     /// The package store could not be read.
     #[error("RUNNER_PACKAGES_DIR: {0}")]
     Packages(String),
+    /// The language table could not be made.
+    #[error("RUNNER_LANGUAGES: {0}")]
+    Languages(#[from] crate::languages::LanguagesError),
     /// A value outside its range.
     #[error("{name} must be {rule}, not {value}")]
     OutOfRange {
@@ -220,6 +229,8 @@ pub struct SandboxConfig {
     pub backend: BackendConfig,
     /// The package set, warm imports and inline dependencies.
     pub packages: PackagesConfig,
+    /// The languages offered.
+    pub languages: Arc<Languages>,
 }
 
 /// Validated packages' settings.
@@ -366,9 +377,16 @@ impl SandboxArgs {
             self.unsafe_no_resource_limits,
         )?;
         let packages = self.packages_config()?;
+        let context = languages::Context {
+            memory_mb: self.memory_mb,
+            packages: packages.set.as_ref().map(|set| set.dir.clone()),
+        };
+        let languages = Arc::new(Languages::load(self.languages.as_deref(), &context)?);
         let backend = match self.backend {
-            BackendKind::Process => BackendConfig::Process(self.process_config(&packages)),
-            BackendKind::Vm => BackendConfig::Vm(self.vm_config(&packages)),
+            BackendKind::Process => {
+                BackendConfig::Process(self.process_config(&packages, languages.clone()))
+            }
+            BackendKind::Vm => BackendConfig::Vm(self.vm_config(&packages, languages.clone())),
         };
         Ok(SandboxConfig {
             default_timeout: Duration::from_millis(self.default_timeout_ms),
@@ -376,6 +394,7 @@ impl SandboxArgs {
             output_cap_bytes: self.output_cap_bytes,
             backend,
             packages,
+            languages,
         })
     }
 
@@ -408,7 +427,11 @@ impl SandboxArgs {
         }
     }
 
-    fn process_config(&self, packages: &PackagesConfig) -> ProcessConfig {
+    fn process_config(
+        &self,
+        packages: &PackagesConfig,
+        languages: Arc<Languages>,
+    ) -> ProcessConfig {
         let mib = 1024 * 1024;
         ProcessConfig {
             cgroup_mount: self.cgroup_root.clone(),
@@ -421,6 +444,7 @@ impl SandboxArgs {
             unsafe_no_resource_limits: self.unsafe_no_resource_limits,
             packages: packages.set.as_ref().map(|set| set.dir.clone()),
             warm_imports: packages.warm_imports.clone(),
+            languages,
         }
     }
 
@@ -429,7 +453,7 @@ impl SandboxArgs {
         self.memory_mb + self.vm_guest_overhead_mb
     }
 
-    fn vm_config(&self, packages: &PackagesConfig) -> VmConfig {
+    fn vm_config(&self, packages: &PackagesConfig, languages: Arc<Languages>) -> VmConfig {
         VmConfig {
             vmm: self.vmm,
             accel: self.accel,
@@ -448,6 +472,7 @@ impl SandboxArgs {
             },
             tmpfs_mb: self.tmpfs_mb,
             warm_imports: packages.warm_imports.clone(),
+            languages,
             boot_timeout: Duration::from_millis(self.vm_boot_timeout_ms),
             vmm_uid_base: self.id_base + VMM_UID_OFFSET,
             firecracker: FirecrackerConfig {

@@ -107,7 +107,7 @@ async fn run<B: SandboxFactory>(
 ) -> Result<Json<RunResponse>, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
     let job = parse_run(&body, &state.config)?;
-    let lang = job.lang;
+    let lang = job.lang.clone();
     let id = state.next_request.fetch_add(1, Ordering::Relaxed);
     execute(&state, job)
         .instrument(tracing::info_span!("run", id, %lang))
@@ -146,12 +146,12 @@ async fn execute<B: SandboxFactory>(
     job: Job,
 ) -> Result<RunResponse, ApiError> {
     let started = Instant::now();
-    let lang = job.lang;
+    let lang = job.lang.clone();
     let deps = state.deps.resolve(&job).await?;
-    let lease = match state.pool.acquire(lang).await {
+    let lease = match state.pool.acquire(&lang).await {
         Ok(lease) => lease,
         Err(e) => {
-            state.metrics.record(lang, Outcome::Rejected, None);
+            state.metrics.record(&lang, Outcome::Rejected, None);
             tracing::info!(error = %e, "rejected");
             return Err(e.into());
         }
@@ -172,21 +172,21 @@ async fn execute<B: SandboxFactory>(
     let outcome = match result {
         Ok(Some(Ok(outcome))) => outcome,
         Ok(None) => {
-            state.metrics.record(lang, Outcome::Error, seconds);
+            state.metrics.record(&lang, Outcome::Error, seconds);
             return Err(ApiError::Cancelled);
         }
         Ok(Some(Err(e))) => {
-            state.metrics.record(lang, Outcome::Error, seconds);
+            state.metrics.record(&lang, Outcome::Error, seconds);
             tracing::error!(error = %e, "run failed");
             return Err(ApiError::Sandbox(Box::new(e)));
         }
         Err(e) => {
-            state.metrics.record(lang, Outcome::Error, seconds);
+            state.metrics.record(&lang, Outcome::Error, seconds);
             return Err(e.into());
         }
     };
     let counted = classify(&outcome);
-    state.metrics.record(lang, counted, seconds);
+    state.metrics.record(&lang, counted, seconds);
     tracing::info!(outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
     Ok(to_response(outcome, false))
 }
@@ -199,7 +199,7 @@ pub fn parse_run(body: &[u8], config: &RunnerConfig) -> Result<Job, ApiError> {
 fn decode(body: &[u8]) -> Result<RunRequest, ApiError> {
     decode_object(
         body,
-        r#"{"lang": "bash"|"python"|"node", "code": string, "timeoutMs"?: integer}"#,
+        r#"{"lang": string, "code": string, "timeoutMs"?: integer}"#,
     )
 }
 
@@ -229,6 +229,10 @@ fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
         )));
     }
     let sandbox = &config.sandbox;
+    let language = sandbox
+        .languages
+        .get(&request.lang)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let max = sandbox.max_timeout.as_millis() as u64;
     let timeout_ms = match request.timeout_ms {
         None => sandbox.default_timeout.as_millis() as u64,
@@ -240,7 +244,8 @@ fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
         }
     };
     Ok(Job {
-        lang: request.lang,
+        lang: language.name().clone(),
+        recipe: language.recipe.clone(),
         code: request.code,
         timeout_ms,
         stdout_cap: sandbox.output_cap_bytes,
@@ -261,6 +266,8 @@ pub fn classify(outcome: &RunOutcome) -> Outcome {
         Outcome::Oom
     } else if outcome.job.timed_out {
         Outcome::Timeout
+    } else if outcome.job.compile_error {
+        Outcome::CompileError
     } else if outcome.job.exit_code == 0 {
         Outcome::Ok
     } else {
@@ -281,6 +288,7 @@ pub fn to_response(outcome: RunOutcome, session: bool) -> RunResponse {
         exit_code: job.exit_code,
         duration_ms: job.duration_ms,
         timed_out: job.timed_out,
+        compile_error: job.compile_error,
         oom_killed: outcome.oom_killed,
         stdout_truncated: job.stdout_truncated,
         stderr_truncated: job.stderr_truncated,
@@ -304,6 +312,7 @@ async fn health<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> Jso
         sessions: Some(state.sessions.count()),
         max_sessions: Some(state.sessions.config().max_sessions),
         packages: Some(state.deps.describe(&state.config.sandbox.packages)),
+        languages: Some(state.config.sandbox.languages.infos()),
     })
 }
 
@@ -358,7 +367,8 @@ mod tests {
             queue_size,
             queue_timeout: Duration::from_millis(200),
         };
-        let pool = Pool::start(Arc::new(fake.clone()), pool_config)
+        let warm = config.sandbox.languages.warm();
+        let pool = Pool::start(Arc::new(fake.clone()), pool_config, warm)
             .await
             .expect("pool");
         router(Arc::new(AppState::new(config, pool, "fake")))

@@ -5,8 +5,9 @@
 //! background fillers keep every free slot busy making the next one. A request takes
 //! a warm sandbox, or waits in a bounded queue for a bounded time.
 //!
-//! A warm sandbox may have its interpreter started already (python and node; bash
-//! starts in a millisecond). A request takes a sandbox prepared for its language when
+//! A warm sandbox may have its language's loader started already (python, node,
+//! typescript, java: those whose row has one; bash and the compiled languages have
+//! none). A request takes a sandbox prepared for its language when
 //! there is one, else an unprepared one, else any (the agent then starts the
 //! interpreter cold), and the sandbox made to replace it is prepared for the language
 //! of that request: the mix of the pool follows the traffic.
@@ -39,8 +40,9 @@ const FILLERS_MAX: usize = 4;
 /// next creation (an interpreter start-up) would otherwise compete for the CPUs with
 /// the answer on its way to the caller (through sandbox-mcp, say).
 const REFILL_DEFER: Duration = Duration::from_millis(25);
-/// What a pool prepares for before traffic says otherwise, in turn.
-const FIRST_MIX: [Option<Lang>; 3] = [Some(Lang::Python), Some(Lang::Node), None];
+/// The languages a pool prepares for before traffic says otherwise (those of them that
+/// have a loader), in turn with unprepared sandboxes.
+const FIRST_LANGS: [Lang; 2] = [Lang::PYTHON, Lang::NODE];
 
 /// How the pool is sized.
 #[derive(Debug, Clone, Copy)]
@@ -72,12 +74,15 @@ pub enum AcquireError {
     Closed,
 }
 
-/// The interpreter a sandbox is prepared with for a language (none for bash).
-fn preparation(lang: Lang) -> Option<Lang> {
-    match lang {
-        Lang::Bash => None,
-        other => Some(other),
-    }
+/// What a pool prepares its first sandboxes for, in turn: the first languages that
+/// have a loader, then none.
+fn first_mix(warm: &[Lang]) -> Vec<Option<Lang>> {
+    FIRST_LANGS
+        .into_iter()
+        .filter(|lang| warm.contains(lang))
+        .map(Some)
+        .chain([None])
+        .collect()
 }
 
 /// Locks one of the pool's mutexes. A poisoned one means that a thread panicked while
@@ -157,6 +162,8 @@ struct Shared<B: SandboxFactory> {
     readied: Notify,
     /// What the next sandboxes are to be prepared for, oldest demand first.
     wanted: Mutex<VecDeque<Option<Lang>>>,
+    /// The languages a sandbox can be prepared for (those with a loader).
+    warm: Vec<Lang>,
     waiting: AtomicUsize,
     closed: AtomicBool,
     last_error: Mutex<Option<String>>,
@@ -172,10 +179,15 @@ impl<B: SandboxFactory> Shared<B> {
         self.waiting.load(Ordering::SeqCst) == 0 && self.available() > 0
     }
 
+    /// The loader a sandbox for `lang` is prepared with (none for bash or C).
+    fn preparation(&self, lang: &Lang) -> Option<Lang> {
+        self.warm.contains(lang).then(|| lang.clone())
+    }
+
     /// Takes the best warm sandbox for `lang`: prepared for it, else unprepared, else any.
-    fn take(&self, lang: Lang) -> Option<Warm<B::Sandbox>> {
+    fn take(&self, lang: &Lang) -> Option<Warm<B::Sandbox>> {
+        let want = self.preparation(lang);
         let mut ready = lock(&self.ready, "ready");
-        let want = preparation(lang);
         let index = ready
             .iter()
             .position(|w| w.prepared == want)
@@ -218,21 +230,23 @@ pub struct PoolState {
 impl<B: SandboxFactory> Pool<B> {
     /// Makes the first sandbox now, so that a runner that cannot make sandboxes
     /// fails at start with the reason (and releases what the backend holds); then
-    /// starts the fillers. `config.size` is at least 1.
-    pub async fn start(backend: Arc<B>, config: PoolConfig) -> Result<Self, B::Error> {
+    /// starts the fillers. `config.size` is at least 1. `warm` are the languages a
+    /// sandbox can be prepared for.
+    pub async fn start(
+        backend: Arc<B>,
+        config: PoolConfig,
+        warm: Vec<Lang>,
+    ) -> Result<Self, B::Error> {
         let slots = Arc::new(Semaphore::new(config.size));
-        let wanted = FIRST_MIX
-            .iter()
-            .cycle()
-            .skip(1)
-            .take(config.size - 1)
-            .copied();
+        let mix = first_mix(&warm);
+        let wanted = mix.iter().cycle().skip(1).take(config.size - 1).cloned();
         let shared = Arc::new(Shared {
             backend: backend.clone(),
             config,
             ready: Mutex::new(VecDeque::new()),
             readied: Notify::new(),
             wanted: Mutex::new(wanted.collect()),
+            warm,
             waiting: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             last_error: Mutex::new(None),
@@ -241,8 +255,8 @@ impl<B: SandboxFactory> Pool<B> {
             .clone()
             .try_acquire_owned()
             .expect("a new semaphore of size >= 1 has a free permit");
-        let prepared = FIRST_MIX[0];
-        let sandbox = match backend.create(prepared, true).await {
+        let prepared = mix[0].clone();
+        let sandbox = match backend.create(prepared.clone(), true).await {
             Ok(sandbox) => sandbox,
             Err(e) => {
                 // A runner that cannot start leaves nothing behind either.
@@ -277,7 +291,7 @@ impl<B: SandboxFactory> Pool<B> {
     }
 
     /// Takes a warm sandbox for a job in `lang`, waiting in the queue if none is free.
-    pub async fn acquire(&self, lang: Lang) -> Result<Lease<B>, AcquireError> {
+    pub async fn acquire(&self, lang: &Lang) -> Result<Lease<B>, AcquireError> {
         let shared = &self.shared;
         let queue = shared.config.queue_size;
         let waiting = shared.waiting.fetch_add(1, Ordering::SeqCst);
@@ -376,7 +390,7 @@ impl<B: SandboxFactory> Filler<B> {
             // Warm imports cost a second of CPU or so: not while requests wait for a
             // sandbox (they would wait longer), only when the pool is at rest.
             let warm = self.shared.waiting.load(Ordering::SeqCst) == 0;
-            match self.shared.backend.create(prepared, warm).await {
+            match self.shared.backend.create(prepared.clone(), warm).await {
                 Ok(sandbox) if *self.closing.borrow() => {
                     sandbox.destroy().await;
                     return;

@@ -20,13 +20,26 @@ fn config(size: usize) -> PoolConfig {
 }
 
 async fn start(fake: &Fake, config: PoolConfig) -> Arc<Pool<Fake>> {
-    let pool = Pool::start(Arc::new(fake.clone()), config).await;
+    let pool = Pool::start(Arc::new(fake.clone()), config, warm()).await;
     Arc::new(pool.expect("the pool starts"))
+}
+
+/// The languages the fake's sandboxes can be prepared for.
+fn warm() -> Vec<Lang> {
+    vec![Lang::PYTHON, Lang::NODE]
 }
 
 fn job(lang: Lang) -> Job {
     Job {
         lang,
+        recipe: sandbox_protocol::language::Recipe {
+            file: "main".into(),
+            compile: Vec::new(),
+            run: vec!["true".into()],
+            env: Default::default(),
+            compile_timeout_ms: 0,
+            loader: None,
+        },
         code: String::new(),
         timeout_ms: 1000,
         stdout_cap: 1024,
@@ -63,7 +76,7 @@ async fn until_waiting(pool: &Pool<Fake>, n: usize) {
 /// A request that waits in a task of its own.
 fn request(pool: &Arc<Pool<Fake>>, lang: Lang) -> JoinHandle<Result<Lease<Fake>, AcquireError>> {
     let pool = pool.clone();
-    tokio::spawn(async move { pool.acquire(lang).await })
+    tokio::spawn(async move { pool.acquire(&lang).await })
 }
 
 /// Runs the job of a lease to its end.
@@ -92,7 +105,7 @@ async fn the_first_sandbox_is_made_at_start_then_the_fillers_fill_every_slot() {
     let t0 = Instant::now();
     let pool = start(&fake, config(3)).await;
     assert_eq!(t0.elapsed(), 10 * MS, "start waits for the first sandbox");
-    assert_eq!(fake.log().made, [Some(Lang::Python)]);
+    assert_eq!(fake.log().made, [Some(Lang::PYTHON)]);
     assert_eq!(pool.state().available, 1);
     until_warm(&pool, 3).await;
     assert!(
@@ -102,7 +115,7 @@ async fn the_first_sandbox_is_made_at_start_then_the_fillers_fill_every_slot() {
     let made = fake.log().made.clone();
     assert_eq!(made.len(), 3);
     assert!(
-        made.contains(&Some(Lang::Node)) && made.contains(&None),
+        made.contains(&Some(Lang::NODE)) && made.contains(&None),
         "{made:?}"
     );
     assert!(pool.state().failing.is_none());
@@ -113,7 +126,7 @@ async fn the_first_sandbox_is_made_at_start_then_the_fillers_fill_every_slot() {
 async fn a_start_whose_first_creation_fails_returns_the_error_and_shuts_the_backend() {
     let fake = Fake::new();
     fake.log().fail_creations = 1;
-    let result = Pool::start(Arc::new(fake.clone()), config(2)).await;
+    let result = Pool::start(Arc::new(fake.clone()), config(2), warm()).await;
     assert_eq!(result.err(), Some(FakeError::Create));
     assert_eq!(fake.log().shutdowns.len(), 1, "the backend was shut down");
     tokio::time::sleep(10 * RETRY_DELAY).await;
@@ -132,11 +145,11 @@ async fn a_request_past_a_full_queue_is_refused_at_once() {
         },
     )
     .await;
-    let lease = pool.acquire(Lang::Bash).await.expect("the warm sandbox");
-    let waiter = request(&pool, Lang::Bash);
+    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let waiter = request(&pool, Lang::BASH);
     until_waiting(&pool, 1).await;
     let t0 = Instant::now();
-    match pool.acquire(Lang::Bash).await {
+    match pool.acquire(&Lang::BASH).await {
         Err(AcquireError::QueueFull { size: 1, queue: 1 }) => {}
         other => panic!("expected QueueFull, got {:?}", other.map(|_| ())),
     }
@@ -146,9 +159,9 @@ async fn a_request_past_a_full_queue_is_refused_at_once() {
         1,
         "the refused request left the queue"
     );
-    run(lease, Lang::Bash).await.expect("ran");
+    run(lease, Lang::BASH).await.expect("ran");
     let lease = waiter.await.unwrap().expect("the waiter gets the refill");
-    run(lease, Lang::Bash).await.expect("ran");
+    run(lease, Lang::BASH).await.expect("ran");
     shut(&pool, &fake).await;
 }
 
@@ -156,15 +169,15 @@ async fn a_request_past_a_full_queue_is_refused_at_once() {
 async fn a_request_waits_at_most_the_queue_timeout() {
     let fake = Fake::new();
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(Lang::Bash).await.expect("the warm sandbox");
+    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
     let t0 = Instant::now();
-    match pool.acquire(Lang::Bash).await {
+    match pool.acquire(&Lang::BASH).await {
         Err(AcquireError::Timeout(timeout)) => assert_eq!(timeout, Duration::from_secs(1)),
         other => panic!("expected Timeout, got {:?}", other.map(|_| ())),
     }
     assert_eq!(t0.elapsed(), Duration::from_secs(1));
     assert_eq!(pool.state().waiting, 0);
-    run(lease, Lang::Bash).await.expect("ran");
+    run(lease, Lang::BASH).await.expect("ran");
     shut(&pool, &fake).await;
 }
 
@@ -174,19 +187,19 @@ async fn a_request_takes_a_sandbox_prepared_for_its_language_else_an_unprepared_
     let pool = start(&fake, config(3)).await;
     until_warm(&pool, 3).await;
     let mut leases = Vec::new();
-    for expected in [Some(Lang::Node), None, Some(Lang::Python)] {
-        let lease = pool.acquire(Lang::Node).await.expect("a warm sandbox");
+    for expected in [Some(Lang::NODE), None, Some(Lang::PYTHON)] {
+        let lease = pool.acquire(&Lang::NODE).await.expect("a warm sandbox");
         assert_eq!(lease.warm.prepared, expected);
         assert_eq!(fake.log().made[lease.warm.sandbox.id], expected);
         leases.push(lease);
     }
     for lease in leases {
-        run(lease, Lang::Node).await.expect("ran");
+        run(lease, Lang::NODE).await.expect("ran");
     }
     until_warm(&pool, 3).await;
     assert_eq!(
         fake.log().made[3..],
-        [Some(Lang::Node); 3],
+        [const { Some(Lang::NODE) }; 3],
         "the refills follow the requests"
     );
     shut(&pool, &fake).await;
@@ -196,21 +209,21 @@ async fn a_request_takes_a_sandbox_prepared_for_its_language_else_an_unprepared_
 async fn the_refill_is_prepared_for_the_language_of_the_request() {
     let fake = Fake::new();
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(Lang::Bash).await.expect("the warm sandbox");
+    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
     assert_eq!(
         lease.warm.prepared,
-        Some(Lang::Python),
+        Some(Lang::PYTHON),
         "any, when no better"
     );
-    run(lease, Lang::Bash).await.expect("ran");
+    run(lease, Lang::BASH).await.expect("ran");
     until_warm(&pool, 1).await;
-    let lease = pool.acquire(Lang::Python).await.expect("the refill");
+    let lease = pool.acquire(&Lang::PYTHON).await.expect("the refill");
     assert_eq!(lease.warm.prepared, None, "bash needs no preparation");
-    run(lease, Lang::Python).await.expect("ran");
+    run(lease, Lang::PYTHON).await.expect("ran");
     until_warm(&pool, 1).await;
     assert_eq!(
         fake.log().made,
-        [Some(Lang::Python), None, Some(Lang::Python)]
+        [Some(Lang::PYTHON), None, Some(Lang::PYTHON)]
     );
     shut(&pool, &fake).await;
 }
@@ -220,9 +233,9 @@ async fn a_spent_sandbox_is_destroyed_after_refill_defer_while_others_are_warm()
     let fake = Fake::new();
     let pool = start(&fake, config(2)).await;
     until_warm(&pool, 2).await;
-    let lease = pool.acquire(Lang::Python).await.expect("a warm sandbox");
+    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
     let id = lease.warm.sandbox.id;
-    run(lease, Lang::Python).await.expect("ran");
+    run(lease, Lang::PYTHON).await.expect("ran");
     let ended = Instant::now();
     until_warm(&pool, 2).await;
     assert_eq!(fake.log().destroyed_at(id) - ended, REFILL_DEFER);
@@ -233,14 +246,14 @@ async fn a_spent_sandbox_is_destroyed_after_refill_defer_while_others_are_warm()
 async fn a_spent_sandbox_is_destroyed_at_once_when_none_is_warm_or_a_request_waits() {
     let fake = Fake::new();
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(Lang::Bash).await.expect("the warm sandbox");
-    let waiter = request(&pool, Lang::Bash);
+    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let waiter = request(&pool, Lang::BASH);
     until_waiting(&pool, 1).await;
-    run(lease, Lang::Bash).await.expect("ran");
+    run(lease, Lang::BASH).await.expect("ran");
     let ended = Instant::now();
     let lease = waiter.await.unwrap().expect("the refill");
     assert_eq!(fake.log().destroyed_at(0), ended, "a request waits");
-    run(lease, Lang::Bash).await.expect("ran");
+    run(lease, Lang::BASH).await.expect("ran");
     let ended = Instant::now();
     until_warm(&pool, 1).await;
     assert_eq!(fake.log().destroyed_at(1), ended, "no sandbox is warm");
@@ -253,9 +266,9 @@ async fn a_failed_run_is_destroyed_at_once() {
     fake.log().fail_runs = true;
     let pool = start(&fake, config(2)).await;
     until_warm(&pool, 2).await;
-    let lease = pool.acquire(Lang::Python).await.expect("a warm sandbox");
+    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
     let id = lease.warm.sandbox.id;
-    assert_eq!(run(lease, Lang::Python).await, Err(FakeError::Run));
+    assert_eq!(run(lease, Lang::PYTHON).await, Err(FakeError::Run));
     let ended = Instant::now();
     until_warm(&pool, 2).await;
     assert_eq!(fake.log().destroyed_at(id), ended);
@@ -268,11 +281,11 @@ async fn a_run_whose_caller_left_is_stopped_and_its_sandbox_destroyed_at_once() 
     fake.log().run_time = Duration::from_secs(10);
     let pool = start(&fake, config(2)).await;
     until_warm(&pool, 2).await;
-    let lease = pool.acquire(Lang::Python).await.expect("a warm sandbox");
+    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
     let id = lease.warm.sandbox.id;
     let t0 = Instant::now();
     let result = lease
-        .run(job(Lang::Python), None, tokio::time::sleep(100 * MS))
+        .run(job(Lang::PYTHON), None, tokio::time::sleep(100 * MS))
         .await;
     assert!(result.is_none(), "a cancelled run answers nothing");
     assert_eq!(t0.elapsed(), 100 * MS);
@@ -281,7 +294,7 @@ async fn a_run_whose_caller_left_is_stopped_and_its_sandbox_destroyed_at_once() 
     tokio::time::sleep(Duration::from_secs(20)).await;
     {
         let log = fake.log();
-        assert_eq!(log.runs, [(id, Lang::Python)]);
+        assert_eq!(log.runs, [(id, Lang::PYTHON)]);
         assert!(log.finished.is_empty(), "the run was stopped: {log:?}");
     }
     shut(&pool, &fake).await;
@@ -293,9 +306,9 @@ async fn shutdown_destroys_warm_sandboxes_waits_for_runs_then_shuts_the_backend(
     fake.log().run_time = Duration::from_secs(1);
     let pool = start(&fake, config(2)).await;
     until_warm(&pool, 2).await;
-    let lease = pool.acquire(Lang::Python).await.expect("a warm sandbox");
+    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
     let running = lease.warm.sandbox.id;
-    let in_flight = tokio::spawn(run(lease, Lang::Python));
+    let in_flight = tokio::spawn(run(lease, Lang::PYTHON));
     tokio::task::yield_now().await;
     let t0 = Instant::now();
     shutdown(&pool).await;
@@ -322,8 +335,8 @@ async fn shutdown_destroys_warm_sandboxes_waits_for_runs_then_shuts_the_backend(
 async fn requests_waiting_at_shutdown_or_after_it_get_closed() {
     let fake = Fake::new();
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(Lang::Bash).await.expect("the warm sandbox");
-    let waiter = request(&pool, Lang::Bash);
+    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let waiter = request(&pool, Lang::BASH);
     until_waiting(&pool, 1).await;
     let closing = tokio::spawn({
         let pool = pool.clone();
@@ -331,12 +344,12 @@ async fn requests_waiting_at_shutdown_or_after_it_get_closed() {
     });
     assert!(matches!(waiter.await.unwrap(), Err(AcquireError::Closed)));
     assert!(matches!(
-        pool.acquire(Lang::Bash).await,
+        pool.acquire(&Lang::BASH).await,
         Err(AcquireError::Closed)
     ));
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!closing.is_finished(), "shutdown waits for the lease's run");
-    run(lease, Lang::Bash).await.expect("ran");
+    run(lease, Lang::BASH).await.expect("ran");
     closing.await.unwrap();
     fake.assert_all_destroyed_once();
 }
@@ -359,8 +372,8 @@ async fn abort_runs_ends_the_runs_in_flight() {
     let fake = Fake::new();
     fake.log().run_time = Duration::from_secs(10);
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(Lang::Bash).await.expect("the warm sandbox");
-    let in_flight = tokio::spawn(run(lease, Lang::Bash));
+    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let in_flight = tokio::spawn(run(lease, Lang::BASH));
     tokio::task::yield_now().await;
     pool.abort_runs();
     assert_eq!(in_flight.await.unwrap(), Err(FakeError::Killed));
@@ -389,10 +402,10 @@ async fn a_failed_creation_is_reported_and_retried_with_the_same_preparation() {
         let log = fake.log();
         assert_eq!(
             log.attempts[1..],
-            [Some(Lang::Node); 3],
+            [const { Some(Lang::NODE) }; 3],
             "the same preparation"
         );
-        assert_eq!(log.made, [Some(Lang::Python), Some(Lang::Node)]);
+        assert_eq!(log.made, [Some(Lang::PYTHON), Some(Lang::NODE)]);
     }
     shut(&pool, &fake).await;
 }
@@ -412,8 +425,8 @@ async fn a_poisoned_lock_loses_no_warm_sandbox() {
         2,
         "the warm sandboxes are still counted"
     );
-    let lease = pool.acquire(Lang::Python).await.expect("a warm sandbox");
-    run(lease, Lang::Python).await.expect("ran");
+    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
+    run(lease, Lang::PYTHON).await.expect("ran");
     until_warm(&pool, 2).await;
     shut(&pool, &fake).await;
 }

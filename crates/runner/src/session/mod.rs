@@ -171,7 +171,7 @@ impl<S: PooledSandbox> Sessions<S> {
         )?;
         let _opening = self.reserve()?;
         let id = new_id().map_err(SessionError::Random)?;
-        let sandbox = pool.acquire(Lang::Bash).await?.keep();
+        let sandbox = pool.acquire(&Lang::BASH).await?.keep();
         let (ended, _) = watch::channel(false);
         let now = Instant::now();
         let session = Arc::new(Session {

@@ -136,19 +136,19 @@ async fn run<B: SandboxFactory>(
 ) -> Result<Json<RunResponse>, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
     let job = parse_run(&body, &state.config)?;
-    let lang = job.lang;
+    let lang = job.lang.clone();
     let started = Instant::now();
     let deps = state.deps.resolve(&job).await?;
     let result = state.sessions.run(&id, job, deps).await;
     let seconds = Some(started.elapsed().as_secs_f64());
     match result {
         Ok(outcome) => {
-            state.metrics.record(lang, classify(&outcome), seconds);
+            state.metrics.record(&lang, classify(&outcome), seconds);
             Ok(Json(to_response(outcome, true)))
         }
         Err(e) => {
             if matches!(e, SessionError::Sandbox(_)) {
-                state.metrics.record(lang, Outcome::Error, seconds);
+                state.metrics.record(&lang, Outcome::Error, seconds);
             }
             Err(e.into())
         }

@@ -9,6 +9,7 @@ pub mod rootless;
 use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::channel::{self, ChannelError};
 use super::RunOutcome;
+use crate::languages::{Language, Languages};
 use deps::{DepsMountError, DepsMounts};
 use identity::{IdLayout, Identities, Identity};
 use rootless::{RootlessError, RootlessSetup};
@@ -59,6 +60,8 @@ pub struct ProcessConfig {
     pub packages: Option<PathBuf>,
     /// Modules a warm Python interpreter imports while it waits.
     pub warm_imports: Vec<String>,
+    /// The languages offered: what a sandbox prepared for one starts.
+    pub languages: Arc<Languages>,
 }
 
 /// Why a process sandbox could not be made or run.
@@ -251,6 +254,7 @@ impl ProcessBackend {
             fsize_bytes: self.config.tmpfs_bytes.saturating_mul(2),
             packages: self.config.packages.clone(),
             deps: deps_dir,
+            shared: self.config.languages.shared_paths(),
         };
         match start(&spec).await {
             Ok((child, channel, stderr)) => {
@@ -270,7 +274,8 @@ impl ProcessBackend {
                 } else {
                     &[]
                 };
-                let ready = sandbox.await_ready(prepare, warm_imports);
+                let language = prepare.and_then(|l| self.config.languages.get(l.as_str()).ok());
+                let ready = sandbox.await_ready(language, warm_imports);
                 match tokio::time::timeout(self.config.create_timeout, ready).await {
                     Ok(Ok(())) => {
                         sandbox.log_stderr();
@@ -441,15 +446,15 @@ pub struct ProcessSandbox {
 impl ProcessSandbox {
     async fn await_ready(
         &mut self,
-        prepare: Option<Lang>,
+        prepare: Option<&Language>,
         warm_imports: &[String],
     ) -> Result<(), ProcessError> {
         let setup = ProcessError::NotReady;
         channel::expect_ready(&mut self.channel)
             .await
             .map_err(setup)?;
-        if let Some(lang) = prepare {
-            channel::prepare(&mut self.channel, lang, warm_imports)
+        if let Some(language) = prepare {
+            channel::prepare(&mut self.channel, language, warm_imports)
                 .await
                 .map_err(setup)?;
         }

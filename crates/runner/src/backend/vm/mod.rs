@@ -41,11 +41,13 @@ pub use image::VmImage;
 pub use sandbox::VmSandbox;
 
 use crate::backend::cgroup::CgroupLimits;
+use crate::languages::{Language, Languages};
 use firecracker::Firecracker;
 use host::Host;
 use qemu::Qemu;
 use sandbox_protocol::Lang;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How many uids VMMs cycle through, from [`VmConfig::vmm_uid_base`] (which is also
@@ -98,6 +100,8 @@ pub struct VmConfig {
     pub tmpfs_mb: u64,
     /// Modules a warm Python interpreter imports while it waits.
     pub warm_imports: Vec<String>,
+    /// The languages offered: what a VM prepared for one starts.
+    pub languages: Arc<Languages>,
     /// How long booting a VM to its agent may take.
     pub boot_timeout: Duration,
     /// The first of the host uids VMM processes run as, one per VM (modulo
@@ -105,6 +109,13 @@ pub struct VmConfig {
     pub vmm_uid_base: u32,
     /// How Firecracker is run (with `--vmm firecracker`).
     pub firecracker: firecracker::FirecrackerConfig,
+}
+
+impl VmConfig {
+    /// The offered language a VM is prepared for (none: a bare VM).
+    pub fn language(&self, prepare: Option<&Lang>) -> Option<&Language> {
+        prepare.and_then(|lang| self.languages.get(lang.as_str()).ok())
+    }
 }
 
 /// Makes VM sandboxes: the host side both VMMs share, and the VMM in use.

@@ -7,8 +7,8 @@ use super::{BootError, VmError};
 use crate::backend::cgroup::Cgroup;
 use crate::backend::channel;
 use crate::backend::RunOutcome;
+use crate::languages::Language;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
-use sandbox_protocol::Lang;
 use std::fs;
 use std::io;
 use std::path::PathBuf;
@@ -85,14 +85,14 @@ impl VmSandbox {
     /// Reads the agent's Ready (twice with `prepare`); fails early if the VMM exits.
     pub(super) async fn ready(
         &mut self,
-        prepare: Option<Lang>,
+        prepare: Option<&Language>,
         warm_imports: &[String],
     ) -> Result<(), VmError> {
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
         let ready = async {
             channel::expect_ready(channel).await?;
             match prepare {
-                Some(lang) => channel::prepare(channel, lang, warm_imports).await,
+                Some(language) => channel::prepare(channel, language, warm_imports).await,
                 None => Ok(()),
             }
         };

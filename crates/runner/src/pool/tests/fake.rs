@@ -121,7 +121,7 @@ impl SandboxFactory for Fake {
     async fn create(&self, prepare: Option<Lang>, _warm: bool) -> Result<FakeSandbox, FakeError> {
         let time = {
             let mut log = self.log();
-            log.attempts.push(prepare);
+            log.attempts.push(prepare.clone());
             log.create_time
         };
         if !time.is_zero() {
@@ -158,7 +158,7 @@ impl PooledSandbox for FakeSandbox {
     async fn run(&mut self, job: Job) -> Result<RunOutcome, FakeError> {
         let (time, fail) = {
             let mut log = self.fake.log();
-            log.runs.push((self.id, job.lang));
+            log.runs.push((self.id, job.lang.clone()));
             (log.run_time, log.fail_runs)
         };
         let mut killed = self.fake.killed.subscribe();
@@ -178,6 +178,7 @@ impl PooledSandbox for FakeSandbox {
                 signal: None,
                 duration_ms: time.as_millis() as u64,
                 timed_out: false,
+                compile_error: false,
                 stdout_truncated: false,
                 stderr_truncated: false,
                 oom_killed: None,

@@ -150,7 +150,12 @@ impl Firecracker {
                     channel::reseed(channel, entropy, snapshot::unix_time_ms()).await?;
                 }
             }
-            sandbox.ready(prepare, &host.config.warm_imports).await
+            sandbox
+                .ready(
+                    host.config.language(prepare.as_ref()),
+                    &host.config.warm_imports,
+                )
+                .await
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;

@@ -142,7 +142,12 @@ impl Qemu {
         let started = Instant::now();
         let ready = async {
             sandbox.accept(&listener).await?;
-            sandbox.ready(prepare, &host.config.warm_imports).await
+            sandbox
+                .ready(
+                    host.config.language(prepare.as_ref()),
+                    &host.config.warm_imports,
+                )
+                .await
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;

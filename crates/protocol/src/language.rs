@@ -1,0 +1,179 @@
+//! Languages as data: how the agent runs a program of one language ([`Recipe`], a row
+//! of the runner's language table as the agent needs it), and how a runner tells its
+//! clients what it offers ([`LanguageInfo`], in `GET /health`).
+//!
+//! A recipe's commands are argument vectors, run without a shell, in the home folder,
+//! as the program's user. The agent fills in two placeholders in each argument:
+//! [`FILE`] (the program's file, in the home folder) and [`BUILD`] (a folder made empty
+//! for each run, under `/tmp`, for what a compiler writes).
+
+use crate::Lang;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Stands for the program's file (`/home/sandbox/main.c`) in a command.
+pub const FILE: &str = "{file}";
+/// Stands for the run's build folder (`/tmp/.build`) in a command.
+pub const BUILD: &str = "{build}";
+/// Stands for the loader's source text in a [`Loader::command`].
+pub const LOADER_SOURCE: &str = "{loader}";
+/// Stands for the loader's source written to a file, in a [`Loader::command`].
+pub const LOADER_FILE: &str = "{loader_file}";
+
+/// How a sandbox runs programs of one language.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// The program's file name in the home folder (`main.c`, `Main.java`).
+    pub file: String,
+    /// The compile command, run before the program; empty: none. A compile that fails
+    /// (or runs out of time) ends the run there, marked as a compile error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compile: Vec<String>,
+    /// The run command. Empty when the language runs through its [`Loader`] only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run: Vec<String>,
+    /// Variables added to the program's (and the compiler's) environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// How long the compile step may take, in milliseconds, on top of the run's own
+    /// timeout (a loader's in-process compile included).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compile_timeout_ms: u64,
+    /// The program started ahead of a job, which waits for it (a warm start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader: Option<Loader>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Recipe {
+    /// Whether a program is compiled before it runs (by a command or by its loader).
+    pub fn compiled(&self) -> bool {
+        !self.compile.is_empty() || self.loader.as_ref().is_some_and(|l| l.kind.compiles())
+    }
+}
+
+/// A loader: a program of the agent's that starts the language's runtime ahead of the
+/// job, readies what every program needs, then waits for the program on a pipe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Loader {
+    /// Which of the agent's loaders.
+    pub kind: LoaderKind,
+    /// The command that starts it: [`LOADER_SOURCE`] or [`LOADER_FILE`] stand for it.
+    pub command: Vec<String>,
+}
+
+/// The agent's loaders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoaderKind {
+    /// CPython, with the warm imports; a session's interpreter keeps its globals.
+    Python,
+    /// Node.js; a session's context keeps its globals.
+    Node,
+    /// Node.js with the TypeScript compiler loaded: a program's types are stripped
+    /// (transpiled, not checked) before it runs as Node would run it.
+    Typescript,
+    /// A JVM with the Java compiler loaded: the program is compiled in memory, then its
+    /// `main` runs in the same JVM.
+    Java,
+}
+
+impl LoaderKind {
+    /// Whether the loader compiles the program (and may report a compile error).
+    pub fn compiles(self) -> bool {
+        matches!(self, LoaderKind::Typescript | LoaderKind::Java)
+    }
+
+    /// Whether a session's runs share one process of it, keeping its state.
+    pub fn resident(self) -> bool {
+        !matches!(self, LoaderKind::Java)
+    }
+}
+
+/// A language as `GET /health` lists it: what a client needs to offer and describe it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LanguageInfo {
+    /// The name a run's `lang` gives.
+    pub name: Lang,
+    /// The toolchain's version, as it reports it (`gcc 12.2.0`).
+    pub version: String,
+    /// The program's file name in the home folder.
+    pub file: String,
+    /// How the program is compiled, as a command line (absent: it is not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<String>,
+    /// How it runs, as a command line or a sentence.
+    pub run: String,
+    /// Time a compile may take on top of the run's timeout, in milliseconds.
+    #[serde(default)]
+    pub compile_timeout_ms: u64,
+    /// Whether the runtime is started ahead of the program.
+    #[serde(default)]
+    pub warm: bool,
+    /// Whether a session's runs of it share one process, which keeps their variables.
+    #[serde(default)]
+    pub keeps_state: bool,
+}
+
+/// The languages every runner offered before runners listed theirs.
+pub fn classic() -> Vec<LanguageInfo> {
+    let info = |name: Lang, version: &str, file: &str, warm: bool| LanguageInfo {
+        run: format!("{} {file}", if warm { version } else { "bash" }),
+        name,
+        version: version.to_owned(),
+        file: file.to_owned(),
+        compile: None,
+        compile_timeout_ms: 0,
+        warm,
+        keeps_state: warm,
+    };
+    vec![
+        info(Lang::BASH, "bash", "main.sh", false),
+        info(Lang::PYTHON, "python3", "main.py", true),
+        info(Lang::NODE, "node", "main.js", true),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recipe_round_trips_and_says_whether_it_compiles() {
+        let c = Recipe {
+            file: "main.c".into(),
+            compile: vec![
+                "gcc".into(),
+                FILE.into(),
+                "-o".into(),
+                "{build}/main".into(),
+            ],
+            run: vec!["{build}/main".into()],
+            env: BTreeMap::new(),
+            compile_timeout_ms: 30_000,
+            loader: None,
+        };
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Recipe>(&text).unwrap(), c);
+        assert!(c.compiled());
+        let java = Recipe {
+            file: "Main.java".into(),
+            compile: Vec::new(),
+            run: Vec::new(),
+            env: BTreeMap::new(),
+            compile_timeout_ms: 30_000,
+            loader: Some(Loader {
+                kind: LoaderKind::Java,
+                command: vec!["java".into(), LOADER_FILE.into()],
+            }),
+        };
+        assert!(java.compiled());
+        assert!(!LoaderKind::Java.resident());
+    }
+}

@@ -1,0 +1,171 @@
+use super::*;
+use std::io::Write;
+
+fn context() -> Context {
+    Context {
+        memory_mb: 256,
+        packages: None,
+    }
+}
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    file
+}
+
+#[test]
+fn the_built_in_rows_are_the_eight_languages() {
+    let rows = Languages::rows(None).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "python",
+            "node",
+            "typescript",
+            "c",
+            "cpp",
+            "go",
+            "java"
+        ]
+    );
+}
+
+#[test]
+fn an_operator_file_adds_replaces_and_removes_rows() {
+    let operator = file(
+        r#"
+remove = ["go", "java"]
+
+[[language]]
+name = "perl"
+file = "main.pl"
+run = ["perl", "{file}"]
+requires = ["/usr/bin/perl"]
+
+[[language]]
+name = "c"
+file = "prog.c"
+compile = ["gcc", "-O0", "-o", "{build}/prog", "{file}"]
+run = ["{build}/prog"]
+"#,
+    );
+    let rows = Languages::rows(Some(operator.path())).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["bash", "python", "node", "typescript", "c", "cpp", "perl"]
+    );
+    let c = rows.iter().find(|r| r.name.as_str() == "c").unwrap();
+    assert_eq!(c.file, "prog.c");
+    let language = c.language("gcc 12".into(), &context());
+    assert_eq!(
+        language.info.compile.as_deref(),
+        Some("gcc -O0 -o ./prog prog.c")
+    );
+    assert_eq!(language.info.run, "./prog");
+    assert_eq!(language.recipe.compile_timeout_ms, 30_000);
+}
+
+#[test]
+fn bad_files_are_refused_with_the_reason() {
+    for (text, says) in [
+        ("[[language]]\nname = \"C++\"\nfile = \"a\"\nrun = [\"x\"]", "not a language name"),
+        ("[[language]]\nname = \"x\"\nfile = \"../a\"\nrun = [\"x\"]", "plain file name"),
+        ("[[language]]\nname = \"x\"\nfile = \"a\"", "run command or a loader"),
+        ("[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nsurprise = 1", "unknown field"),
+        ("remove = [\"cobol\"]", "no language cobol"),
+        (
+            "[[language]]\nname = \"x\"\nfile = \"a\"\nloader = { kind = \"node\", command = [\"node\"] }",
+            "{loader}",
+        ),
+        (
+            "[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\n[[language]]\nname = \"x\"\nfile = \"b\"\nrun = [\"y\"]",
+            "twice",
+        ),
+    ] {
+        let operator = file(text);
+        let error = Languages::rows(Some(operator.path())).unwrap_err().to_string();
+        assert!(error.contains(says), "{text}: {error}");
+    }
+    let missing = Languages::rows(Some(Path::new("/nonexistent/languages.toml")));
+    assert!(matches!(missing, Err(LanguagesError::Read { .. })));
+}
+
+#[test]
+fn a_language_whose_toolchain_is_missing_is_left_out() {
+    let operator = file(
+        r#"
+remove = ["bash", "python", "node", "typescript", "c", "cpp", "go", "java"]
+
+[[language]]
+name = "here"
+file = "main.sh"
+run = ["sh", "{file}"]
+requires = ["/bin/sh"]
+version = ["sh", "-c", "echo; echo 'sh 1.0'"]
+
+[[language]]
+name = "gone"
+file = "main.x"
+run = ["x", "{file}"]
+requires = ["/nonexistent/x"]
+
+[[language]]
+name = "failing"
+file = "main.x"
+run = ["sh", "{file}"]
+version = ["sh", "-c", "echo broken >&2; exit 3"]
+
+[[language]]
+name = "set"
+file = "main.x"
+run = ["sh", "{file}"]
+requires = ["{packages}/node"]
+"#,
+    );
+    let languages = Languages::load(Some(operator.path()), &context()).unwrap();
+    assert_eq!(languages.names(), ["here"]);
+    assert_eq!(languages.get("here").unwrap().info.version, "sh 1.0");
+    let unknown = languages.get("gone").unwrap_err().to_string();
+    assert_eq!(
+        unknown,
+        "unknown language \"gone\": this runner offers here"
+    );
+}
+
+#[test]
+fn nothing_to_offer_is_an_error() {
+    let operator = file(
+        "remove = [\"bash\", \"python\", \"node\", \"typescript\", \"c\", \"cpp\", \"go\", \"java\"]",
+    );
+    let error = Languages::load(Some(operator.path()), &context()).unwrap_err();
+    assert!(matches!(error, LanguagesError::Empty(_)), "{error}");
+}
+
+#[test]
+fn placeholders_are_filled_for_the_sandbox() {
+    let rows = Languages::rows(None).unwrap();
+    let java = rows.iter().find(|r| r.name.as_str() == "java").unwrap();
+    let language = java.language("17".into(), &context());
+    let command = &language.recipe.loader.as_ref().unwrap().command;
+    assert!(
+        command.contains(&"-XX:MaxRAM=256m".to_owned()),
+        "{command:?}"
+    );
+    assert!(language.info.warm && !language.info.keeps_state);
+    let ts = rows
+        .iter()
+        .find(|r| r.name.as_str() == "typescript")
+        .unwrap();
+    let context = Context {
+        memory_mb: 256,
+        packages: Some("/store/sets/k".into()),
+    };
+    assert_eq!(
+        Row::on_host(&ts.requires[1], &context).unwrap(),
+        "/store/sets/k/node/node_modules/typescript/package.json"
+    );
+}
