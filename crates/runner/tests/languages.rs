@@ -1,0 +1,461 @@
+//! Every built-in language through the real runner and real toolchains: hello, a
+//! program that reads the empty stdin, exit codes, compile errors, timeouts and the
+//! memory limit; the table in `/health`; an operator's languages file; sessions of a
+//! compiled language and of TypeScript; and hostile programs aimed at the compile step.
+//! It runs on either backend (`RUNNER_BACKEND`, as api.rs does).
+
+mod common;
+
+use common::{exit_code, stderr, stdout, Options, Runner};
+use serde_json::{json, Value};
+use std::io::Write;
+
+/// The eight built-in languages.
+const LANGUAGES: [&str; 8] = [
+    "bash",
+    "python",
+    "node",
+    "typescript",
+    "c",
+    "cpp",
+    "go",
+    "java",
+];
+
+/// The compiled ones (by a command or by their loader).
+const COMPILED: [&str; 5] = ["typescript", "c", "cpp", "go", "java"];
+
+/// A program in `lang` that prints `hello <lang>`, reads its whole stdin and prints how
+/// many bytes came (0: the stdin is empty, never a terminal or a hang), then exits 3.
+fn hello(lang: &str) -> &'static str {
+    match lang {
+        "bash" => "echo hello bash; echo $(cat | wc -c); exit 3",
+        "python" => "import sys\nprint('hello python')\nprint(len(sys.stdin.read()))\nsys.exit(3)",
+        "node" => {
+            "console.log('hello node');\n\
+             console.log(require('fs').readFileSync(0).length);\nprocess.exit(3);"
+        }
+        "typescript" => {
+            "const greeting: string = 'hello typescript';\nconsole.log(greeting);\n\
+             const input: Buffer = require('fs').readFileSync(0);\n\
+             console.log(input.length);\nprocess.exit(3);"
+        }
+        "c" => {
+            "#include <stdio.h>\nint main(void) {\n  puts(\"hello c\");\n  int n = 0;\n  \
+             while (getchar() != EOF) n++;\n  printf(\"%d\\n\", n);\n  return 3;\n}\n"
+        }
+        "cpp" => {
+            "#include <iostream>\n#include <string>\nint main() {\n  \
+             std::cout << \"hello cpp\" << std::endl;\n  std::string all, line;\n  \
+             while (std::getline(std::cin, line)) all += line;\n  \
+             std::cout << all.size() << std::endl;\n  return 3;\n}\n"
+        }
+        "go" => {
+            "package main\n\nimport (\n\t\"fmt\"\n\t\"io\"\n\t\"os\"\n)\n\nfunc main() {\n\t\
+             fmt.Println(\"hello go\")\n\tdata, _ := io.ReadAll(os.Stdin)\n\t\
+             fmt.Println(len(data))\n\tos.Exit(3)\n}\n"
+        }
+        "java" => {
+            "public class Main {\n  public static void main(String[] args) throws Exception {\n    \
+             System.out.println(\"hello java\");\n    \
+             System.out.println(System.in.readAllBytes().length);\n    System.exit(3);\n  }\n}\n"
+        }
+        other => panic!("no hello for {other}"),
+    }
+}
+
+/// A program of `lang` that does not compile.
+fn broken(lang: &str) -> &'static str {
+    match lang {
+        "typescript" => "const x: number = ;\n",
+        "c" => "int main(void) { return undeclared; }\n",
+        "cpp" => "int main() { std::vector<int> v; }\n",
+        "go" => "package main\n\nfunc main() { x := 1 }\n",
+        "java" => "public class Main { public static void main(String[] a) { int x = \"s\"; } }\n",
+        other => panic!("no broken program for {other}"),
+    }
+}
+
+/// A program of `lang` that never ends.
+fn forever(lang: &str) -> &'static str {
+    match lang {
+        "bash" => "while :; do :; done",
+        "python" => "while True: pass",
+        "node" => "for (;;) {}",
+        "typescript" => "let n: number = 0;\nfor (;;) { n++; }",
+        "c" => "int main(void) { for (;;) {} }\n",
+        "cpp" => "int main() { volatile int n = 0; for (;;) { n++; } }\n",
+        "go" => "package main\n\nfunc main() {\n\tfor {\n\t}\n}\n",
+        "java" => "class Main { public static void main(String[] a) { for (;;) {} } }\n",
+        other => panic!("no endless program for {other}"),
+    }
+}
+
+/// A program of `lang` that touches 600 MiB, over every sandbox's 256 MiB.
+fn hog(lang: &str) -> &'static str {
+    match lang {
+        "bash" => "x=$(head -c 629145600 /dev/zero | tr '\\0' a); echo ${#x}",
+        "python" => "b = bytearray(600 << 20)\nprint(len(b))",
+        "node" => "const b = Buffer.alloc(600 << 20, 1); console.log(b.length);",
+        "typescript" => "const b: Buffer = Buffer.alloc(600 << 20, 1);\nconsole.log(b.length);",
+        "c" => {
+            "#include <stdlib.h>\n#include <stdio.h>\nint main(void) {\n  \
+             size_t n = (size_t)600 << 20;\n  volatile char *p = malloc(n);\n  \
+             if (!p) return 2;\n  for (size_t i = 0; i < n; i += 4096) p[i] = 1;\n  \
+             long sum = 0;\n  for (size_t i = 0; i < n; i += 4096) sum += p[i];\n  \
+             printf(\"%ld\\n\", sum);\n  return 0;\n}\n"
+        }
+        "cpp" => {
+            "#include <vector>\n#include <iostream>\nint main() {\n  \
+             std::vector<char> v((size_t)600 << 20, 1);\n  \
+             std::cout << (int)v.back() << std::endl;\n}\n"
+        }
+        "go" => {
+            "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tb := make([]byte, 600<<20)\n\t\
+             for i := range b {\n\t\tb[i] = 1\n\t}\n\tfmt.Println(len(b))\n}\n"
+        }
+        "java" => {
+            "class Main { public static void main(String[] a) {\n  \
+             byte[][] b = new byte[60][];\n  \
+             for (int i = 0; i < 60; i++) { b[i] = new byte[10 << 20]; b[i][0] = 1; }\n  \
+             System.out.println(b.length);\n} }\n"
+        }
+        other => panic!("no hog for {other}"),
+    }
+}
+
+fn flag(out: &Value, name: &str) -> bool {
+    out[name]
+        .as_bool()
+        .unwrap_or_else(|| panic!("{name} is a boolean in {out}"))
+}
+
+fn duration(out: &Value) -> u64 {
+    out["durationMs"].as_u64().expect("durationMs")
+}
+
+/// A runner with `languages` as its operator's file.
+fn runner_with_languages(languages: &str) -> (Runner, tempfile::NamedTempFile) {
+    let mut file = tempfile::NamedTempFile::new().expect("a temp file");
+    file.write_all(languages.as_bytes()).expect("written");
+    let path = file.path().to_string_lossy().into_owned();
+    let runner = Runner::with(Options {
+        env: vec![("RUNNER_LANGUAGES".into(), path)],
+        ..Options::default()
+    });
+    (runner, file)
+}
+
+#[tokio::test]
+async fn health_lists_the_eight_languages_with_their_toolchains() {
+    common::require_packages();
+    let runner = Runner::start();
+    let health = runner.health().await;
+    let languages = health["languages"].as_array().expect("languages");
+    let names: Vec<&str> = languages
+        .iter()
+        .filter_map(|l| l["name"].as_str())
+        .collect();
+    assert_eq!(names, LANGUAGES, "{health}");
+    for language in languages {
+        let name = language["name"].as_str().unwrap_or_default();
+        assert!(
+            !language["version"].as_str().unwrap_or_default().is_empty(),
+            "{language}"
+        );
+        let compiled = COMPILED.contains(&name);
+        assert_eq!(language["compileTimeoutMs"].as_u64().unwrap() > 0, compiled);
+    }
+    let c = &languages[4];
+    assert_eq!(c["file"], "main.c");
+    assert!(c["compile"].as_str().unwrap().starts_with("gcc "), "{c}");
+    assert_eq!(languages[7]["warm"], true, "java starts warm");
+    assert_eq!(
+        languages[3]["keepsState"], true,
+        "typescript keeps a session's state"
+    );
+}
+
+#[tokio::test]
+async fn hello_stdin_and_exit_code_in_every_language() {
+    common::require_packages();
+    let runner = Runner::start();
+    for lang in LANGUAGES {
+        let out = runner.run(lang, hello(lang)).await;
+        assert_eq!(stdout(&out), format!("hello {lang}\n0\n"), "{lang}: {out}");
+        assert_eq!(exit_code(&out), 3, "{lang}: {out}");
+        assert!(!flag(&out, "compileError"), "{lang}: {out}");
+        assert!(!flag(&out, "timedOut"), "{lang}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn a_compile_error_is_told_apart_from_a_failed_run() {
+    common::require_packages();
+    let runner = Runner::start();
+    for lang in COMPILED {
+        let out = runner.run(lang, broken(lang)).await;
+        assert!(flag(&out, "compileError"), "{lang}: {out}");
+        assert_ne!(exit_code(&out), 0, "{lang}: {out}");
+        assert!(
+            !stderr(&out).is_empty(),
+            "{lang}: the compiler's diagnostics: {out}"
+        );
+        assert_eq!(stdout(&out), "", "{lang}: nothing ran: {out}");
+    }
+    // A program that compiles and then fails is a failed run, not a compile error; a
+    // script's syntax error is its interpreter's failure.
+    let out = runner.run("c", "int main(void) { return 9; }\n").await;
+    assert_eq!((exit_code(&out), flag(&out, "compileError")), (9, false));
+    let out = runner.run("python", "def f(:\n").await;
+    assert!(!flag(&out, "compileError") && exit_code(&out) == 1, "{out}");
+    // Warnings of a program that compiles come first on stderr, as in a terminal.
+    let out = runner
+        .run("c", "int main(void) { int unused; return 0; }\n")
+        .await;
+    assert!(stderr(&out).contains("unused"), "{out}");
+    assert!(!flag(&out, "compileError"), "{out}");
+}
+
+#[tokio::test]
+async fn the_timeout_ends_the_program_in_every_language_not_its_compile() {
+    common::require_packages();
+    let runner = Runner::start();
+    for lang in LANGUAGES {
+        let out = runner
+            .run_with_timeout(lang, forever(lang), Some(1000))
+            .await;
+        assert!(flag(&out, "timedOut"), "{lang}: {out}");
+        assert_eq!(exit_code(&out), 137, "{lang}: {out}");
+        assert!(!flag(&out, "compileError"), "{lang}: {out}");
+        // The second counts from the program's start: a compile before it is not in it.
+        let ms = duration(&out);
+        assert!(ms >= 1000, "{lang}: ran {ms} ms: {out}");
+        assert!(ms < 1000 + 31_000, "{lang}: ran {ms} ms: {out}");
+    }
+}
+
+#[tokio::test]
+async fn the_memory_limit_holds_in_every_language() {
+    common::require_packages();
+    if common::without_resource_limits("the_memory_limit_holds_in_every_language") {
+        return;
+    }
+    let runner = Runner::start();
+    for lang in LANGUAGES {
+        let out = runner.run_with_timeout(lang, hog(lang), Some(20_000)).await;
+        // The kernel kills the program at the cgroup's limit; a JVM's own heap (half of
+        // the sandbox's memory) stops it first, with an OutOfMemoryError.
+        let stopped = flag(&out, "oomKilled") || stderr(&out).contains("OutOfMemoryError");
+        assert!(stopped, "{lang}: {out}");
+        assert_ne!(exit_code(&out), 0, "{lang}: {out}");
+        assert!(!stdout(&out).contains("629145600"), "{lang}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_language_gets_a_400_naming_the_offered_ones() {
+    let runner = Runner::start();
+    for lang in ["cobol", "C++", "", "Python"] {
+        let (status, out) = runner.post(&json!({"lang": lang, "code": "x"})).await;
+        assert_eq!(status, 400, "{lang}: {out}");
+        let message = out["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("bash, python, node"), "{message}");
+        assert!(message.contains(&format!("{lang:?}")), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn an_operator_file_adds_and_removes_languages() {
+    if !std::path::Path::new("/usr/bin/perl").exists() {
+        panic!("perl is part of every Debian system; this test needs /usr/bin/perl");
+    }
+    let (runner, _file) = runner_with_languages(
+        r#"
+remove = ["go"]
+
+[[language]]
+name = "perl"
+file = "main.pl"
+run = ["perl", "{file}"]
+requires = ["/usr/bin/perl"]
+version = ["perl", "-e", "print qq(Perl $^V\n)"]
+
+[[language]]
+name = "nowhere"
+file = "main.x"
+run = ["/nonexistent/x", "{file}"]
+requires = ["/nonexistent/x"]
+"#,
+    );
+    let health = runner.health().await;
+    let names: Vec<&str> = health["languages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["name"].as_str())
+        .collect();
+    assert!(names.contains(&"perl"), "{names:?}");
+    assert!(!names.contains(&"go"), "removed: {names:?}");
+    assert!(
+        !names.contains(&"nowhere"),
+        "no toolchain, not offered: {names:?}"
+    );
+    let perl = health["languages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "perl")
+        .unwrap();
+    assert!(
+        perl["version"].as_str().unwrap().starts_with("Perl v5"),
+        "{perl}"
+    );
+    let out = runner.run("perl", "print \"hello perl\\n\"; exit 4;").await;
+    assert_eq!((stdout(&out), exit_code(&out)), ("hello perl\n", 4));
+    let (status, out) = runner
+        .post(&json!({"lang": "go", "code": "package main"}))
+        .await;
+    assert_eq!(status, 400, "{out}");
+}
+
+#[tokio::test]
+async fn a_bad_languages_file_stops_the_runner_with_the_reason() {
+    let mut file = tempfile::NamedTempFile::new().expect("a temp file");
+    file.write_all(b"[[language]]\nname = \"C++\"\nfile = \"a\"\nrun = [\"x\"]\n")
+        .expect("written");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandbox-runner"))
+        .args(["serve", "--no-auth", "--listen", "127.0.0.1:0"])
+        .env("RUNNER_LANGUAGES", file.path())
+        .output()
+        .expect("the runner ran");
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("RUNNER_LANGUAGES") && said.contains("not a language name"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn a_compile_that_never_ends_stops_at_the_compile_timeout() {
+    // Constant evaluation that takes g++ minutes in little memory: the compile step, not
+    // the run, runs out of time.
+    let (runner, _file) = runner_with_languages(
+        r#"
+[[language]]
+name = "cpp"
+file = "main.cpp"
+compile = ["g++", "-o", "{build}/main", "{file}"]
+run = ["{build}/main"]
+compile_timeout_ms = 2000
+requires = ["/usr/bin/g++"]
+"#,
+    );
+    let endless = "constexpr long spin() {\n  long s = 0;\n  \
+                   for (long i = 0; i < 200000; i++)\n    for (long j = 0; j < 200000; j++) s += j;\n  \
+                   return s;\n}\nstatic_assert(spin() != 1);\nint main() {}\n";
+    let out = runner.run_with_timeout("cpp", endless, Some(60_000)).await;
+    assert!(flag(&out, "compileError"), "{out}");
+    assert!(flag(&out, "timedOut"), "{out}");
+    assert!(duration(&out) < 10_000, "{out}");
+    // A compile that eats the memory is stopped by the sandbox's limit.
+    let out = runner
+        .run("cpp", "#include \"/dev/zero\"\nint main() {}\n")
+        .await;
+    assert!(
+        flag(&out, "compileError") && flag(&out, "oomKilled"),
+        "{out}"
+    );
+    // The sandbox's processes went with them: a new run works.
+    let out = runner.run("cpp", "int main() { return 0; }\n").await;
+    assert_eq!(exit_code(&out), 0, "{out}");
+}
+
+#[tokio::test]
+async fn a_java_program_cannot_forge_its_compile_report() {
+    common::require_packages();
+    let runner = Runner::start();
+    // The loader said "compiled" before the program ran: what the program writes on the
+    // report pipe afterwards is not read.
+    let forged = "import java.io.*;\n\
+        public class Main { public static void main(String[] a) throws Exception {\n\
+          try (OutputStream o = new FileOutputStream(\"/proc/self/fd/4\")) {\n\
+            o.write(\"{\\\"compiled\\\":false}\\n\".getBytes());\n\
+          } catch (Exception e) { System.out.println(\"no pipe: \" + e.getMessage()); }\n\
+          System.out.println(\"ran\");\n} }\n";
+    let out = runner.run("java", forged).await;
+    assert!(stdout(&out).ends_with("ran\n"), "{out}");
+    assert!(!flag(&out, "compileError"), "{out}");
+    assert_eq!(exit_code(&out), 0, "{out}");
+}
+
+#[tokio::test]
+async fn a_session_compiles_each_run_and_keeps_its_files() {
+    common::require_packages();
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    // A hostile run first: the build folder made a symlink into the home folder, with a
+    // file there that must survive the next compile.
+    let out = runner
+        .ok_in(
+            &id,
+            "bash",
+            "echo keep > /home/sandbox/keep.txt; ln -s /home/sandbox /tmp/.build; ls /tmp/.build/",
+        )
+        .await;
+    assert!(stdout(&out).contains("keep.txt\n"), "{out}");
+    let write = "#include <stdio.h>\nint main(void) {\n  FILE *f = fopen(\"data.txt\", \"w\");\n  \
+                 fputs(\"41\", f);\n  fclose(f);\n  puts(\"written\");\n  return 0;\n}\n";
+    let out = runner.ok_in(&id, "c", write).await;
+    assert_eq!(stdout(&out), "written\n", "{out}");
+    let read = "#include <stdio.h>\nint main(void) {\n  int n;\n  FILE *f = fopen(\"data.txt\", \"r\");\n  \
+                fscanf(f, \"%d\", &n);\n  printf(\"%d\\n\", n + 1);\n  return 0;\n}\n";
+    let out = runner.ok_in(&id, "c", read).await;
+    assert_eq!(stdout(&out), "42\n", "{out}");
+    let out = runner.ok_in(&id, "bash", "cat keep.txt; ls").await;
+    assert!(stdout(&out).starts_with("keep\n"), "{out}");
+    assert!(
+        !stdout(&out).contains("main\n"),
+        "the binary is not in the home folder: {out}"
+    );
+    let out = runner.ok_in(&id, "java", hello("java")).await;
+    assert_eq!(stdout(&out), "hello java\n0\n", "{out}");
+    let out = runner.ok_in(&id, "java", broken("java")).await;
+    assert!(flag(&out, "compileError"), "{out}");
+    runner
+        .request("DELETE", &format!("/sessions/{id}"), None)
+        .await;
+}
+
+#[tokio::test]
+async fn a_typescript_session_keeps_its_variables() {
+    common::require_packages();
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    runner
+        .ok_in(
+            &id,
+            "typescript",
+            "const base: number = 41;\nfunction next(n: number): number { return n + 1; }",
+        )
+        .await;
+    let out = runner
+        .ok_in(&id, "typescript", "console.log(next(base));")
+        .await;
+    assert_eq!(stdout(&out), "42\n", "{out}");
+    assert_eq!(out["stateLost"], false, "{out}");
+    let out = runner.ok_in(&id, "typescript", broken("typescript")).await;
+    assert!(flag(&out, "compileError"), "{out}");
+    assert_eq!(
+        out["stateLost"], false,
+        "a compile error keeps the session: {out}"
+    );
+    let out = runner
+        .ok_in(&id, "typescript", "console.log(base as number);")
+        .await;
+    assert_eq!(stdout(&out), "41\n", "{out}");
+    runner
+        .request("DELETE", &format!("/sessions/{id}"), None)
+        .await;
+}
