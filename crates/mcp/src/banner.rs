@@ -4,6 +4,7 @@
 
 use crate::token_store::Origin;
 use sandbox_protocol::api::Packages;
+use sandbox_protocol::Lang;
 use sandbox_runner::config::BackendKind;
 use std::fmt;
 use std::path::PathBuf;
@@ -30,6 +31,8 @@ pub struct Banner {
     pub exe: Option<PathBuf>,
     /// What the sandboxes can import.
     pub packages: Packages,
+    /// The languages the runner offers.
+    pub languages: Vec<Lang>,
 }
 
 impl Banner {
@@ -113,6 +116,16 @@ fn packages_line(packages: &Packages) -> String {
     line
 }
 
+/// "bash, Python, Node.js and C": the languages by the names people use.
+fn languages_line(languages: &[Lang]) -> String {
+    let names: Vec<String> = languages.iter().map(crate::tools::display_name).collect();
+    match names.split_last() {
+        None => "no language".to_owned(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// What the banner says when the sandboxes run without memory and CPU limits.
 const NO_LIMITS_WARNING: &str =
     "  WARNING: UNSAFE: --unsafe-no-resource-limits is set: sandboxes have NO memory\n  \
@@ -127,7 +140,8 @@ impl fmt::Display for Banner {
         };
         writeln!(
             f,
-            "sandbox-mcp is up: bash, Python and Node in fresh sandboxes"
+            "sandbox-mcp is up: {} in fresh sandboxes",
+            languages_line(&self.languages)
         )?;
         writeln!(f)?;
         writeln!(f, "  MCP endpoint:  {}", self.url)?;
@@ -203,7 +217,17 @@ mod tests {
             resource_limits: true,
             exe: Some(PathBuf::from("/opt/sandbox-mcp")),
             packages: Packages::default(),
+            languages: vec![Lang::BASH, Lang::PYTHON, Lang::new("cpp").unwrap()],
         }
+    }
+
+    #[test]
+    fn the_banner_names_the_languages() {
+        let text = banner().to_string();
+        assert!(
+            text.starts_with("sandbox-mcp is up: bash, Python and C++ in fresh sandboxes"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -267,7 +267,7 @@ pub struct ToolArgs {
     /// largest); the runner's own default when unset.
     #[arg(long, env = "SANDBOX_TIMEOUT_MS")]
     pub timeout_ms: Option<u64>,
-    /// Offer the run_bash, run_python and run_node tools (true/false).
+    /// Offer the run tools (run_bash, run_python, ... one per language) (true/false).
     #[arg(long, env = "FEATURE_SANDBOX_EXEC", default_value = "true",
           value_parser = BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub feature_sandbox_exec: bool,

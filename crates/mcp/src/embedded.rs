@@ -106,6 +106,8 @@ pub struct EmbeddedRunner {
     pub token: String,
     /// What its sandboxes can import.
     pub packages: sandbox_protocol::api::Packages,
+    /// The languages it offers, in its table's order.
+    pub languages: Vec<sandbox_protocol::Lang>,
     task: JoinHandle<Result<(), sandbox_runner::server::ServeError>>,
 }
 
@@ -153,6 +155,12 @@ pub async fn start(
     let mut packages = sandbox_runner::deps::installed(&config.sandbox.packages);
     packages.inline_dependencies = config.sandbox.packages.deps.is_some()
         && config.sandbox.backend.kind() == sandbox_runner::config::BackendKind::Process;
+    let languages = config
+        .sandbox
+        .languages
+        .iter()
+        .map(|l| l.name().clone())
+        .collect();
     let addr = config.listen;
     let listener = TcpListener::bind(addr)
         .await
@@ -185,6 +193,7 @@ pub async fn start(
         url: format!("http://{bound}"),
         token,
         packages,
+        languages,
         task,
     })
 }

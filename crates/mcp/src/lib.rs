@@ -1,6 +1,7 @@
 //! sandbox-mcp: the MCP server that gives agents sandboxed code execution.
 //!
-//! It offers `run_bash`, `run_python` and `run_node` over MCP's Streamable HTTP transport
+//! It offers a `run_<language>` tool per language its runner offers (`run_bash`,
+//! `run_python`, `run_node`, `run_c`, ...) over MCP's Streamable HTTP transport
 //! ([`serve`]) and over stdio ([`serve_stdio`]), and runs each call in a fresh sandbox by
 //! calling a sandbox runner's `POST /run` ([`runner_client`]); and sandboxes that live
 //! across calls ([`sandbox_tools`]): runner sessions behind an opaque, authenticated

@@ -10,7 +10,7 @@ use sandbox_mcp::stdio::StdioArgs;
 use sandbox_mcp::up::UpArgs;
 use tracing_subscriber::EnvFilter;
 
-/// MCP server for sandboxed bash, Python and Node.js.
+/// MCP server for sandboxed code: bash, Python, Node.js, TypeScript, C, C++, Go, Java and more.
 #[derive(Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {

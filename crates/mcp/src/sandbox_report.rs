@@ -110,8 +110,8 @@ pub fn from_sandbox_id_error(tool: SandboxTool, error: &SandboxIdError) -> CallT
 pub fn created(sandbox_id: &str, info: &SessionInfo) -> CallToolResult {
     let text = format!(
         "Created a sandbox. sandboxId: {sandbox_id}\n\
-         Pass it as sandboxId to run_bash, run_python and run_node (files in {HOME} and /tmp, \
-         and Python and Node.js variables, stay between those calls), and to upload_file, \
+         Pass it as sandboxId to the run_* tools (files in {HOME} and /tmp, and Python, \
+         Node.js and TypeScript variables, stay between those calls), and to upload_file, \
          download_file and list_files. It ends after {idle} ms without a call, at {expires} \
          at the latest, or when you call close_sandbox.",
         idle = info.idle_timeout_ms,

@@ -94,8 +94,9 @@ impl SandboxTool {
         match self {
             SandboxTool::Create => format!(
                 "Creates a sandbox that stays between calls, for multi-step work and data to \
-                 keep: pass the sandboxId it returns to run_bash, run_python and run_node, and \
-                 the files in {HOME} and /tmp, Python and Node.js variables, functions and \
+                 keep: pass the sandboxId it returns to the run_* tools (run_bash, run_python, \
+                 run_node, ...), and the files in {HOME} and /tmp, Python, Node.js and \
+                 TypeScript variables, functions and \
                  imports, and background processes are still there at the next call with that \
                  sandboxId. upload_file puts files in, download_file and list_files take them \
                  out. For a self-contained program, call run_* without sandboxId: a fresh \

@@ -84,6 +84,7 @@ pub async fn up(
         pool_size: args.runner.pool.pool_size,
         resource_limits: !args.runner.sandbox.unsafe_no_resource_limits,
         packages: runner.packages.clone(),
+        languages: runner.languages.clone(),
         exe: std::env::current_exe().ok(),
     });
     let served = crate::serve(mcp_config, mcp_listener, embedded::stopped(stop_rx)).await;

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     version,
-    about = "Runs bash, Python and Node programs in fresh sandboxes"
+    about = "Runs programs (bash, Python, Node, TypeScript, C, C++, Go, Java, and languages an operator adds) in fresh sandboxes"
 )]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {

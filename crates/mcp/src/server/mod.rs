@@ -212,10 +212,12 @@ impl SandboxServer {
         if !self.shared.exec_enabled {
             "Code execution is turned off on this server (FEATURE_SANDBOX_EXEC=false)."
         } else {
-            "Run bash, Python or Node.js code with run_bash, run_python and run_node. \
-             Without sandboxId each call runs in a fresh sandbox with no network, and nothing \
-             is kept between calls. For multi-step work, create_sandbox gives a sandboxId: \
-             runs with it keep their files and Python and Node.js variables between calls; \
+            "Run code with the run_<language> tools, one per language the runner offers \
+             (run_bash, run_python, run_node, and run_typescript, run_c, run_cpp, run_go, \
+             run_java where offered: tools/list says). Without sandboxId each call runs in a \
+             fresh sandbox with no network, and nothing is kept between calls. For \
+             multi-step work, create_sandbox gives a sandboxId: runs with it keep their files, \
+             and Python, Node.js and TypeScript variables, between calls; \
              upload_file, download_file and list_files move files in and out; close_sandbox \
              ends it."
         }
