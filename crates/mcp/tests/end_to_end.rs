@@ -75,7 +75,13 @@ async fn the_tools_describe_the_runners_own_limits() {
     ]);
     let client = connect(&server, &server.token).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 8);
+    // A run tool per built-in language, and the five sandbox tools.
+    assert_eq!(
+        tools.len(),
+        8 + 5,
+        "{:?}",
+        tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
     let create = tools
         .iter()
         .find(|t| t.name == "create_sandbox")

@@ -459,3 +459,46 @@ async fn a_typescript_session_keeps_its_variables() {
         .request("DELETE", &format!("/sessions/{id}"), None)
         .await;
 }
+
+#[tokio::test]
+async fn java_runs_the_first_class_whatever_its_name_or_package() {
+    common::require_packages();
+    let runner = Runner::start();
+    for (code, expected) in [
+        // Named like the loader's own class: the program's class is the one that runs.
+        (
+            "class SandboxLoader { public static void main(String[] a) { System.out.println(\"mine\"); } }\n\
+             class Other { }\n",
+            "mine\n",
+        ),
+        (
+            "package demo.app;\npublic class Hello {\n  public static void main(String[] a) {\n    \
+             System.out.println(Hello.class.getName() + \" \" + Helper.twice(21));\n  }\n}\n\
+             class Helper { static int twice(int n) { return 2 * n; } }\n",
+            "demo.app.Hello 42\n",
+        ),
+        (
+            "public class Main {\n  public static void main(String[] a) throws Exception {\n    \
+             Thread t = new Thread(() -> System.out.println(\"from a thread\"));\n    \
+             t.start();\n    t.join();\n    throw new IllegalStateException(\"boom\");\n  }\n}\n",
+            "from a thread\n",
+        ),
+    ] {
+        let out = runner.run("java", code).await;
+        assert_eq!(stdout(&out), expected, "{out}");
+        assert!(!flag(&out, "compileError"), "{out}");
+    }
+    let out = runner
+        .run("java", "public class Main { public static void main(String[] a) { throw new IllegalStateException(\"boom\"); } }\n")
+        .await;
+    assert_eq!(exit_code(&out), 1, "{out}");
+    let trace = stderr(&out);
+    assert!(
+        trace.starts_with("Exception in thread \"main\" java.lang.IllegalStateException: boom"),
+        "{out}"
+    );
+    assert!(
+        !trace.contains("SandboxLoader"),
+        "the loader's frames are not shown: {out}"
+    );
+}
