@@ -7,7 +7,8 @@
 //!
 //! With the `builder` feature, [`build`] is `sandbox-runner image build|prune`: it makes
 //! images from Debian's packages and this machine (shelling out to `cargo`, `apt-get`,
-//! `dpkg-deb` and `mkfs.ext4`), caches them and prunes the cache. Only the runner's
+//! `dpkg-deb`, `dpkg-query`, `ldd` and `mkfs.ext4`), with the toolchains of the
+//! languages its caller offers, caches them and prunes the cache. Only the runner's
 //! binary enables it: programs that embed the runner library (sandbox-mcp) do not
 //! compile the builder.
 //!

@@ -17,6 +17,8 @@ pub mod backend;
 pub mod config;
 pub mod deps;
 pub mod http;
+#[cfg(feature = "image-builder")]
+pub mod image_cli;
 pub mod languages;
 pub mod metrics;
 pub mod multicall;

@@ -1,8 +1,8 @@
 //! `sandbox-runner`: serve the runner API, or run one program.
 
 use clap::{Parser, Subcommand};
-use sandbox_image::build::ImageCommand;
 use sandbox_runner::config::ServeArgs;
+use sandbox_runner::image_cli::ImageCommand;
 use sandbox_runner::oneshot::RunArgs;
 use sandbox_runner::packages_cli::PackagesCommand;
 use sandbox_runner::server;
@@ -27,7 +27,8 @@ enum Command {
     Serve(ServeArgs),
     /// Run one program in a fresh sandbox and exit with its exit code.
     Run(RunArgs),
-    /// Build the kernel and images VM sandboxes boot.
+    /// Build the kernel and images VM sandboxes boot (with the offered languages'
+    /// toolchains).
     #[command(subcommand)]
     Image(ImageCommand),
     /// Build the package set sandboxes see (no network inside: it is installed here).
@@ -61,7 +62,7 @@ fn main() -> ExitCode {
         Command::Run(args) => runtime
             .block_on(sandbox_runner::oneshot::run(args))
             .map_err(anyhow::Error::from),
-        Command::Image(command) => sandbox_image::build::main(command)
+        Command::Image(command) => sandbox_runner::image_cli::main(command)
             .map(|()| 0)
             .map_err(anyhow::Error::from),
         Command::Packages(command) => runtime

@@ -7,11 +7,14 @@
 //!   and Firecracker boot (Firecracker takes no bzImage);
 //! - `initrd.img`: a small initramfs with the statically linked agent as `/init` and
 //!   the virtio modules the kernel needs to reach its disk and its channel;
-//! - `rootfs.ext4`: the read-only root, with bash, python3 and node and their libraries.
+//! - `rootfs.ext4`: the read-only root, with bash, python3 and node, the toolchains of
+//!   the languages the runner offers (its caller passes them: [`Toolchain`]), and their
+//!   libraries.
 //!
 //! Builds are cached under `<out>/<key>`, where the key hashes every input (the kernel
 //! package's file name, the agent binary, the name, size and time of every host file in
-//! the root), and `<out>/current` points at the last one built. A second build with the
+//! the root, the paths the languages share), and `<out>/current` points at the last one
+//! built. A second build with the
 //! same inputs only checks them. Every build then prunes the cache: images other than
 //! `current` go, unless a running runner holds a lease on them (`image prune` does only
 //! that).
@@ -21,15 +24,23 @@
 //! - `vmlinux.rs`: the ELF kernel taken out of the bzImage;
 //! - `cpio.rs`: the initramfs archive;
 //! - `rootfs.rs`: the root file system's files, staged and written as ext4;
+//! - `toolchains.rs`: the offered languages' toolchains: which packages, which shared
+//!   paths;
+//! - `dpkg.rs`: this machine's Debian packages: dependencies, owners, files, and the
+//!   alternatives links;
 //! - `packages.rs`: the runner's package set, copied into the root;
 //! - `cache.rs`: pruning the cache.
 
 mod cache;
 mod cpio;
+mod dpkg;
 mod kernel;
 mod packages;
 mod rootfs;
+mod toolchains;
 mod vmlinux;
+
+pub use toolchains::Toolchain;
 
 use crate::{INFO_FILE, INITRD_FILE, KERNEL_FILE, ROOTFS_FILE};
 use serde::{Deserialize, Serialize};
@@ -43,7 +54,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// Changes when the builder makes different images from the same inputs.
-const BUILDER_VERSION: u32 = 3;
+const BUILDER_VERSION: u32 = 4;
 /// The number of steps the progress lines count.
 const STEPS: u32 = 5;
 /// Where `image build` and `image prune` keep the cache by default.
@@ -80,16 +91,6 @@ pub struct PruneArgs {
     pub out: PathBuf,
 }
 
-/// `sandbox-runner image` subcommands.
-#[derive(Debug, Clone, clap::Subcommand)]
-pub enum ImageCommand {
-    /// Build (or find in the cache) the kernel, initramfs and root image of VM sandboxes,
-    /// then prune the cache.
-    Build(BuildArgs),
-    /// Remove cached images other than `current` that no running runner uses.
-    Prune(PruneArgs),
-}
-
 /// A build step that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -124,6 +125,28 @@ pub enum ImageError {
     /// Another check failed.
     #[error("{0}")]
     Step(String),
+    /// A package every image holds is not installed on this machine.
+    #[error("the image's base packages are not all installed: {} (apt-get install them)", packages.join(", "))]
+    BaseNotInstalled {
+        /// The packages missing.
+        packages: Vec<String>,
+    },
+    /// An offered language's toolchain is no installed package's.
+    #[error(
+        "language {language}: none of its Debian packages ({}) is installed, and no \
+         installed package owns the files its toolchain requires: install them, or fix \
+         the row's debian_packages (RUNNER_LANGUAGES)",
+        packages.join(", ")
+    )]
+    NoToolchain {
+        /// The language.
+        language: String,
+        /// The packages its row names.
+        packages: Vec<String>,
+    },
+    /// A language shares a path the image cannot list.
+    #[error("a language shares {0:?}: a shared path must be absolute and hold no newline")]
+    BadSharedPath(PathBuf),
 }
 
 impl ImageError {
@@ -141,24 +164,25 @@ impl ImageError {
 struct ImageInfo {
     key: String,
     kernel_package: String,
+    /// The languages whose toolchains it holds.
+    languages: Vec<String>,
+    /// The Debian packages whose files it holds.
+    debian_packages: Vec<String>,
     root_files: usize,
     build_ms: u64,
 }
 
-/// Runs the subcommand.
-pub fn main(command: ImageCommand) -> Result<(), ImageError> {
-    match command {
-        ImageCommand::Build(args) => build(&args).map(|_| ()),
-        ImageCommand::Prune(args) => {
-            fs::create_dir_all(&args.out).map_err(|e| ImageError::io("creating", &args.out, e))?;
-            let _lock = Lock::take(&args.out.join(".lock"))?;
-            prune_and_report(&args.out)
-        }
-    }
+/// `sandbox-runner image prune`: removes cached images other than `current` that no
+/// running runner uses.
+pub fn prune(args: &PruneArgs) -> Result<(), ImageError> {
+    fs::create_dir_all(&args.out).map_err(|e| ImageError::io("creating", &args.out, e))?;
+    let _lock = Lock::take(&args.out.join(".lock"))?;
+    prune_and_report(&args.out)
 }
 
-/// Builds the image the inputs call for, or finds it in the cache; returns its folder.
-pub fn build(args: &BuildArgs) -> Result<PathBuf, ImageError> {
+/// Builds the image the inputs call for, with the `toolchains` of the languages the
+/// runner offers, or finds it in the cache; returns its folder.
+pub fn build(args: &BuildArgs, toolchains: &[Toolchain]) -> Result<PathBuf, ImageError> {
     let started = Instant::now();
     fs::create_dir_all(&args.out).map_err(|e| ImageError::io("creating", &args.out, e))?;
     let _lock = Lock::take(&args.out.join(".lock"))?;
@@ -166,8 +190,12 @@ pub fn build(args: &BuildArgs) -> Result<PathBuf, ImageError> {
     let kernel = kernel::fetch(&args.kernel_package, &args.out.join("downloads"))?;
     progress(2, "static agent");
     let agent = agent_binary(args)?;
-    progress(3, "root file system: listing files");
-    let manifest = rootfs::Manifest::collect()?;
+    let languages: Vec<String> = toolchains.iter().map(|t| t.language.clone()).collect();
+    progress(
+        3,
+        &format!("root file system: listing files ({})", languages.join(", ")),
+    );
+    let manifest = rootfs::Manifest::collect(toolchains)?;
     let packages = packages::PackageSet::current(&args.packages_dir)?;
     let key = cache_key(&kernel.package_file, &agent, &manifest, packages.as_ref());
     let dir = args.out.join(&key);
@@ -178,6 +206,8 @@ pub fn build(args: &BuildArgs) -> Result<PathBuf, ImageError> {
         let info = ImageInfo {
             key: key.clone(),
             kernel_package: kernel.package_file.clone(),
+            languages,
+            debian_packages: manifest.packages.iter().cloned().collect(),
             root_files: manifest.files.len(),
             build_ms: started.elapsed().as_millis() as u64,
         };
@@ -233,8 +263,9 @@ fn make(
     progress(
         5,
         &format!(
-            "root file system: {} files, {} MiB",
+            "root file system: {} files of {} Debian packages, {} MiB",
             manifest.files.len(),
+            manifest.packages.len(),
             manifest.bytes() >> 20
         ),
     );
@@ -379,6 +410,7 @@ fn cache_key(
     rootfs::PACKAGES.hash(&mut hasher);
     agent.hash(&mut hasher);
     manifest.files.hash(&mut hasher);
+    manifest.shared.hash(&mut hasher);
     format!("{:016x}", hasher.finish())
 }
 

@@ -1,9 +1,13 @@
-//! The guest's root file system: this machine's bash, python3 and node (with the
-//! files of their Debian packages and every shared library they load), a few base
-//! tools for shell programs, and a generated /etc; written into a read-only ext4
-//! image with `mkfs.ext4 -d`, which needs no mount.
+//! The guest's root file system: this machine's bash, python3 and node, the toolchains
+//! of the languages the runner offers (see [`toolchains`](super::toolchains)): the
+//! files of their Debian packages and of the installed packages those depend on, the
+//! alternatives links that lead to them, every shared library they load, and the paths
+//! the languages share into sandboxes; a few base tools for shell programs; and a
+//! generated /etc. Written into a read-only ext4 image with `mkfs.ext4 -d`, which needs
+//! no mount.
 
-use super::{run, ImageError};
+use super::{dpkg, run, toolchains, ImageError, Toolchain};
+use sandbox_jail::layout::IMAGE_SHARED_PATHS;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Read;
@@ -11,8 +15,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
-/// The Debian packages whose files the guest gets: the three interpreters, and the
-/// tools shell programs expect (coreutils, grep, sed, awk, find, setsid, ps, kill).
+/// The Debian packages every image starts from (with the packages they depend on): the
+/// three interpreters, and the tools shell programs expect (coreutils, grep, sed, awk,
+/// find, setsid, ps, kill).
 pub const PACKAGES: [&str; 14] = [
     "bash",
     "dash",
@@ -33,8 +38,11 @@ pub const PACKAGES: [&str; 14] = [
 /// Folders copied whole (Python's standard library is spread over several packages).
 const TREES: [&str; 1] = ["/usr/lib/python3.11"];
 
-/// What the guest never needs: documentation, headers, npm, package metadata.
-const EXCLUDED_PREFIXES: [&str; 11] = [
+/// What the guest never needs: documentation, translations, shell completions, npm,
+/// and the packages' configuration under /etc (a sandbox's /etc is generated; what a
+/// toolchain needs of the host's is its row's `share`, copied on its own). Headers
+/// (`/usr/include`) stay: C and C++ programs include them.
+const EXCLUDED_PREFIXES: [&str; 10] = [
     "/usr/share/doc",
     "/usr/share/man",
     "/usr/share/info",
@@ -43,7 +51,6 @@ const EXCLUDED_PREFIXES: [&str; 11] = [
     "/usr/share/bash-completion",
     "/usr/share/zsh",
     "/usr/share/systemtap",
-    "/usr/include",
     "/usr/lib/node_modules",
     "/etc",
 ];
@@ -76,16 +83,36 @@ const DIRS: [&str; 9] = [
 pub struct Manifest {
     /// Host path -> (size, mtime).
     pub files: BTreeMap<PathBuf, (u64, i64)>,
+    /// The Debian packages whose files it holds.
+    pub packages: BTreeSet<String>,
+    /// The host paths the languages share into sandboxes (copied, and listed in
+    /// [`IMAGE_SHARED_PATHS`]).
+    pub shared: Vec<PathBuf>,
 }
 
 impl Manifest {
-    /// Lists the files: the packages' files, the trees, and the shared libraries of
-    /// every ELF file among them.
-    pub fn collect() -> Result<Manifest, ImageError> {
-        let mut paths = package_files()?;
+    /// Lists the files: those of the base packages, of the toolchains' packages and of
+    /// the installed packages they depend on; the trees; the shared paths; the
+    /// alternatives links to any of them; and the shared libraries of every ELF file
+    /// among them.
+    pub fn collect(toolchains: &[Toolchain]) -> Result<Manifest, ImageError> {
+        let installed = dpkg::Installed::read()?;
+        let roots = toolchains::roots(&installed, &PACKAGES, toolchains)?;
+        let packages = installed.closure(roots.iter().map(String::as_str));
+        let mut paths: BTreeSet<PathBuf> = installed
+            .files(&packages)?
+            .into_iter()
+            .filter(|p| !excluded(p))
+            .collect();
         for tree in TREES {
-            walk(Path::new(tree), &mut paths)?;
+            walk(Path::new(tree), &EXCLUDED_NAMES, &mut paths)?;
         }
+        let shared = toolchains::shared_paths(toolchains)?;
+        for path in &shared {
+            shared_files(path, &mut paths)?;
+        }
+        let links = dpkg::alternative_links(&paths)?;
+        paths.extend(links.into_iter().filter(|link| !excluded(link)));
         let elves: Vec<PathBuf> = paths.iter().filter(|p| is_elf(p)).cloned().collect();
         for elf in elves {
             paths.extend(libraries_of(&elf)?);
@@ -99,7 +126,11 @@ impl Manifest {
                 files.insert(path, (meta.size(), meta.mtime()));
             }
         }
-        Ok(Manifest { files })
+        Ok(Manifest {
+            files,
+            packages,
+            shared,
+        })
     }
 
     /// The bytes of all regular files.
@@ -108,33 +139,37 @@ impl Manifest {
     }
 }
 
-fn package_files() -> Result<BTreeSet<PathBuf>, ImageError> {
-    let mut cmd = Command::new("dpkg");
-    cmd.arg("-L").args(PACKAGES);
-    let out = run(
-        &mut cmd,
-        "dpkg -L (are bash, python3 and nodejs installed?)",
-    )?;
-    Ok(out
-        .lines()
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && !excluded(p))
-        .collect())
-}
-
 fn excluded(path: &Path) -> bool {
     EXCLUDED_PREFIXES.iter().any(|x| path.starts_with(x))
 }
 
-fn walk(dir: &Path, into: &mut BTreeSet<PathBuf>) -> Result<(), ImageError> {
+/// A shared path's files: every file below a folder; a file or a link itself (and
+/// below a link's target when that is a folder); nothing when the host has no such
+/// path (the jail skips it too).
+fn shared_files(path: &Path, into: &mut BTreeSet<PathBuf>) -> Result<(), ImageError> {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if meta.is_dir() {
+        return walk(path, &[], into);
+    }
+    into.insert(path.to_owned());
+    match fs::canonicalize(path) {
+        Ok(target) if meta.file_type().is_symlink() && target.is_dir() => walk(&target, &[], into),
+        _ => Ok(()),
+    }
+}
+
+/// Every file and link below `dir`, but in folders named in `skip`.
+fn walk(dir: &Path, skip: &[&str], into: &mut BTreeSet<PathBuf>) -> Result<(), ImageError> {
     let entries = fs::read_dir(dir).map_err(|e| ImageError::io("reading", dir, e))?;
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
         match entry.file_type() {
             Ok(t) if t.is_dir() => {
-                if !EXCLUDED_NAMES.iter().any(|x| name == *x) {
-                    walk(&path, into)?;
+                if !skip.iter().any(|x| name == *x) {
+                    walk(&path, skip, into)?;
                 }
             }
             Ok(_) => {
@@ -201,7 +236,7 @@ pub fn stage(manifest: &Manifest, root: &Path) -> Result<(), ImageError> {
             todo.push(target);
         }
     }
-    write_etc(root)
+    write_etc(root, &manifest.shared)
 }
 
 /// Copies one host file into `root` under its real folder (so that `/bin/x` lands in
@@ -236,15 +271,22 @@ fn relative(path: &Path) -> PathBuf {
         .collect()
 }
 
-/// A minimal /etc: the one every sandbox gets (`sandbox_jail::layout`), and the loader
-/// cache.
-fn write_etc(root: &Path) -> Result<(), ImageError> {
+/// A minimal /etc: the one every sandbox gets (`sandbox_jail::layout`), the loader
+/// cache, and the list of the paths the languages share (the guest's init hands it to
+/// the jail).
+fn write_etc(root: &Path, shared: &[PathBuf]) -> Result<(), ImageError> {
     let etc = root.join("etc");
     make_dir(&etc)?;
     for (name, text) in sandbox_jail::layout::etc_files() {
         let path = etc.join(name);
         fs::write(&path, text).map_err(|e| ImageError::io("writing", &path, e))?;
     }
+    let list = root.join(IMAGE_SHARED_PATHS.trim_start_matches('/'));
+    let lines: String = shared
+        .iter()
+        .map(|path| format!("{}\n", path.display()))
+        .collect();
+    fs::write(&list, lines).map_err(|e| ImageError::io("writing", &list, e))?;
     let cache = Path::new("/etc/ld.so.cache");
     if cache.exists() {
         fs::copy(cache, etc.join("ld.so.cache"))

@@ -402,16 +402,9 @@ impl SandboxArgs {
     /// image was built with).
     fn packages_config(&self) -> Result<PackagesConfig, ConfigError> {
         let store = &self.packages.packages_dir;
-        // A store that was never made holds no set (and is made by the first build).
-        let set = match store.join("current").symlink_metadata().is_ok() {
-            true => sandbox_packages::Store::open(store)
-                .and_then(|store| store.current())
-                .map_err(|e| ConfigError::Packages(e.to_string()))?,
-            false => None,
-        };
         Ok(PackagesConfig {
             store: store.clone(),
-            set,
+            set: current_package_set(store)?,
             warm_imports: self.packages.warm_imports()?,
             deps: self.packages.deps_policy()?,
         })
@@ -663,4 +656,17 @@ impl fmt::Display for RunnerConfig {
             BackendSummary(&s.backend),
         )
     }
+}
+
+/// The package store's current set: none when the store was never made (the first
+/// `packages build` makes it) or has no current set.
+pub fn current_package_set(
+    store: &Path,
+) -> Result<Option<sandbox_packages::PackageSet>, ConfigError> {
+    if store.join("current").symlink_metadata().is_err() {
+        return Ok(None);
+    }
+    sandbox_packages::Store::open(store)
+        .and_then(|store| store.current())
+        .map_err(|e| ConfigError::Packages(e.to_string()))
 }

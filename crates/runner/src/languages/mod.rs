@@ -79,6 +79,9 @@ pub struct Language {
     pub info: LanguageInfo,
     /// The Debian packages a VM image needs for it.
     pub debian_packages: Vec<String>,
+    /// The host paths its toolchain requires (checked when the table was loaded; a VM
+    /// image includes the packages that own them).
+    pub requires: Vec<PathBuf>,
     /// Host paths its sandboxes are shown read-only (beyond the system folders).
     pub share: Vec<PathBuf>,
 }

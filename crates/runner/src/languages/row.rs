@@ -233,6 +233,12 @@ impl Row {
             recipe,
             info,
             debian_packages: self.debian_packages.clone(),
+            requires: self
+                .requires
+                .iter()
+                .filter_map(|path| Row::on_host(path, context))
+                .map(PathBuf::from)
+                .collect(),
             share: self.share.clone(),
         }
     }
