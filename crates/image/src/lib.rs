@@ -20,6 +20,19 @@ mod lease;
 
 pub use lease::{lease, Lease, LeaseError};
 
+/// The languages whose toolchains the image in `dir` holds, as its [`INFO_FILE`] lists
+/// them (`None`: no such list, as in an image older than the list, or a folder not
+/// made by `image build`).
+pub fn languages(dir: &std::path::Path) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(dir.join(INFO_FILE)).ok()?;
+    let info: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let names = info.get("languages")?.as_array()?;
+    names
+        .iter()
+        .map(|n| n.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The file that marks a finished image and describes it.
 pub const INFO_FILE: &str = "image.json";
 /// The image's files.

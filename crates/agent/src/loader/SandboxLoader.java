@@ -1,10 +1,11 @@
-// Pre-started Java: a JVM with the Java compiler loaded and warmed up, waiting for a
-// request line on descriptor 3: {"path": ...}. It compiles the program in memory, as
-// `java Main.java` does (the first class declared is run; its file name need not match),
-// writes {"compiled": true|false} on descriptor 4, then either prints the compiler's
-// diagnostics and exits 1, or runs the class's main in this JVM, each class of the
-// program loaded by a loader of its own, child first (no name of the program can
-// resolve to this loader's classes).
+// Pre-started Java: a JVM with the Java compiler loaded and warmed up (unless a request
+// is waiting already), waiting for a request line on descriptor 3: {"path": ...}. It
+// compiles the program in memory, as `java Main.java` does (the first class declared is
+// run; its file name need not match), writes {"compiled": true|false} on descriptor 4,
+// then either prints the compiler's diagnostics and exits 1, or runs the class's main in
+// this JVM. The program's classes are loaded by a class loader of their own, whose parent
+// (the application class loader) does not see this loader's classes: a program's class
+// named like one of them is the program's.
 import com.sun.source.tree.ClassTree;
 import com.sun.source.tree.CompilationUnitTree;
 import com.sun.source.tree.Tree;
@@ -41,9 +42,15 @@ public class SandboxLoader {
 
     public static void main(String[] args) throws Exception {
         JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
-        compile(javac, "Warm.java",
-                "class Warm { public static void main(String[] a) { System.out.println(a.length); } }");
-        String request = readRequest();
+        FileInputStream requests = new FileInputStream("/proc/self/fd/3");
+        if (requests.available() == 0) {
+            // Nobody waits yet: compile a class, so that the program's compile finds javac
+            // loaded and its code compiled. A request already waiting (a cold start) goes
+            // first.
+            compile(javac, "Warm.java",
+                    "class Warm { public static void main(String[] a) { System.out.println(a.length); } }");
+        }
+        String request = readRequest(requests);
         if (request == null) {
             System.exit(0); // discarded: no program came
         }
@@ -64,9 +71,9 @@ public class SandboxLoader {
     }
 
     /** The request line, or null when the pipe closed without one. */
-    static String readRequest() throws IOException {
+    static String readRequest(FileInputStream requests) throws IOException {
         ByteArrayOutputStream line = new ByteArrayOutputStream();
-        try (FileInputStream in = new FileInputStream("/proc/self/fd/3")) {
+        try (FileInputStream in = requests) {
             int b;
             while ((b = in.read()) >= 0 && b != '\n') {
                 line.write(b);

@@ -381,7 +381,16 @@ impl SandboxArgs {
             memory_mb: self.memory_mb,
             packages: packages.set.as_ref().map(|set| set.dir.clone()),
         };
-        let languages = Arc::new(Languages::load(self.languages.as_deref(), &context)?);
+        let mut languages = Languages::load(self.languages.as_deref(), &context)?;
+        if self.backend == BackendKind::Vm {
+            // A guest runs what its image holds: a language whose toolchain the image
+            // lacks (built before it was offered) is not offered.
+            let image = std::fs::canonicalize(&self.vm_image).unwrap_or(self.vm_image.clone());
+            if let Some(present) = sandbox_image::languages(&image) {
+                languages.keep_only(&present, &format!("the VM image {}", image.display()))?;
+            }
+        }
+        let languages = Arc::new(languages);
         let backend = match self.backend {
             BackendKind::Process => {
                 BackendConfig::Process(self.process_config(&packages, languages.clone()))

@@ -137,6 +137,22 @@ impl Languages {
         Ok(rows)
     }
 
+    /// Leaves out the languages `present` does not name (those a VM image lacks the
+    /// toolchain of), saying so in the log; an error when none is left.
+    pub fn keep_only(&mut self, present: &[String], place: &str) -> Result<(), LanguagesError> {
+        let (kept, gone): (Vec<Language>, Vec<Language>) = std::mem::take(&mut self.offered)
+            .into_iter()
+            .partition(|l| present.iter().any(|p| p == l.name().as_str()));
+        for language in &gone {
+            tracing::warn!(language = %language.name(), reason = %format!("not in {place}"), "language left out");
+        }
+        self.offered = kept;
+        if self.offered.is_empty() {
+            return Err(LanguagesError::Empty(format!("{place} holds none of them")));
+        }
+        Ok(())
+    }
+
     /// The table of `languages`, as they are (for tests and embedding programs).
     pub fn from_offered(offered: Vec<Language>) -> Languages {
         Languages { offered }

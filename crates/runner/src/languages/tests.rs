@@ -169,3 +169,34 @@ fn placeholders_are_filled_for_the_sandbox() {
         "/store/sets/k/node/node_modules/typescript/package.json"
     );
 }
+
+#[test]
+fn a_vm_image_without_a_toolchain_narrows_the_offer() {
+    let operator = file(
+        r#"
+remove = ["bash", "python", "node", "typescript", "c", "cpp", "go", "java"]
+
+[[language]]
+name = "one"
+file = "main.sh"
+run = ["sh", "{file}"]
+
+[[language]]
+name = "two"
+file = "main.sh"
+run = ["sh", "{file}"]
+"#,
+    );
+    let mut languages = Languages::load(Some(operator.path()), &context()).unwrap();
+    languages.keep_only(&["two".to_owned()], "the image").unwrap();
+    assert_eq!(languages.names(), ["two"]);
+    let none = languages.keep_only(&["three".to_owned()], "the image");
+    assert!(matches!(none, Err(LanguagesError::Empty(_))));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("image.json"), r#"{"languages": ["c", "go"]}"#).unwrap();
+    assert_eq!(
+        sandbox_image::languages(dir.path()),
+        Some(vec!["c".to_owned(), "go".to_owned()])
+    );
+    assert_eq!(sandbox_image::languages(Path::new("/nonexistent")), None);
+}
