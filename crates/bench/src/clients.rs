@@ -124,12 +124,12 @@ async fn tools_call(mcp: &Peer<RoleClient>, case: &Case) -> anyhow::Result<()> {
 /// the program did (an error only when the call itself fails).
 pub async fn call_tool(
     mcp: &Peer<RoleClient>,
-    tool: &'static str,
+    tool: &str,
     code: &str,
 ) -> anyhow::Result<CallToolResult> {
     let mut arguments = JsonObject::new();
     arguments.insert("code".into(), code.into());
-    let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
     mcp.call_tool(params).await.context("tools/call")
 }
 

@@ -11,7 +11,7 @@
 //! Warm imports happen only while the pool is at rest (a sandbox made while requests
 //! wait gets none, and a request arriving while a loader imports stops it early), so
 //! every measured run waits for the pool to be at rest: full, and every process of
-//! every sandbox asleep with its CPU time unchanged for [`QUIET`] (the refill's loader
+//! every sandbox asleep with its CPU time unchanged for [`pool_watch::QUIET`] (the refill's loader
 //! has finished importing). A "back to back" series (no pause) shows what a busy pool
 //! gives instead. Both runners are fresh (started for this figure), so that no sandbox
 //! made during an earlier burst, without warm imports, waits in the pool.
@@ -20,10 +20,10 @@ use crate::clients::{call_tool, timed, McpSession, RunnerApi};
 use crate::cpu_group::CpuGroup;
 use crate::measure::SETTLE;
 use crate::memory::{self, SandboxMemory};
-use crate::procfs;
+use crate::pool_watch::{self, Runner};
 use crate::services::{Binaries, Service};
 use crate::stats::{self, Latency};
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use rmcp::model::CallToolResult;
 use rmcp::service::Peer;
 use rmcp::RoleClient;
@@ -33,7 +33,7 @@ use serde::Serialize;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::process::Command;
 
 /// The program measured. In a sandbox its working folder is `/home/sandbox`, whose
@@ -71,12 +71,6 @@ const PACKAGES_DIR: &str = "/var/lib/sandbox-runner/packages";
 const TOOL: &str = "run_python";
 /// Sandboxes of the runner without warm imports (a python one, a node one, a bare one).
 const COLD_POOL: usize = 3;
-/// How long every sandbox process must stay asleep, its CPU time unchanged, for the
-/// pool to count as at rest (CPU time moves in 10 ms ticks; an importing loader gains
-/// several per 100 ms even on half a CPU).
-pub const QUIET: Duration = Duration::from_millis(300);
-/// How often the pool's state is looked at while waiting for it to rest.
-const POLL_EVERY: Duration = Duration::from_millis(25);
 /// How long the pool may take to come to rest; past it the run goes ahead and is
 /// counted in [`FirstPlot::not_at_rest`] (smoke mode must not fail on timing).
 const REST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -175,7 +169,7 @@ pub struct FirstPlot {
     /// Runs one after the other with no pause, in [`PlotPath::BACK_TO_BACK`] order.
     pub back_to_back: Vec<(PlotPath, Latency)>,
     /// From the answer of a run with warm imports to the pool at rest again (the
-    /// refill made, its loader done importing, and [`QUIET`] of quiet observed).
+    /// refill made, its loader done importing, and [`pool_watch::QUIET`] of quiet observed).
     pub to_rest: Option<Latency>,
     /// Runs that went ahead because the pool was not at rest within [`REST_TIMEOUT`].
     pub not_at_rest: usize,
@@ -191,12 +185,6 @@ pub struct PlotMemory {
     pub warm_imports: Vec<SandboxMemory>,
     /// The other runner's python sandboxes (an idle loader, nothing imported).
     pub no_warm_imports: Vec<SandboxMemory>,
-}
-
-/// A runner under test: its API and its process id (for its sandboxes' cgroups).
-struct Runner<'a> {
-    api: &'a RunnerApi,
-    pid: u32,
 }
 
 /// What the runs need.
@@ -636,59 +624,9 @@ fn python_sandboxes(runner_pid: u32) -> anyhow::Result<Vec<SandboxMemory>> {
     Ok(sandboxes)
 }
 
-/// Waits until both runners' pools are at rest: full, and every process of every
-/// sandbox asleep with the same CPU time for [`QUIET`]. How long it waited, and whether
-/// it got there within [`REST_TIMEOUT`].
+/// Waits until both runners' pools are at rest (see [`pool_watch::at_rest`]).
 async fn at_rest(paths: &Paths<'_>) -> anyhow::Result<(Duration, bool)> {
-    let begun = Instant::now();
-    let mut quiet_since: Option<(Vec<(u32, u64)>, Instant)> = None;
-    loop {
-        let snapshot = match (full(&paths.warm).await?, full(&paths.cold).await?) {
-            (true, true) => idle_snapshot(&[paths.warm.pid, paths.cold.pid]),
-            _ => None,
-        };
-        quiet_since = match (snapshot, quiet_since) {
-            (Some(now), Some((then, since))) if now == then => {
-                if since.elapsed() >= QUIET {
-                    return Ok((begun.elapsed(), true));
-                }
-                Some((then, since))
-            }
-            (Some(now), _) => Some((now, Instant::now())),
-            (None, _) => None,
-        };
-        if begun.elapsed() >= REST_TIMEOUT {
-            return Ok((begun.elapsed(), false));
-        }
-        tokio::time::sleep(POLL_EVERY).await;
-    }
-}
-
-async fn full(runner: &Runner<'_>) -> anyhow::Result<bool> {
-    let health = runner.api.health().await?;
-    if health.status != "ok" {
-        bail!("runner {} is {}", runner.pid, health.status);
-    }
-    Ok(health.available >= health.pool_size)
-}
-
-/// Every sandbox process of the runners with its CPU ticks, sorted; `None` when one is
-/// not asleep (running, in uninterruptible sleep, a zombie) or vanished while being read.
-fn idle_snapshot(runner_pids: &[u32]) -> Option<Vec<(u32, u64)>> {
-    let mut snapshot = Vec::new();
-    for runner in runner_pids {
-        for cgroup in memory::sandbox_cgroups(*runner).ok()? {
-            for pid in procfs::procs(&cgroup).ok()? {
-                let stat = procfs::stat(pid).ok()?;
-                if !matches!(stat.state, 'S' | 'I') {
-                    return None;
-                }
-                snapshot.push((pid, stat.cpu_ticks));
-            }
-        }
-    }
-    snapshot.sort_unstable();
-    Some(snapshot)
+    pool_watch::at_rest(&[&paths.warm, &paths.cold], REST_TIMEOUT).await
 }
 
 #[cfg(test)]

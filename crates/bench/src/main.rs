@@ -5,16 +5,20 @@
 //! directly with the same one-liner, (b) `POST /run`, (c) `tools/call` over
 //! Streamable HTTP on one initialized session; then, against the same runner, its
 //! sessions (issue 12, see `sessions`); then, on runners of its own, the time to a
-//! first pandas + matplotlib plot (issue 13, see `first_plot`). `--only` picks
-//! sections. It writes `bench.json` and `bench.md` to `--out`. It is not a load generator for remote hosts: all traffic stays on
-//! loopback and every phase is bounded in count and time.
+//! first pandas + matplotlib plot (issue 13, see `first_plot`); then a hello world in
+//! every language the runner offers, next to the direct command on the host (issue 14,
+//! see `languages`). `--only` picks sections. It writes `bench.json` and `bench.md` to
+//! `--out`. It is not a load generator for remote hosts: all traffic stays on loopback
+//! and every phase is bounded in count and time.
 
 mod cases;
 mod clients;
 mod cpu_group;
 mod first_plot;
+mod languages;
 mod measure;
 mod memory;
+mod pool_watch;
 mod procfs;
 mod report;
 mod services;
@@ -69,6 +73,9 @@ struct Args {
     /// series).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     plot_rounds: u32,
+    /// Measured runs per language and path of the hello-world figure (`languages`).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    lang_rounds: u32,
     /// Only these sections (comma-separated; all when absent).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Section>,
@@ -90,14 +97,17 @@ pub enum Section {
     Sessions,
     /// Packages: time to a first pandas + matplotlib plot (issue 13).
     FirstPlot,
+    /// A hello world per language, next to the direct command on the host (issue 14).
+    Languages,
 }
 
 impl Section {
-    const ALL: [Section; 4] = [
+    const ALL: [Section; 5] = [
         Section::ColdStart,
         Section::Paths,
         Section::Sessions,
         Section::FirstPlot,
+        Section::Languages,
     ];
 }
 
@@ -109,6 +119,7 @@ struct Plan {
     pool_size: usize,
     session_rest: Duration,
     plot: first_plot::Sizes,
+    languages: languages::Sizes,
     sections: Vec<Section>,
 }
 
@@ -135,6 +146,11 @@ impl Plan {
                     warmup: 0,
                     pool_size,
                 },
+                languages: languages::Sizes {
+                    rounds: 1,
+                    warmup: 1,
+                    pool_size,
+                },
                 sections,
             };
         }
@@ -147,6 +163,11 @@ impl Plan {
             plot: first_plot::Sizes {
                 rounds: args.plot_rounds as usize,
                 warmup: 1,
+                pool_size,
+            },
+            languages: languages::Sizes {
+                rounds: args.lang_rounds as usize,
+                warmup: (args.lang_rounds as usize / 10).clamp(1, 2),
                 pool_size,
             },
             sections,
@@ -181,6 +202,7 @@ async fn main() -> anyhow::Result<()> {
         cold_start: Vec::new(),
         sessions: None,
         first_plot: None,
+        languages: None,
         targets: Vec::new(),
     };
     let runner_token = token()?;
@@ -197,6 +219,10 @@ async fn main() -> anyhow::Result<()> {
     if plan.has(Section::FirstPlot) {
         let figure = first_plot::measure(&bins, &runner_token, &plan.plot).await?;
         report.first_plot = Some(figure);
+    }
+    if plan.has(Section::Languages) {
+        let figure = languages::measure(&bins, &runner_token, &plan.languages).await?;
+        report.languages = Some(figure);
     }
     if plan.has(Section::Paths) {
         report.check_targets();
@@ -332,6 +358,7 @@ fn setup(args: &Args, plan: &Plan) -> Setup {
         throughput_runs: plan.throughput_runs,
         pool_size: plan.pool_size,
         plot_rounds: plan.plot.rounds,
+        lang_rounds: plan.languages.rounds,
         sections: plan.sections.clone(),
         direct_cgroup: None,
     }
@@ -373,17 +400,24 @@ mod tests {
         let plan = Plan::from(&args);
         assert!(plan.iterations <= 5 && plan.throughput_runs <= 8);
         assert!(plan.plot.rounds <= 2 && plan.plot.warmup == 0);
+        assert!(plan.languages.rounds == 1 && plan.languages.warmup == 1);
         assert!(plan.pool_size >= *LEVELS.iter().max().unwrap_or(&8));
         assert_eq!(plan.sections, Section::ALL);
     }
 
     #[test]
     fn only_picks_sections_in_bench_order() {
-        let args = Args::parse_from(["bench", "--only", "first-plot,cold-start"]);
+        let args = Args::parse_from(["bench", "--only", "languages,first-plot,cold-start"]);
         let plan = Plan::from(&args);
-        assert_eq!(plan.sections, [Section::ColdStart, Section::FirstPlot]);
+        assert_eq!(
+            plan.sections,
+            [Section::ColdStart, Section::FirstPlot, Section::Languages]
+        );
         assert!(plan.has(Section::FirstPlot) && !plan.has(Section::Paths));
         assert_eq!(plan.plot.rounds, 20);
+        assert_eq!((plan.languages.rounds, plan.languages.warmup), (20, 2));
+        let args = Args::parse_from(["bench", "--only", "languages", "--lang-rounds", "3"]);
+        assert_eq!(Plan::from(&args).languages.warmup, 1);
         assert!(Args::try_parse_from(["bench", "--only", "nothing"]).is_err());
     }
 

@@ -2,9 +2,11 @@
 //! spawn) for people, and the targets of issue 5 checked against them.
 
 use crate::clients::Via;
-use crate::first_plot::{FirstPlot, PlotPath, ONE_LINER, QUIET};
+use crate::first_plot::{FirstPlot, PlotPath, ONE_LINER};
+use crate::languages::{LanguageFigures, EXPECTED};
 use crate::measure::{ColdStart, LangLatency, Rate};
 use crate::memory::{IdleInterpreter, SandboxMemory};
+use crate::pool_watch::QUIET;
 use crate::sessions::SessionFigures;
 use crate::stats::{ratio, Latency};
 use crate::Section;
@@ -40,6 +42,8 @@ pub struct Setup {
     pub pool_size: usize,
     /// Measured runs per path of the time-to-first-plot figure.
     pub plot_rounds: usize,
+    /// Measured runs per language and path of the hello-world figure.
+    pub lang_rounds: usize,
     /// The sections measured (`--only`).
     pub sections: Vec<Section>,
     /// The CPU cgroup the bench and its direct spawns ran in (see `cpu_group`).
@@ -66,6 +70,8 @@ pub struct Report {
     pub sessions: Option<SessionFigures>,
     /// Packages: time to a first pandas + matplotlib plot (issue 13).
     pub first_plot: Option<FirstPlot>,
+    /// A hello world per language (issue 14).
+    pub languages: Option<LanguageFigures>,
     /// The targets of issue 5.
     pub targets: Vec<Target>,
 }
@@ -191,6 +197,9 @@ impl Report {
         }
         if let Some(first_plot) = &self.first_plot {
             first_plot_md(first_plot, &mut md);
+        }
+        if let Some(languages) = &self.languages {
+            languages_md(languages, &mut md);
         }
         if !self.targets.is_empty() {
             self.targets_md(&mut md);
@@ -526,6 +535,79 @@ fn first_plot_md(f: &FirstPlot, md: &mut String) {
     md.push('\n');
 }
 
+/// The "Languages" section: the latency table, then the commands compared.
+fn languages_md(f: &LanguageFigures, md: &mut String) {
+    md.push_str("### Languages: hello world, ms (ratio to the direct command)\n\n");
+    let _ = writeln!(
+        md,
+        "Each program prints `{}`; {} measured runs per language and path after {} warm-up \
+         round(s), each on a pool at rest (full, every sandbox process asleep for {} ms, \
+         then 50 ms more) that holds a sandbox prepared for the language; pool size {}.\n",
+        EXPECTED.trim_end(),
+        f.rounds,
+        f.warmup,
+        QUIET.as_millis(),
+        f.pool_size,
+    );
+    md.push_str("| lang | path | p50 | p95 |\n|---|---|---|---|\n");
+    for row in &f.rows {
+        let direct = row.paths.iter().find(|(via, _)| *via == Via::Direct);
+        for (via, l) in &row.paths {
+            let (p50, p95) = match direct {
+                Some((_, d)) => (
+                    with_ratio(l.p50_ms, d.p50_ms, 1),
+                    with_ratio(l.p95_ms, d.p95_ms, 1),
+                ),
+                None => (format!("{:.1}", l.p50_ms), format!("{:.1}", l.p95_ms)),
+            };
+            let _ = writeln!(md, "| {} | {} | {p50} | {p95} |", row.name, via.label());
+        }
+    }
+    md.push_str(
+        "\n| lang | toolchain | (a) direct command | in the sandbox (the runner's /health) |\n\
+         |---|---|---|---|\n",
+    );
+    for row in &f.rows {
+        let warm = if row.warm { " (warm loader)" } else { "" };
+        let _ = writeln!(
+            md,
+            "| {} | {} | `{}` | {}{warm} |",
+            row.name,
+            row.version.replace('\n', " "),
+            row.direct,
+            row.sandboxed,
+        );
+    }
+    md.push('\n');
+    languages_notes(f, md);
+}
+
+/// What a languages run left out or could not hold.
+fn languages_notes(f: &LanguageFigures, md: &mut String) {
+    for row in f.rows.iter().filter(|r| r.not_at_rest + r.unprepared > 0) {
+        let _ = writeln!(
+            md,
+            "**{}: {} runs went ahead on a pool not at rest, {} sandboxed runs met no \
+             sandbox prepared for the language.**\n",
+            row.name, row.not_at_rest, row.unprepared
+        );
+    }
+    if !f.not_offered.is_empty() {
+        let _ = writeln!(
+            md,
+            "Not offered by the runner (toolchain missing?): {}.\n",
+            f.not_offered.join(", ")
+        );
+    }
+    if !f.unknown.is_empty() {
+        let _ = writeln!(
+            md,
+            "Offered by the runner, no hello world in the bench: {}.\n",
+            f.unknown.join(", ")
+        );
+    }
+}
+
 /// The first 12 characters of a package set's key (as `git log` shortens hashes).
 fn short_key(key: &str) -> &str {
     key.get(..12).unwrap_or(key)
@@ -694,6 +776,61 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("not at rest"), "{md}");
+    }
+
+    #[test]
+    fn languages_section_shows_ratios_commands_and_gaps() {
+        use crate::languages::LanguageRow;
+        let ms = |p50_ms: f64| Latency {
+            runs: 20,
+            p50_ms,
+            p95_ms: 2.0 * p50_ms,
+            p99_ms: 2.0 * p50_ms,
+            mean_ms: p50_ms,
+        };
+        let row = |name, not_at_rest| LanguageRow {
+            name,
+            version: "gcc 12.2.0".into(),
+            direct: "gcc main.c && ./main".into(),
+            sandboxed: "gcc main.c && /tmp/.build/main".into(),
+            warm: false,
+            paths: vec![
+                (Via::Direct, ms(100.0)),
+                (Via::Run, ms(250.0)),
+                (Via::ToolsCall, ms(50.0)),
+            ],
+            not_at_rest,
+            unprepared: 0,
+        };
+        let figures = LanguageFigures {
+            rounds: 20,
+            warmup: 2,
+            pool_size: 8,
+            rows: vec![row("c", 0), row("go", 3)],
+            not_offered: vec!["java"],
+            unknown: vec!["perl".into()],
+        };
+        let mut md = String::new();
+        languages_md(&figures, &mut md);
+        assert!(
+            md.contains("| c | direct spawn | 100.0 (1.00x) | 200.0 (1.00x) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| c | POST /run | 250.0 (2.50x) | 500.0 (2.50x) |"),
+            "{md}"
+        );
+        assert!(md.contains("| go | tools/call | 50.0 (0.50x) |"), "{md}");
+        assert!(
+            md.contains(
+                "| c | gcc 12.2.0 | `gcc main.c && ./main` | gcc main.c && /tmp/.build/main |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("**go: 3 runs went ahead"), "{md}");
+        assert!(!md.contains("**c:"), "{md}");
+        assert!(md.contains("toolchain missing?): java."), "{md}");
+        assert!(md.contains("no hello world in the bench: perl."), "{md}");
     }
 
     #[test]
