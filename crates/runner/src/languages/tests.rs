@@ -188,12 +188,18 @@ run = ["sh", "{file}"]
 "#,
     );
     let mut languages = Languages::load(Some(operator.path()), &context()).unwrap();
-    languages.keep_only(&["two".to_owned()], "the image").unwrap();
+    languages
+        .keep_only(&["two".to_owned()], "the image")
+        .unwrap();
     assert_eq!(languages.names(), ["two"]);
     let none = languages.keep_only(&["three".to_owned()], "the image");
     assert!(matches!(none, Err(LanguagesError::Empty(_))));
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("image.json"), r#"{"languages": ["c", "go"]}"#).unwrap();
+    std::fs::write(
+        dir.path().join("image.json"),
+        r#"{"languages": ["c", "go"]}"#,
+    )
+    .unwrap();
     assert_eq!(
         sandbox_image::languages(dir.path()),
         Some(vec!["c".to_owned(), "go".to_owned()])
