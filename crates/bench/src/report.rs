@@ -560,7 +560,12 @@ fn languages_md(f: &LanguageFigures, md: &mut String) {
                 ),
                 None => (format!("{:.1}", l.p50_ms), format!("{:.1}", l.p95_ms)),
             };
-            let _ = writeln!(md, "| {} | {} | {p50} | {p95} |", row.name, via.label());
+            let _ = writeln!(
+                md,
+                "| {} | {} | {p50} | {p95} |",
+                row.name,
+                language_path(*via)
+            );
         }
     }
     md.push_str(
@@ -580,6 +585,15 @@ fn languages_md(f: &LanguageFigures, md: &mut String) {
     }
     md.push('\n');
     languages_notes(f, md);
+}
+
+/// A path's row heading in the "Languages" section.
+fn language_path(via: Via) -> &'static str {
+    match via {
+        Via::Direct => "(a) direct command",
+        Via::Run => "(b) POST /run",
+        Via::ToolsCall => "(c) tools/call",
+    }
 }
 
 /// What a languages run left out or could not hold.
@@ -813,14 +827,17 @@ mod tests {
         let mut md = String::new();
         languages_md(&figures, &mut md);
         assert!(
-            md.contains("| c | direct spawn | 100.0 (1.00x) | 200.0 (1.00x) |"),
+            md.contains("| c | (a) direct command | 100.0 (1.00x) | 200.0 (1.00x) |"),
             "{md}"
         );
         assert!(
-            md.contains("| c | POST /run | 250.0 (2.50x) | 500.0 (2.50x) |"),
+            md.contains("| c | (b) POST /run | 250.0 (2.50x) | 500.0 (2.50x) |"),
             "{md}"
         );
-        assert!(md.contains("| go | tools/call | 50.0 (0.50x) |"), "{md}");
+        assert!(
+            md.contains("| go | (c) tools/call | 50.0 (0.50x) |"),
+            "{md}"
+        );
         assert!(
             md.contains(
                 "| c | gcc 12.2.0 | `gcc main.c && ./main` | gcc main.c && /tmp/.build/main |"
