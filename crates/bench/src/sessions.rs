@@ -292,9 +292,13 @@ async fn interleaved(
 async fn busy_loop(api: &RunnerApi, runner_pid: u32, rest: Duration) -> anyhow::Result<BusyLoop> {
     quiet(api).await?;
     api.in_session(|id| async move {
+        // The run ends (and the session is stopped) only once the loop has exec'd, so
+        // that its command line is the loop's when it is looked for.
         let start = format!(
-            "{} '{}' >/dev/null 2>&1 & echo $!",
+            "{} '{}' >/dev/null 2>&1 & pid=$!; \
+             until grep -qs '{}' /proc/$pid/cmdline; do :; done; echo $pid",
             BUSY_LOOP[0..2].join(" "),
+            BUSY_LOOP[2],
             BUSY_LOOP[2]
         );
         let answer = api.session_run(&id, &Lang::BASH, &start).await?;
