@@ -502,3 +502,16 @@ async fn java_runs_the_first_class_whatever_its_name_or_package() {
         "the loader's frames are not shown: {out}"
     );
 }
+
+#[tokio::test]
+async fn a_shared_toolchain_path_is_read_only_and_private() {
+    let runner = Runner::start();
+    let code = "ls /etc/java-17-openjdk/security >/dev/null && echo seen; \
+                touch /etc/java-17-openjdk/planted 2>/dev/null && echo wrote; \
+                rm -f /etc/java-17-openjdk/security/java.security 2>/dev/null && echo removed; \
+                echo done";
+    let out = runner.run("bash", code).await;
+    assert_eq!(stdout(&out), "seen\ndone\n", "{out}");
+    assert!(!std::path::Path::new("/etc/java-17-openjdk/planted").exists());
+    assert!(std::path::Path::new("/etc/java-17-openjdk/security/java.security").exists());
+}

@@ -97,6 +97,8 @@ impl Language {
 #[derive(Debug, Clone)]
 pub struct Languages {
     offered: Vec<Language>,
+    /// The host paths the offered languages share into sandboxes, sorted, once.
+    shared: Vec<PathBuf>,
 }
 
 impl Languages {
@@ -120,7 +122,7 @@ impl Languages {
         }
         let names: Vec<&str> = offered.iter().map(|l| l.name().as_str()).collect();
         tracing::info!(languages = %names.join(", "), "languages offered");
-        Ok(Languages { offered })
+        Ok(Languages::of(offered))
     }
 
     /// The rows as written: the built-in ones, changed by the operator's file.
@@ -146,16 +148,19 @@ impl Languages {
         for language in &gone {
             tracing::warn!(language = %language.name(), reason = %format!("not in {place}"), "language left out");
         }
-        self.offered = kept;
-        if self.offered.is_empty() {
+        if kept.is_empty() {
             return Err(LanguagesError::Empty(format!("{place} holds none of them")));
         }
+        *self = Languages::of(kept);
         Ok(())
     }
 
-    /// The table of `languages`, as they are (for tests and embedding programs).
-    pub fn from_offered(offered: Vec<Language>) -> Languages {
-        Languages { offered }
+    /// The table of `offered`, with the paths they share worked out.
+    fn of(offered: Vec<Language>) -> Languages {
+        let mut shared: Vec<PathBuf> = offered.iter().flat_map(|l| l.share.clone()).collect();
+        shared.sort();
+        shared.dedup();
+        Languages { offered, shared }
     }
 
     /// The language called `name`, or why not (naming those offered).
@@ -185,11 +190,8 @@ impl Languages {
     }
 
     /// The host paths every sandbox is shown for the offered languages.
-    pub fn shared_paths(&self) -> Vec<PathBuf> {
-        let mut paths: Vec<PathBuf> = self.offered.iter().flat_map(|l| l.share.clone()).collect();
-        paths.sort();
-        paths.dedup();
-        paths
+    pub fn shared_paths(&self) -> &[PathBuf] {
+        &self.shared
     }
 
     /// The languages with a warm-start loader, in table order: those a warm sandbox

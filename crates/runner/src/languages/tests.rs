@@ -78,6 +78,22 @@ fn bad_files_are_refused_with_the_reason() {
         ("[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nsurprise = 1", "unknown field"),
         ("remove = [\"cobol\"]", "no language cobol"),
         (
+            "[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nshare = [\"/proc/self\"]",
+            "share: /proc/self",
+        ),
+        (
+            "[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nshare = [\"/etc/../home/sandbox\"]",
+            "share: /etc/../home",
+        ),
+        (
+            "[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nshare = [\"etc/ssl\"]",
+            "share: etc/ssl",
+        ),
+        (
+            "[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nshare = [\"/\"]",
+            "share: /",
+        ),
+        (
             "[[language]]\nname = \"x\"\nfile = \"a\"\nloader = { kind = \"node\", command = [\"node\"] }",
             "{loader}",
         ),

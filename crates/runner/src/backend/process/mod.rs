@@ -254,7 +254,7 @@ impl ProcessBackend {
             fsize_bytes: self.config.tmpfs_bytes.saturating_mul(2),
             packages: self.config.packages.clone(),
             deps: deps_dir,
-            shared: self.config.languages.shared_paths(),
+            shared: self.config.languages.shared_paths().to_vec(),
         };
         match start(&spec).await {
             Ok((child, channel, stderr)) => {
