@@ -2,127 +2,15 @@
 //! program that reads the empty stdin, exit codes, compile errors, timeouts and the
 //! memory limit; the table in `/health`; an operator's languages file; sessions of a
 //! compiled language and of TypeScript; and hostile programs aimed at the compile step.
-//! It runs on either backend (`RUNNER_BACKEND`, as api.rs does).
+//! The same programs (tests/common/programs.rs) run in a guest in vm.rs, one language
+//! after the other with TCG's longer compile timeouts.
 
 mod common;
 
+use common::programs::{broken, forever, hello, hog, COMPILED, LANGUAGES};
 use common::{exit_code, stderr, stdout, Options, Runner};
 use serde_json::{json, Value};
 use std::io::Write;
-
-/// The eight built-in languages.
-const LANGUAGES: [&str; 8] = [
-    "bash",
-    "python",
-    "node",
-    "typescript",
-    "c",
-    "cpp",
-    "go",
-    "java",
-];
-
-/// The compiled ones (by a command or by their loader).
-const COMPILED: [&str; 5] = ["typescript", "c", "cpp", "go", "java"];
-
-/// A program in `lang` that prints `hello <lang>`, reads its whole stdin and prints how
-/// many bytes came (0: the stdin is empty, never a terminal or a hang), then exits 3.
-fn hello(lang: &str) -> &'static str {
-    match lang {
-        "bash" => "echo hello bash; echo $(cat | wc -c); exit 3",
-        "python" => "import sys\nprint('hello python')\nprint(len(sys.stdin.read()))\nsys.exit(3)",
-        "node" => {
-            "console.log('hello node');\n\
-             console.log(require('fs').readFileSync(0).length);\nprocess.exit(3);"
-        }
-        "typescript" => {
-            "const greeting: string = 'hello typescript';\nconsole.log(greeting);\n\
-             const input: Buffer = require('fs').readFileSync(0);\n\
-             console.log(input.length);\nprocess.exit(3);"
-        }
-        "c" => {
-            "#include <stdio.h>\nint main(void) {\n  puts(\"hello c\");\n  int n = 0;\n  \
-             while (getchar() != EOF) n++;\n  printf(\"%d\\n\", n);\n  return 3;\n}\n"
-        }
-        "cpp" => {
-            "#include <iostream>\n#include <string>\nint main() {\n  \
-             std::cout << \"hello cpp\" << std::endl;\n  std::string all, line;\n  \
-             while (std::getline(std::cin, line)) all += line;\n  \
-             std::cout << all.size() << std::endl;\n  return 3;\n}\n"
-        }
-        "go" => {
-            "package main\n\nimport (\n\t\"fmt\"\n\t\"io\"\n\t\"os\"\n)\n\nfunc main() {\n\t\
-             fmt.Println(\"hello go\")\n\tdata, _ := io.ReadAll(os.Stdin)\n\t\
-             fmt.Println(len(data))\n\tos.Exit(3)\n}\n"
-        }
-        "java" => {
-            "public class Main {\n  public static void main(String[] args) throws Exception {\n    \
-             System.out.println(\"hello java\");\n    \
-             System.out.println(System.in.readAllBytes().length);\n    System.exit(3);\n  }\n}\n"
-        }
-        other => panic!("no hello for {other}"),
-    }
-}
-
-/// A program of `lang` that does not compile.
-fn broken(lang: &str) -> &'static str {
-    match lang {
-        "typescript" => "const x: number = ;\n",
-        "c" => "int main(void) { return undeclared; }\n",
-        "cpp" => "int main() { std::vector<int> v; }\n",
-        "go" => "package main\n\nfunc main() { x := 1 }\n",
-        "java" => "public class Main { public static void main(String[] a) { int x = \"s\"; } }\n",
-        other => panic!("no broken program for {other}"),
-    }
-}
-
-/// A program of `lang` that never ends.
-fn forever(lang: &str) -> &'static str {
-    match lang {
-        "bash" => "while :; do :; done",
-        "python" => "while True: pass",
-        "node" => "for (;;) {}",
-        "typescript" => "let n: number = 0;\nfor (;;) { n++; }",
-        "c" => "int main(void) { for (;;) {} }\n",
-        "cpp" => "int main() { volatile int n = 0; for (;;) { n++; } }\n",
-        "go" => "package main\n\nfunc main() {\n\tfor {\n\t}\n}\n",
-        "java" => "class Main { public static void main(String[] a) { for (;;) {} } }\n",
-        other => panic!("no endless program for {other}"),
-    }
-}
-
-/// A program of `lang` that touches 600 MiB, over every sandbox's 256 MiB.
-fn hog(lang: &str) -> &'static str {
-    match lang {
-        "bash" => "x=$(head -c 629145600 /dev/zero | tr '\\0' a); echo ${#x}",
-        "python" => "b = bytearray(600 << 20)\nprint(len(b))",
-        "node" => "const b = Buffer.alloc(600 << 20, 1); console.log(b.length);",
-        "typescript" => "const b: Buffer = Buffer.alloc(600 << 20, 1);\nconsole.log(b.length);",
-        "c" => {
-            "#include <stdlib.h>\n#include <stdio.h>\nint main(void) {\n  \
-             size_t n = (size_t)600 << 20;\n  volatile char *p = malloc(n);\n  \
-             if (!p) return 2;\n  for (size_t i = 0; i < n; i += 4096) p[i] = 1;\n  \
-             long sum = 0;\n  for (size_t i = 0; i < n; i += 4096) sum += p[i];\n  \
-             printf(\"%ld\\n\", sum);\n  return 0;\n}\n"
-        }
-        "cpp" => {
-            "#include <vector>\n#include <iostream>\nint main() {\n  \
-             std::vector<char> v((size_t)600 << 20, 1);\n  \
-             std::cout << (int)v.back() << std::endl;\n}\n"
-        }
-        "go" => {
-            "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tb := make([]byte, 600<<20)\n\t\
-             for i := range b {\n\t\tb[i] = 1\n\t}\n\tfmt.Println(len(b))\n}\n"
-        }
-        "java" => {
-            "class Main { public static void main(String[] a) {\n  \
-             byte[][] b = new byte[60][];\n  \
-             for (int i = 0; i < 60; i++) { b[i] = new byte[10 << 20]; b[i][0] = 1; }\n  \
-             System.out.println(b.length);\n} }\n"
-        }
-        other => panic!("no hog for {other}"),
-    }
-}
 
 fn flag(out: &Value, name: &str) -> bool {
     out[name]

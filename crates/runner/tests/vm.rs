@@ -6,7 +6,9 @@
 
 mod common;
 
+use common::programs::{broken, forever, hello, hog, COMPILED, LANGUAGES};
 use common::{exit_code, host_processes_with, instance_cgroups, stderr, stdout, Options, Runner};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -123,43 +125,6 @@ fn image_build_is_cached_and_complete() {
     println!("{}", String::from_utf8_lossy(&again.stdout));
 }
 
-#[tokio::test]
-async fn hello_in_each_language_and_exit_codes() {
-    let _serial = SERIAL.lock().await;
-    let runner = vm_runner(1, &state_dir("hello"));
-    for (lang, code, expected) in [
-        ("bash", "echo 1", "1\n"),
-        ("python", "print(1)", "1\n"),
-        ("node", "console.log(1)", "1\n"),
-    ] {
-        let out = runner.run(lang, code).await;
-        assert_eq!(stdout(&out), expected, "{lang}: {out}");
-        assert_eq!(exit_code(&out), 0, "{out}");
-        assert_eq!(out["oomKilled"], false, "{out}");
-        assert_eq!(out["timedOut"], false, "{out}");
-    }
-    let failing = runner
-        .run("python", "import sys; print('x'); sys.exit(3)")
-        .await;
-    assert_eq!(exit_code(&failing), 3, "{failing}");
-    let signalled = runner.run("bash", "kill -SEGV $$").await;
-    assert_eq!(exit_code(&signalled), 139, "{signalled}");
-    assert_eq!(runner.health().await["backend"], "vm");
-}
-
-/// The built-in languages: the image holds the toolchains of all of them (the README's
-/// test command installs them on the host).
-const LANGUAGES: [&str; 8] = [
-    "bash",
-    "python",
-    "node",
-    "typescript",
-    "c",
-    "cpp",
-    "go",
-    "java",
-];
-
 /// How many times its built-in compile timeout a compile step gets in a TCG guest.
 /// Measured there (one emulated vCPU, half of it the sandbox's; 2026-12-04): a hello
 /// world takes gcc 3.4 s, g++ 16.6 s, `go build` 23.6 s, javac alone 19.8 s; a Java
@@ -197,35 +162,32 @@ fn slow_guest_languages() -> PathBuf {
     path
 }
 
-/// A program in `lang` that prints `hello <lang>`.
-fn hello(lang: &str) -> &'static str {
-    match lang {
-        "bash" => "echo hello bash",
-        "python" => "print('hello python')",
-        "node" => "console.log('hello node')",
-        "typescript" => "const greeting: string = 'hello typescript';\nconsole.log(greeting);",
-        "c" => "#include <stdio.h>\nint main(void) { puts(\"hello c\"); return 0; }\n",
-        "cpp" => "#include <iostream>\nint main() { std::cout << \"hello cpp\" << std::endl; }\n",
-        "go" => "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello go\") }\n",
-        "java" => {
-            "public class Main {\n  public static void main(String[] args) {\n    \
-             System.out.println(\"hello java\");\n  }\n}\n"
-        }
-        other => panic!("no hello for {other}"),
-    }
+/// Asks `runner` to run `code` in `lang`, bounded by [`REQUEST_BOUND`].
+async fn run_bounded(runner: &Runner, lang: &str, code: &str, timeout_ms: u64) -> Value {
+    tokio::time::timeout(
+        REQUEST_BOUND,
+        runner.run_with_timeout(lang, code, Some(timeout_ms)),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{lang}: no answer in {REQUEST_BOUND:?}"))
 }
 
-/// Hello world in every language the runner offers, each in a VM prepared for another
-/// language (a pool of one is refilled for the language just asked for), then a C
-/// program that does not compile: the image holds every offered toolchain (headers,
-/// the alternatives links such as `/usr/bin/java`, Java's configuration in /etc).
+/// Every language the runner offers, in a guest, as languages.rs tests them on the
+/// process backend: hello (the empty stdin read to its end, exit code 3), a program that
+/// does not compile, one that never ends (stopped at its timeout, the compile not
+/// counted in it) and one that wants 600 MiB (stopped at the sandbox's memory). The
+/// image holds every offered toolchain (headers, the alternatives links such as
+/// `/usr/bin/java`, Java's configuration in /etc). One language after the other: the
+/// pool of two prepares the next guest for the language just asked for (its loader
+/// warmed up while the other guest runs), as it would for a caller's traffic.
 #[tokio::test]
-async fn hello_in_every_offered_language_and_a_compile_error() {
+async fn every_language_in_a_guest_hello_stdin_exit_codes_compile_errors_timeouts_memory() {
     let _serial = SERIAL.lock().await;
     let languages = slow_guest_languages();
     let languages = languages.to_str().expect("a UTF-8 path");
-    let runner = vm_runner_with(1, &state_dir("languages"), &["--languages", languages]);
+    let runner = vm_runner_with(2, &state_dir("languages"), &["--languages", languages]);
     let health = runner.health().await;
+    assert_eq!(health["backend"], "vm", "{health}");
     let offered: Vec<&str> = health["languages"]
         .as_array()
         .expect("languages")
@@ -234,54 +196,43 @@ async fn hello_in_every_offered_language_and_a_compile_error() {
         .collect();
     assert_eq!(offered, LANGUAGES, "{health}");
     let started = Instant::now();
-    for lang in offered {
+    for lang in LANGUAGES {
         let asked = Instant::now();
-        let out = tokio::time::timeout(
-            REQUEST_BOUND,
-            runner.run_with_timeout(lang, hello(lang), Some(60_000)),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("{lang}: no answer in {REQUEST_BOUND:?}"));
-        assert_eq!(stdout(&out), format!("hello {lang}\n"), "{lang}: {out}");
-        assert_eq!(exit_code(&out), 0, "{lang}: {out}");
+        let out = run_bounded(&runner, lang, hello(lang), 60_000).await;
+        assert_eq!(stdout(&out), format!("hello {lang}\n0\n"), "{lang}: {out}");
+        assert_eq!(exit_code(&out), 3, "{lang}: {out}");
         assert_eq!(out["compileError"], false, "{lang}: {out}");
+        if COMPILED.contains(&lang) {
+            let out = run_bounded(&runner, lang, broken(lang), 60_000).await;
+            assert_eq!(out["compileError"], true, "{lang}: {out}");
+            assert_ne!(exit_code(&out), 0, "{lang}: {out}");
+            assert!(!stderr(&out).is_empty(), "{lang}: diagnostics: {out}");
+            assert_eq!(stdout(&out), "", "{lang}: nothing ran: {out}");
+        }
+        let out = run_bounded(&runner, lang, forever(lang), 2000).await;
+        assert_eq!(out["timedOut"], true, "{lang}: {out}");
+        assert_eq!(exit_code(&out), 137, "{lang}: {out}");
+        assert_eq!(out["compileError"], false, "{lang}: {out}");
+        let ms = out["durationMs"].as_u64().expect("durationMs");
+        assert!(
+            (2000..2000 + 60_000).contains(&ms),
+            "{lang}: ran {ms} ms: {out}"
+        );
+        let out = run_bounded(&runner, lang, hog(lang), 60_000).await;
+        let stopped = out["oomKilled"] == true || stderr(&out).contains("OutOfMemoryError");
+        assert!(stopped, "{lang}: {out}");
+        assert_ne!(exit_code(&out), 0, "{lang}: {out}");
+        assert!(!stdout(&out).contains("629145600"), "{lang}: {out}");
         println!(
-            "vm: {lang} hello answered in {:.1} s (durationMs {})",
-            asked.elapsed().as_secs_f64(),
-            out["durationMs"]
+            "vm: {lang} answered its programs in {:.1} s",
+            asked.elapsed().as_secs_f64()
         );
     }
-    let broken = tokio::time::timeout(
-        REQUEST_BOUND,
-        runner.run("c", "int main(void) { return undeclared; }\n"),
-    )
-    .await
-    .expect("an answer to the broken program");
-    assert_eq!(broken["compileError"], true, "{broken}");
-    assert_ne!(exit_code(&broken), 0, "{broken}");
-    assert!(stderr(&broken).contains("undeclared"), "{broken}");
     println!(
-        "vm: {} languages and a compile error in {:.1} s",
+        "vm: {} languages in {:.1} s",
         LANGUAGES.len(),
         started.elapsed().as_secs_f64()
     );
-}
-
-#[tokio::test]
-async fn the_timeout_ends_the_program() {
-    let _serial = SERIAL.lock().await;
-    let runner = vm_runner(1, &state_dir("timeout"));
-    let out = runner
-        .run_with_timeout(
-            "bash",
-            "echo started; sleep 100 & while true; do :; done",
-            Some(2000),
-        )
-        .await;
-    assert_eq!(out["timedOut"], true, "{out}");
-    assert_eq!(exit_code(&out), 137, "{out}");
-    assert_eq!(stdout(&out), "started\n", "{out}");
-    assert!(out["durationMs"].as_u64().unwrap_or(0) >= 2000, "{out}");
 }
 
 /// Inside the guest the sandbox is a cgroup v2 of the guest kernel, made by the init

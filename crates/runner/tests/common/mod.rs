@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod programs;
+
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
