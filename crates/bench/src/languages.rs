@@ -581,6 +581,7 @@ mod tests {
             compile_timeout_ms: 0,
             warm: false,
             keeps_state: false,
+            memory_mb: None,
         }
     }
 

@@ -429,6 +429,7 @@ mod tests {
             compile_timeout_ms: if compile.is_some() { 30_000 } else { 0 },
             warm: false,
             keeps_state: false,
+            memory_mb: None,
         }
     }
 

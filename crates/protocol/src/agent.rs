@@ -280,6 +280,7 @@ mod tests {
             env: Default::default(),
             compile_timeout_ms: 0,
             loader: None,
+            memory_mb: None,
         }
     }
 

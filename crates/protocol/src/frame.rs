@@ -87,6 +87,7 @@ mod tests {
                 env: Default::default(),
                 compile_timeout_ms: 0,
                 loader: None,
+                memory_mb: None,
             },
             code: "print('é\\n')\0".into(),
             timeout_ms: 5,

@@ -43,6 +43,11 @@ pub struct Recipe {
     /// The program started ahead of a job, which waits for it (a warm start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loader: Option<Loader>,
+    /// The sandbox's memory for this language, in MiB, when its row asks for more than
+    /// every sandbox has: the runner raises the sandbox's limit to it before the job
+    /// (the agent does not read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -112,6 +117,10 @@ pub struct LanguageInfo {
     /// Whether a session's runs of it share one process, which keeps their variables.
     #[serde(default)]
     pub keeps_state: bool,
+    /// The memory of a sandbox running it (compile and program), in MiB (absent from
+    /// runners older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
 }
 
 /// The languages every runner offered before runners listed theirs.
@@ -125,6 +134,7 @@ pub fn classic() -> Vec<LanguageInfo> {
         compile_timeout_ms: 0,
         warm,
         keeps_state: warm,
+        memory_mb: None,
     };
     vec![
         info(Lang::BASH, "bash", "main.sh", false),
@@ -151,6 +161,7 @@ mod tests {
             env: BTreeMap::new(),
             compile_timeout_ms: 30_000,
             loader: None,
+            memory_mb: None,
         };
         let text = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<Recipe>(&text).unwrap(), c);
@@ -164,6 +175,7 @@ mod tests {
                 kind: LoaderKind::Java,
                 command: vec!["java".into(), LOADER_FILE.into()],
             }),
+            memory_mb: None,
         };
         let text = serde_json::to_string(&java).unwrap();
         assert_eq!(serde_json::from_str::<Recipe>(&text).unwrap(), java);

@@ -260,6 +260,51 @@ requires = ["/usr/bin/g++"]
     assert_eq!(exit_code(&out), 0, "{out}");
 }
 
+/// A row may give its sandboxes more memory than every sandbox has (a toolchain that
+/// needs it): its programs get it, the other languages' do not.
+#[tokio::test]
+async fn a_row_with_more_memory_gets_it_and_the_others_keep_theirs() {
+    common::require_packages();
+    if common::without_resource_limits("a_row_with_more_memory_gets_it_and_the_others_keep_theirs")
+    {
+        return;
+    }
+    let (runner, _file) = runner_with_languages(
+        r#"
+[[language]]
+name = "bigpython"
+file = "main.py"
+run = ["python3", "{file}"]
+loader = { kind = "python", command = ["python3", "-c", "{loader}"] }
+memory_mb = 640
+requires = ["/usr/bin/python3"]
+version = ["python3", "--version"]
+"#,
+    );
+    let health = runner.health().await;
+    let memory = |name: &str| {
+        health["languages"]
+            .as_array()
+            .and_then(|all| all.iter().find(|l| l["name"] == name))
+            .map(|l| l["memoryMb"].clone())
+    };
+    assert_eq!(memory("bigpython"), Some(json!(640)), "{health}");
+    assert_eq!(memory("python"), Some(json!(256)), "{health}");
+    let big = "b = bytearray(400 << 20)\nprint(len(b))";
+    let out = runner
+        .run_with_timeout("bigpython", big, Some(20_000))
+        .await;
+    assert_eq!(stdout(&out), "419430400\n", "{out}");
+    assert!(!flag(&out, "oomKilled"), "{out}");
+    let beyond = "b = bytearray(800 << 20)\nprint(len(b))";
+    let out = runner
+        .run_with_timeout("bigpython", beyond, Some(20_000))
+        .await;
+    assert!(flag(&out, "oomKilled"), "its own limit holds: {out}");
+    let out = runner.run_with_timeout("python", big, Some(20_000)).await;
+    assert!(flag(&out, "oomKilled"), "python keeps 256 MiB: {out}");
+}
+
 #[tokio::test]
 async fn a_java_program_cannot_forge_its_compile_report() {
     common::require_packages();

@@ -39,6 +39,7 @@ fn job() -> Job {
             env: Default::default(),
             compile_timeout_ms: 0,
             loader: None,
+            memory_mb: None,
         },
         code: "echo restored".into(),
         timeout_ms: 1000,

@@ -330,6 +330,16 @@ impl Cgroup {
         }
     }
 
+    /// Raises the memory limit to `memory_bytes` (a language whose row asks for more
+    /// than every sandbox gets). Never lowers it: a value at or below the current limit
+    /// is the caller's mistake, refused by the kernel when usage is above it.
+    pub fn raise_memory(&self, memory_bytes: u64) -> Result<(), CgroupError> {
+        match self.version {
+            Version::V1 => v1::raise_memory(&*self.fs, &self.dirs, memory_bytes),
+            Version::V2 => write(&*self.fs, &self.dirs[0].join("memory.max"), memory_bytes),
+        }
+    }
+
     /// The `cgroup.procs` files a process writes its pid to, to join this cgroup.
     pub fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()

@@ -133,6 +133,22 @@ impl CgroupFs for FakeTree {
         if !path.is_file() {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
+        // As the kernel: v1's memory limit may not exceed memory+swap's, nor memory+swap's
+        // go below the memory limit.
+        let sibling = |name: &str| -> u64 {
+            let text = fs::read_to_string(path.with_file_name(name)).unwrap_or_default();
+            text.trim().parse().unwrap_or(u64::MAX)
+        };
+        let value_n: u64 = value.trim().parse().unwrap_or(u64::MAX);
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let refused = match name {
+            "memory.limit_in_bytes" => value_n > sibling("memory.memsw.limit_in_bytes"),
+            "memory.memsw.limit_in_bytes" => value_n < sibling("memory.limit_in_bytes"),
+            _ => false,
+        };
+        if refused {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
         fs::write(path, value)?;
         let mut writes = self.writes.lock().unwrap();
         writes.push((path.to_owned(), value.to_owned()));
@@ -215,6 +231,42 @@ fn v2_gets_its_controllers_enabled_and_a_cgroup_its_limits() {
     assert!(!tree.mount.join(dir).exists());
     hierarchy.remove_instance().unwrap();
     assert!(!tree.mount.join("sandbox-runner/r1").exists());
+}
+
+#[test]
+fn a_raised_memory_limit_is_split_and_written_in_the_order_the_kernel_takes() {
+    let tree = FakeTree::new(Version::V1, true);
+    let hierarchy = tree.hierarchy("r1").unwrap();
+    let cgroup = hierarchy.create("sb1", &limits()).unwrap();
+    cgroup.raise_memory(1024 * MIB).unwrap();
+    let written = |file: &str| tree.written(&format!("memory/sandbox-runner/r1/sb1/{file}"));
+    let sockets = 1024 * MIB / 16;
+    let rest = 1024 * MIB - sockets;
+    assert_eq!(written("memory.limit_in_bytes"), Some(rest.to_string()));
+    assert_eq!(
+        written("memory.memsw.limit_in_bytes"),
+        Some(rest.to_string())
+    );
+    assert_eq!(
+        written("memory.kmem.tcp.limit_in_bytes"),
+        Some(sockets.to_string())
+    );
+    // The fake holds the kernel's rule: memory first, then memory+swap, is refused.
+    let dir = tree.mount.join("memory/sandbox-runner/r1/sb1");
+    let too_big = (2048 * MIB).to_string();
+    assert!(CgroupFs::write(&*tree, &dir.join("memory.limit_in_bytes"), &too_big).is_err());
+
+    let tree = FakeTree::new(Version::V2, true);
+    let cgroup = tree
+        .hierarchy("r1")
+        .unwrap()
+        .create("sb1", &limits())
+        .unwrap();
+    cgroup.raise_memory(1024 * MIB).unwrap();
+    assert_eq!(
+        tree.written("sandbox-runner/r1/sb1/memory.max"),
+        Some((1024 * MIB).to_string())
+    );
 }
 
 #[test]

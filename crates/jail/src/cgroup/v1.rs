@@ -64,6 +64,25 @@ pub(super) fn set_limits(
     Ok(())
 }
 
+/// Raises a cgroup's memory to `memory_bytes` (split as [`set_limits`] splits it). The
+/// kernel wants `memory.limit_in_bytes` at most `memory.memsw.limit_in_bytes`: when
+/// both grow, the second grows first.
+pub(super) fn raise_memory(
+    fs: &dyn CgroupFs,
+    dirs: &[PathBuf],
+    memory_bytes: u64,
+) -> Result<(), CgroupError> {
+    let mem = dir(dirs, "memory");
+    let sockets = memory_bytes / SOCKET_SHARE;
+    let rest = memory_bytes - sockets;
+    let memsw = mem.join("memory.memsw.limit_in_bytes");
+    if fs.exists(&memsw) {
+        write(fs, &memsw, rest)?;
+    }
+    write(fs, &mem.join("memory.limit_in_bytes"), rest)?;
+    write(fs, &mem.join("memory.kmem.tcp.limit_in_bytes"), sockets)
+}
+
 /// The file whose `oom_kill` line counts the cgroup's OOM kills.
 pub(super) fn oom_control(dirs: &[PathBuf]) -> PathBuf {
     dir(dirs, "memory").join("memory.oom_control")

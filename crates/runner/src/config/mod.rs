@@ -389,6 +389,7 @@ impl SandboxArgs {
             if let Some(present) = sandbox_image::languages(&image) {
                 languages.keep_only(&present, &format!("the VM image {}", image.display()))?;
             }
+            languages.without_own_memory()?;
         }
         let languages = Arc::new(languages);
         let backend = match self.backend {

@@ -142,14 +142,45 @@ impl Languages {
     /// Leaves out the languages `present` does not name (those a VM image lacks the
     /// toolchain of), saying so in the log; an error when none is left.
     pub fn keep_only(&mut self, present: &[String], place: &str) -> Result<(), LanguagesError> {
-        let (kept, gone): (Vec<Language>, Vec<Language>) = std::mem::take(&mut self.offered)
-            .into_iter()
-            .partition(|l| present.iter().any(|p| p == l.name().as_str()));
-        for language in &gone {
-            tracing::warn!(language = %language.name(), reason = %format!("not in {place}"), "language left out");
+        let not_in = format!("not in {place}");
+        self.retain(
+            |l| (!present.iter().any(|p| p == l.name().as_str())).then(|| not_in.clone()),
+            &format!("{place} holds none of them"),
+        )
+    }
+
+    /// Leaves out the languages whose row asks for more memory than every sandbox has:
+    /// on the vm backend, whose guests get their memory when they boot, before anyone
+    /// knows the language of the run they will take.
+    pub fn without_own_memory(&mut self) -> Result<(), LanguagesError> {
+        self.retain(
+            |l| {
+                l.recipe.memory_mb.map(|mb| {
+                    format!("its row asks for {mb} MiB, and a VM's memory is set when it boots")
+                })
+            },
+            "every one asks for memory of its own, which VMs cannot have",
+        )
+    }
+
+    /// Keeps the languages `left_out` gives no reason for, logging the others' reasons;
+    /// `if_none` says why when none is kept.
+    fn retain(
+        &mut self,
+        left_out: impl Fn(&Language) -> Option<String>,
+        if_none: &str,
+    ) -> Result<(), LanguagesError> {
+        let mut kept = Vec::new();
+        for language in std::mem::take(&mut self.offered) {
+            match left_out(&language) {
+                Some(reason) => {
+                    tracing::warn!(language = %language.name(), %reason, "language left out")
+                }
+                None => kept.push(language),
+            }
         }
         if kept.is_empty() {
-            return Err(LanguagesError::Empty(format!("{place} holds none of them")));
+            return Err(LanguagesError::Empty(if_none.to_owned()));
         }
         *self = Languages::of(kept);
         Ok(())

@@ -20,6 +20,8 @@ const MEMORY_PLACEHOLDER: &str = "{memory_mb}";
 const DEFAULT_COMPILE_TIMEOUT_MS: u64 = 30_000;
 /// The longest compile step a row may ask for, ms.
 const MAX_COMPILE_TIMEOUT_MS: u64 = 600_000;
+/// The most memory a row may ask for its sandboxes, MiB.
+const MAX_MEMORY_MB: u64 = 65_536;
 
 /// A languages file: rows to add or replace (by name), and built-in names to remove.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -53,6 +55,10 @@ pub struct Row {
     /// How long a compile may take, ms (default 30 s for compiled languages).
     #[serde(default)]
     pub compile_timeout_ms: Option<u64>,
+    /// The memory of its sandboxes (compile and program), MiB, where its toolchain needs
+    /// more than every sandbox has (less is ignored: a row cannot lower the limit).
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
     /// A warm start: which of the agent's loaders, and the command that starts it.
     #[serde(default)]
     pub loader: Option<Loader>,
@@ -165,6 +171,9 @@ impl Row {
                 "compile_timeout_ms must be between 1 and {MAX_COMPILE_TIMEOUT_MS}"
             ));
         }
+        if self.memory_mb.is_some_and(|m| m == 0 || m > MAX_MEMORY_MB) {
+            return Err(format!("memory_mb must be between 1 and {MAX_MEMORY_MB}"));
+        }
         Ok(())
     }
 
@@ -185,8 +194,9 @@ impl Row {
 
     /// The offered language, its toolchain's version being `version`.
     pub fn language(&self, version: String, context: &Context) -> Language {
+        let memory_mb = self.memory_mb.unwrap_or(0).max(context.memory_mb);
         let fill = |arg: &String| {
-            arg.replace(MEMORY_PLACEHOLDER, &context.memory_mb.to_string())
+            arg.replace(MEMORY_PLACEHOLDER, &memory_mb.to_string())
                 .replace(PACKAGES_PLACEHOLDER, PACKAGES)
         };
         let fill_all = |args: &[String]| args.iter().map(fill).collect::<Vec<_>>();
@@ -206,6 +216,7 @@ impl Row {
                 kind: l.kind,
                 command: fill_all(&l.command),
             }),
+            memory_mb: (memory_mb > context.memory_mb).then_some(memory_mb),
         };
         let shown = |args: &[String]| {
             args.iter()
@@ -228,6 +239,7 @@ impl Row {
             compile_timeout_ms,
             warm: self.loader.is_some(),
             keeps_state: self.loader.as_ref().is_some_and(|l| l.kind.resident()),
+            memory_mb: Some(memory_mb),
         };
         Language {
             recipe,

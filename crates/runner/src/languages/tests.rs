@@ -101,6 +101,10 @@ fn bad_files_are_refused_with_the_reason() {
             "[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\n[[language]]\nname = \"x\"\nfile = \"b\"\nrun = [\"y\"]",
             "twice",
         ),
+        (
+            "[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nmemory_mb = 0",
+            "memory_mb must be between 1 and 65536",
+        ),
     ] {
         let operator = file(text);
         let error = Languages::rows(Some(operator.path())).unwrap_err().to_string();
@@ -184,6 +188,48 @@ fn placeholders_are_filled_for_the_sandbox() {
         Row::on_host(&ts.requires[1], &context).unwrap(),
         "/store/sets/k/node/node_modules/typescript/package.json"
     );
+}
+
+#[test]
+fn a_row_s_own_memory_only_ever_raises_the_sandbox_s_and_vms_leave_it_out() {
+    let operator = file(
+        r#"
+[[language]]
+name = "big"
+file = "Main.java"
+loader = { kind = "java", command = ["java", "-XX:MaxRAM={memory_mb}m", "{loader_file}"] }
+memory_mb = 1024
+
+[[language]]
+name = "small"
+file = "main.sh"
+run = ["sh", "{file}"]
+memory_mb = 64
+"#,
+    );
+    let mut languages = Languages::load(Some(operator.path()), &context()).unwrap();
+    let big = languages.get("big").unwrap();
+    assert_eq!(big.recipe.memory_mb, Some(1024));
+    assert_eq!(big.info.memory_mb, Some(1024));
+    let command = &big.recipe.loader.as_ref().unwrap().command;
+    assert!(
+        command.contains(&"-XX:MaxRAM=1024m".to_owned()),
+        "{command:?}"
+    );
+    let small = languages.get("small").unwrap();
+    assert_eq!(small.recipe.memory_mb, None, "a row cannot lower the limit");
+    assert_eq!(small.info.memory_mb, Some(256));
+    let bash = languages.get("bash").unwrap();
+    assert_eq!(
+        (bash.recipe.memory_mb, bash.info.memory_mb),
+        (None, Some(256))
+    );
+    languages.without_own_memory().unwrap();
+    assert!(
+        languages.get("big").is_err(),
+        "a VM's memory is set at boot"
+    );
+    assert!(languages.get("small").is_ok());
 }
 
 #[test]

@@ -39,6 +39,7 @@ fn job(lang: Lang) -> Job {
             env: Default::default(),
             compile_timeout_ms: 0,
             loader: None,
+            memory_mb: None,
         },
         code: String::new(),
         timeout_ms: 1000,

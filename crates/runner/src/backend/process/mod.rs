@@ -513,6 +513,12 @@ impl ProcessSandbox {
     /// Sends the job and waits for the result. A one-shot sandbox is spent after it
     /// ([`destroy`](Self::destroy) must follow); a session's takes the next.
     pub async fn run(&mut self, job: Job) -> Result<RunOutcome, ProcessError> {
+        // A language whose toolchain needs more memory: the limit grows before the job
+        // (and stays so for a session's later runs: it is never lowered under a
+        // program's feet).
+        if let (Some(mb), Some(cgroup)) = (job.recipe.memory_mb, &self.cgroup) {
+            cgroup.raise_memory(mb * 1024 * 1024)?;
+        }
         let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE).await;
         // The cgroup's count covers the sandbox's life; a session's sandbox runs more
         // than one job.
