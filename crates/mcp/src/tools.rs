@@ -128,6 +128,11 @@ pub fn sandbox_resources(limits: &Limits) -> String {
 
 fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> String {
     let program = a_program(info);
+    // A language whose row gives it more memory says so.
+    let own = Limits {
+        memory_mb: info.memory_mb.unwrap_or(limits.memory_mb),
+        ..limits.clone()
+    };
     let compile = match info.compile_timeout_ms {
         0 => String::new(),
         ms => format!(" Compiling may take up to {ms} ms more."),
@@ -146,7 +151,7 @@ fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) ->
          last lines with the number of lines and bytes left out. Print the results you want to see.{compile} {how}",
         kept = kept(info),
         how = how_it_runs(info),
-        resources = sandbox_resources(limits),
+        resources = sandbox_resources(&own),
         max = limits.max_timeout_ms,
         cap = bytes(limits.output_cap_bytes),
     )
@@ -465,9 +470,18 @@ mod tests {
             "gcc -O2 -o ./main main.c",
             "compileError",
             "30000 ms",
+            "256 MB of memory",
         ] {
             assert!(text.contains(needle), "{needle:?} missing from {text}");
         }
+        // A row that gives its sandboxes more memory: its tool says how much.
+        let big = LanguageInfo {
+            memory_mb: Some(640),
+            ..c
+        };
+        let tool = definition(&big, &Limits::default(), &Packages::default(), DEFAULT);
+        let text = tool.description.as_deref().unwrap_or_default();
+        assert!(text.contains("640 MB of memory"), "{text}");
     }
 
     #[test]
