@@ -310,23 +310,6 @@ async fn the_guest_has_no_network_interface_but_lo() {
 }
 
 #[tokio::test]
-async fn nothing_passes_from_one_run_to_the_next() {
-    let _serial = SERIAL.lock().await;
-    let runner = vm_runner(1, &state_dir("next"));
-    let first = runner
-        .run("bash", "echo mark > /tmp/mark; echo mark > ~/mark; echo mark > /dev/shm/mark; ls /tmp ~ /dev/shm")
-        .await;
-    assert_eq!(stdout(&first).matches("mark").count(), 3, "{first}");
-    let next = runner
-        .run(
-            "bash",
-            "ls -A /tmp ~ /dev/shm | grep -c mark; echo x > /usr/x || echo read-only",
-        )
-        .await;
-    assert_eq!(stdout(&next), "0\nread-only\n", "{next}");
-}
-
-#[tokio::test]
 async fn destroy_leaves_nothing_on_the_host() {
     let _serial = SERIAL.lock().await;
     let state = state_dir("destroy");
