@@ -1,5 +1,5 @@
 //! The HTTP API: `POST /run`, the sessions (see [`crate::session::routes`]),
-//! `GET /health`, `GET /metrics`, and JSON errors.
+//! `GET /health` and `GET /health/live` (see [`health`]), `GET /metrics`, and JSON errors.
 //!
 //! Handlers are thin: decode and validate, hand the job to the pool, map the outcome.
 
@@ -7,18 +7,20 @@ use crate::auth::{require_bearer, Token};
 use crate::backend::{Backend, RunOutcome};
 use crate::config::RunnerConfig;
 use crate::deps::InlineDeps;
+use crate::lifecycle::Lifecycle;
 use crate::metrics::{Metrics, Outcome};
 use crate::pool::{Pool, SandboxFactory};
 use crate::session::Sessions;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use sandbox_protocol::agent::{Job, OutputCaps};
-use sandbox_protocol::api::{defaults, Health, RunRequest, RunResponse};
+use sandbox_protocol::api::{defaults, RunRequest, RunResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,32 +28,26 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 mod error;
+pub mod health;
 pub use error::ApiError;
 
 /// JSON escaping can make a program's text up to six times longer on the wire.
 const JSON_OVERHEAD: usize = 6;
 
-/// What the handlers share; `B` makes the sandboxes (the real [`Backend`], or a fake in
-/// the router's unit tests).
-pub struct AppState<B: SandboxFactory = Backend> {
-    /// Validated settings.
-    pub config: RunnerConfig,
-    /// The warm pool.
-    pub pool: Pool<B>,
-    /// The metrics.
-    pub metrics: Metrics,
-    /// The backend's name, for /health.
-    pub backend: &'static str,
-    /// The sessions.
-    pub sessions: Arc<Sessions<B::Sandbox>>,
+/// What a runner has before its pool has made a sandbox: shared by the router it
+/// serves while starting ([`health::starting`]) and the one it serves after.
+pub struct Base {
     /// How programs' inline dependencies are resolved, or why they are refused.
     pub deps: InlineDeps,
-    next_request: AtomicU64,
+    /// Its instance id, its drain and the requests in flight.
+    pub lifecycle: Arc<Lifecycle>,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
 }
 
-impl<B: SandboxFactory> AppState<B> {
-    /// The state of a runner.
-    pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str) -> Self {
+impl Base {
+    /// What a runner with `config` and `lifecycle` starts from.
+    pub fn new(config: &RunnerConfig, lifecycle: Arc<Lifecycle>) -> Self {
         let packages = &config.sandbox.packages;
         match &packages.set {
             Some(set) => tracing::info!(
@@ -66,19 +62,46 @@ impl<B: SandboxFactory> AppState<B> {
                  `sandbox-runner packages build` builds one (numpy, pandas, matplotlib, ...)"
             ),
         }
+        Base {
+            deps: InlineDeps::new(&config.sandbox),
+            lifecycle,
+            metrics: Arc::new(Metrics::new()),
+        }
+    }
+}
+
+/// What the handlers share; `B` makes the sandboxes (the real [`Backend`], or a fake in
+/// the router's unit tests).
+pub struct AppState<B: SandboxFactory = Backend> {
+    /// Validated settings.
+    pub config: RunnerConfig,
+    /// The warm pool.
+    pub pool: Pool<B>,
+    /// What the runner had before its pool: inline dependencies, lifecycle, metrics.
+    pub base: Base,
+    /// The backend's name, for /health.
+    pub backend: &'static str,
+    /// The sessions.
+    pub sessions: Arc<Sessions<B::Sandbox>>,
+    next_request: AtomicU64,
+}
+
+impl<B: SandboxFactory> AppState<B> {
+    /// The state of a runner.
+    pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str, base: Base) -> Self {
         AppState {
             sessions: Arc::new(Sessions::new(config.sessions)),
-            deps: InlineDeps::new(&config.sandbox),
             config,
             pool,
-            metrics: Metrics::new(),
+            base,
             backend,
             next_request: AtomicU64::new(1),
         }
     }
 }
 
-/// The runner's routes, with auth on `/run` and the sessions when a token is configured.
+/// The runner's routes, with auth on `/run` and the sessions when a token is configured;
+/// their requests count as in flight (a drain waits for them).
 pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     let body_limit = state.config.code_cap_bytes.saturating_mul(JSON_OVERHEAD) + 64 * 1024;
     let mut protected =
@@ -91,14 +114,39 @@ pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
         let token = Token(Arc::from(token.as_str()));
         protected = protected.route_layer(middleware::from_fn_with_state(token, require_bearer));
     }
+    // Outermost, so that a request counts from its headers on, its auth check included.
+    protected = protected.route_layer(middleware::from_fn_with_state(
+        state.base.lifecycle.clone(),
+        count_in_flight,
+    ));
     Router::new()
         .merge(protected)
-        .route("/health", get(health::<B>))
+        .route("/health", get(health::health::<B>))
         .route("/metrics", get(metrics::<B>))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(body_limit))
-        .with_state(state)
+        .with_state(state.clone())
+        .merge(health::live_route(state.base.lifecycle.clone()))
+}
+
+/// Counts the request as in flight until its answer is made.
+async fn count_in_flight(
+    State(lifecycle): State<Arc<Lifecycle>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let _in_flight = lifecycle.enter();
+    next.run(request).await
+}
+
+/// Refuses a new run or session once the runner drains: nothing has been started.
+pub fn refuse_when_draining(lifecycle: &Lifecycle) -> Result<(), ApiError> {
+    if lifecycle.is_draining() {
+        Err(ApiError::Draining)
+    } else {
+        Ok(())
+    }
 }
 
 async fn run<B: SandboxFactory>(
@@ -108,6 +156,10 @@ async fn run<B: SandboxFactory>(
     let body = body_bytes(body, code_limit(&state.config))?;
     let job = parse_run(&body, &state.config)?;
     let lang = job.lang.clone();
+    if let Err(e) = refuse_when_draining(&state.base.lifecycle) {
+        state.base.metrics.record(&lang, Outcome::Draining, None);
+        return Err(e);
+    }
     let id = state.next_request.fetch_add(1, Ordering::Relaxed);
     execute(&state, job)
         .instrument(tracing::info_span!("run", id, %lang))
@@ -147,15 +199,28 @@ async fn execute<B: SandboxFactory>(
 ) -> Result<RunResponse, ApiError> {
     let started = Instant::now();
     let lang = job.lang.clone();
-    let deps = state.deps.resolve(&job).await?;
-    let lease = match state.pool.acquire(&lang).await {
+    let deps = state.base.deps.resolve(&job).await?;
+    // A request still waiting for a sandbox when the drain begins leaves the queue with
+    // 503 `draining`: nothing has started, another runner can take it.
+    let acquired = tokio::select! {
+        biased;
+        () = state.base.lifecycle.draining() => Err(ApiError::Draining),
+        acquired = state.pool.acquire(&lang) => acquired.map_err(ApiError::from),
+    };
+    let lease = match acquired {
         Ok(lease) => lease,
         Err(e) => {
-            state.metrics.record(&lang, Outcome::Rejected, None);
+            let counted = if matches!(e, ApiError::Draining) {
+                Outcome::Draining
+            } else {
+                Outcome::Rejected
+            };
+            state.base.metrics.record(&lang, counted, None);
             tracing::info!(error = %e, "rejected");
-            return Err(e.into());
+            return Err(e);
         }
     };
+    state.base.metrics.program_started(&lang);
     // The run goes on in its own task, so that its sandbox is always destroyed; a client
     // that goes away drops this handler, and with it `gone`, which ends the run.
     let (gone, client_gone) = oneshot::channel::<()>();
@@ -172,21 +237,21 @@ async fn execute<B: SandboxFactory>(
     let outcome = match result {
         Ok(Some(Ok(outcome))) => outcome,
         Ok(None) => {
-            state.metrics.record(&lang, Outcome::Error, seconds);
+            state.base.metrics.record(&lang, Outcome::Error, seconds);
             return Err(ApiError::Cancelled);
         }
         Ok(Some(Err(e))) => {
-            state.metrics.record(&lang, Outcome::Error, seconds);
+            state.base.metrics.record(&lang, Outcome::Error, seconds);
             tracing::error!(error = %e, "run failed");
             return Err(ApiError::Sandbox(Box::new(e)));
         }
         Err(e) => {
-            state.metrics.record(&lang, Outcome::Error, seconds);
+            state.base.metrics.record(&lang, Outcome::Error, seconds);
             return Err(e.into());
         }
     };
     let counted = classify(&outcome);
-    state.metrics.record(&lang, counted, seconds);
+    state.base.metrics.record(&lang, counted, seconds);
     tracing::info!(outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
     Ok(to_response(outcome, false))
 }
@@ -295,29 +360,14 @@ pub fn to_response(outcome: RunOutcome, session: bool) -> RunResponse {
     }
 }
 
-async fn health<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> Json<Health> {
+async fn metrics<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> impl IntoResponse {
     let pool = state.pool.state();
-    Json(Health {
-        status: if pool.failing.is_some() && pool.available == 0 {
-            "degraded"
-        } else {
-            "ok"
-        }
-        .to_owned(),
-        pool_size: pool.size,
-        available: pool.available,
-        backend: state.backend.to_owned(),
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        limits: Some(state.config.limits.clone()),
-        sessions: Some(state.sessions.count()),
-        max_sessions: Some(state.sessions.config().max_sessions),
-        packages: Some(state.deps.describe(&state.config.sandbox.packages)),
-        languages: Some(state.config.sandbox.languages.infos()),
-    })
+    let readiness = health::readiness(&pool, &state.base.lifecycle);
+    metrics_answer(state.base.metrics.render(&pool, &readiness))
 }
 
-async fn metrics<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> impl IntoResponse {
-    let body = state.metrics.render(&state.pool.state());
+/// The text exposition as `/metrics` answers it.
+fn metrics_answer(body: String) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
@@ -354,6 +404,17 @@ mod tests {
 
     /// A router over a pool of `size` fake sandboxes whose runs take `run_time`.
     async fn router_with(fake: &Fake, size: usize, queue_size: usize) -> Router {
+        let life = Arc::new(Lifecycle::with_id("test".into()));
+        router_living(fake, size, queue_size, life).await
+    }
+
+    /// The same, living `life`.
+    async fn router_living(
+        fake: &Fake,
+        size: usize,
+        queue_size: usize,
+        life: Arc<Lifecycle>,
+    ) -> Router {
         let argv = [
             "sandbox-runner",
             "--token",
@@ -371,7 +432,8 @@ mod tests {
         let pool = Pool::start(Arc::new(fake.clone()), pool_config, warm)
             .await
             .expect("pool");
-        router(Arc::new(AppState::new(config, pool, "fake")))
+        let base = Base::new(&config, life);
+        router(Arc::new(AppState::new(config, pool, "fake", base)))
     }
 
     async fn send(router: &Router, request: Request<Body>) -> (StatusCode, HeaderMap, Value) {
@@ -512,5 +574,62 @@ mod tests {
             .await
             .expect("answer");
         assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_draining_runner_refuses_new_runs_and_sessions_with_503_draining() {
+        let life = Arc::new(Lifecycle::with_id("0123".into()));
+        let router = router_living(&Fake::new(), 1, 4, life.clone()).await;
+        let get = |path: &str| Request::get(path).body(Body::empty()).expect("request");
+        let (status, _, health) = send(&router, get("/health")).await;
+        assert_eq!((status, &health["status"]), (StatusCode::OK, &json!("ok")));
+        assert_eq!(health["instanceId"], "0123");
+        life.begin_drain();
+        let (status, _, health) = send(&router, get("/health")).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(health["status"], "draining");
+        assert_eq!(health["poolSize"], 1, "every field stays: {health}");
+        let (status, _, live) = send(&router, get("/health/live")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(live, json!({"status": "alive", "instanceId": "0123"}));
+        let (status, headers, body) = send(&router, post_run(&run_body("1"), Some(TOKEN))).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"]["code"], "draining");
+        assert!(headers.contains_key(header::RETRY_AFTER));
+        let session = Request::post("/sessions")
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(Body::empty())
+            .expect("request");
+        let (status, _, body) = send(&router, session).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"]["code"], "draining");
+        assert_eq!(life.in_flight(), 0, "the refused requests left the count");
+    }
+
+    #[tokio::test]
+    async fn a_request_waiting_for_a_sandbox_when_the_drain_begins_gets_503_draining() {
+        let fake = Fake::new();
+        fake.log().run_time = Duration::from_secs(1);
+        let life = Arc::new(Lifecycle::with_id("x".into()));
+        let router = router_living(&fake, 1, 4, life.clone()).await;
+        let busy = tokio::spawn({
+            let router = router.clone();
+            async move { send(&router, post_run(&run_body("1"), Some(TOKEN))).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let waiting = tokio::spawn({
+            let router = router.clone();
+            async move { send(&router, post_run(&run_body("2"), Some(TOKEN))).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(life.in_flight(), 2);
+        life.begin_drain();
+        let (status, _, body) = waiting.await.expect("task");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["error"]["code"], "draining");
+        let (status, _, body) = busy.await.expect("task");
+        assert_eq!(status, StatusCode::OK, "the run in flight finishes: {body}");
+        assert_eq!(fake.log().runs.len(), 1, "the waiting one never ran");
+        life.idle().await;
     }
 }
