@@ -1,5 +1,5 @@
-//! The runner's HTTP API: `POST /run`, the sessions (`/sessions...`), `GET /health` and
-//! error bodies.
+//! The runner's HTTP API: `POST /run`, the sessions (`/sessions...`), `GET /health`,
+//! `GET /health/live` and error bodies.
 //!
 //! Field names are camelCase on the wire, as users and outside tests rely on them.
 
@@ -311,7 +311,10 @@ pub struct ErrorBody {
 /// The inside of an [`ErrorBody`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
-    /// A stable, machine-readable code such as `bad_request` or `pool_exhausted`.
+    /// A stable, machine-readable code such as `bad_request` or `pool_exhausted`. A 429
+    /// `pool_exhausted` or a 503 `queue_timeout`, `draining` (the runner got SIGTERM) or
+    /// `starting` (it has no sandbox yet) never started the program: the request may be
+    /// sent to another runner.
     pub code: String,
     /// A sentence for people.
     pub message: String,

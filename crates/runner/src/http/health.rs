@@ -50,24 +50,28 @@ pub(super) async fn health<B: SandboxFactory>(
 ) -> (StatusCode, Json<Health>) {
     let pool = state.pool.state();
     let mut health = describe(&state.config, state.backend, &state.base, &pool);
-    health.status = if state.base.lifecycle.is_draining() {
+    health.status = started_status(&pool, &state.base.lifecycle).to_owned();
+    health.sessions = Some(state.sessions.count());
+    answer(health)
+}
+
+/// The status of a started runner: draining once SIGTERM came, degraded when making
+/// sandboxes fails and none is warm, else ok.
+fn started_status(pool: &PoolState, lifecycle: &Lifecycle) -> &'static str {
+    if lifecycle.is_draining() {
         status::DRAINING
     } else if pool.failing.is_some() && pool.available == 0 {
         status::DEGRADED
     } else {
         status::OK
     }
-    .to_owned();
-    health.sessions = Some(state.sessions.count());
-    answer(health)
 }
 
-/// Whether a started runner's `/health` says `"ok"` (for `/metrics`).
+/// A started runner's life, for `/metrics`.
 pub(super) fn readiness(pool: &PoolState, lifecycle: &Lifecycle) -> Readiness {
-    let draining = lifecycle.is_draining();
     Readiness {
-        ready: !draining && (pool.failing.is_none() || pool.available > 0),
-        draining,
+        ready: started_status(pool, lifecycle) == status::OK,
+        draining: lifecycle.is_draining(),
         in_flight: lifecycle.in_flight(),
     }
 }
