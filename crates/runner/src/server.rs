@@ -14,8 +14,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-/// After the grace period, how long the callers of killed runs have to receive their answer.
+/// After the grace period, how long the callers of killed runs have to receive their
+/// answer; after the drain, how long the connections have to close.
 const KILLED_ANSWER_TIME: Duration = Duration::from_secs(2);
 
 /// Why a runner could not serve.
@@ -70,7 +72,7 @@ pub async fn serve(
         }
     });
     let (close_tx, mut close_rx) = watch::channel(false);
-    let mut serving = tokio::spawn(http_limits::serve(listener, app, config.http, async move {
+    let serving = tokio::spawn(http_limits::serve(listener, app, config.http, async move {
         let _ = close_rx.wait_for(|close| *close).await;
     }));
     let warm = config.sandbox.languages.warm();
@@ -90,6 +92,14 @@ pub async fn serve(
     lifecycle.draining().await;
     drain(&state, grace).await;
     let _ = close_tx.send(true);
+    reaper.abort();
+    stop(&state, serving).await;
+    Ok(())
+}
+
+/// Closes the listener (`serving` was told to), then ends the sessions and destroys
+/// every sandbox.
+async fn stop<S: SandboxFactory>(state: &AppState<S>, mut serving: JoinHandle<()>) {
     if tokio::time::timeout(KILLED_ANSWER_TIME, &mut serving)
         .await
         .is_err()
@@ -98,11 +108,9 @@ pub async fn serve(
         state.pool.abort_runs();
         serving.abort();
     }
-    reaper.abort();
     state.sessions.close_all().await;
     state.pool.shutdown().await;
     tracing::info!("stopped");
-    Ok(())
 }
 
 /// The drain, once SIGTERM or SIGINT came: the listener stays open, so that clients and
