@@ -46,7 +46,7 @@ pub fn make_backend(config: &SandboxConfig, sandboxes: usize) -> Result<Backend,
 }
 
 /// Serves the runner API on `listener` until `shutdown` completes, then drains (see
-/// [`drain`]) and destroys every sandbox.
+/// docs/operations.md) and destroys every sandbox.
 ///
 /// The listener answers at once: until the pool has made its first sandbox, `/health`
 /// says `"starting"` (503) and the API 503 `starting`. `on_ready` is called once the
