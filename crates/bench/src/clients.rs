@@ -196,16 +196,20 @@ impl RunnerApi {
         response.json().await.context("reading the answer")
     }
 
-    /// `GET /health`.
+    /// `GET /health`: 200 when ready, 503 with the same body when starting, degraded or
+    /// draining (its `status` says which).
     pub async fn health(&self) -> anyhow::Result<Health> {
         let response = self
             .http
             .get(format!("{}/health", self.base))
             .send()
             .await
-            .context("GET /health")?
-            .error_for_status()
             .context("GET /health")?;
+        let response = if response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+            response
+        } else {
+            response.error_for_status().context("GET /health")?
+        };
         response.json().await.context("reading /health")
     }
 

@@ -1,5 +1,5 @@
-//! The runner's HTTP API: `POST /run`, the sessions (`/sessions...`), `GET /health` and
-//! error bodies.
+//! The runner's HTTP API: `POST /run`, the sessions (`/sessions...`), `GET /health`,
+//! `GET /health/live` and error bodies.
 //!
 //! Field names are camelCase on the wire, as users and outside tests rely on them.
 
@@ -160,12 +160,27 @@ impl Default for Limits {
     }
 }
 
-/// The answer of `GET /health`.
+/// The answer of `GET /health`: whether to send this runner traffic.
+///
+/// The HTTP status follows `status`, so that an orchestrator's readiness probe (which
+/// reads only the status) understands it: 200 when `status` is [`health::OK`], 503 with
+/// this same body otherwise:
+/// - [`health::STARTING`]: the runner listens but its start-up work is not finished (its
+///   pool has not made its first warm sandbox yet);
+/// - [`health::DEGRADED`]: making sandboxes fails and none is warm;
+/// - [`health::DRAINING`]: the runner got SIGTERM or SIGINT: it takes no new run or
+///   session, finishes the runs in flight and exits.
+///
+/// `GET /health/live` answers [`Liveness`] with 200 whenever the process serves HTTP.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Health {
-    /// `"ok"` when sandboxes are being made, `"degraded"` when making them fails.
+    /// [`health::OK`], [`health::STARTING`], [`health::DEGRADED`] or [`health::DRAINING`].
     pub status: String,
+    /// This process's id: 32 random hex digits made at start, the same for the
+    /// process's life, new on every restart (absent from runners older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
     /// The number of sandboxes the pool keeps (warm plus in use).
     pub pool_size: usize,
     /// Warm sandboxes ready to take a job now.
@@ -191,6 +206,31 @@ pub struct Health {
     /// this field, which offer [`crate::language::classic`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub languages: Option<Vec<LanguageInfo>>,
+}
+
+/// The values of [`Health::status`].
+pub mod health {
+    /// Ready: send it traffic (HTTP 200).
+    pub const OK: &str = "ok";
+    /// Listening, but not ready yet (HTTP 503).
+    pub const STARTING: &str = "starting";
+    /// Making sandboxes fails and none is warm (HTTP 503).
+    pub const DEGRADED: &str = "degraded";
+    /// Shutting down: no new runs or sessions (HTTP 503).
+    pub const DRAINING: &str = "draining";
+    /// The status of `GET /health/live`.
+    pub const ALIVE: &str = "alive";
+}
+
+/// The answer of `GET /health/live` (always 200 while the process serves HTTP, even
+/// when it is starting, degraded or draining): for an orchestrator's liveness probe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Liveness {
+    /// Always [`health::ALIVE`].
+    pub status: String,
+    /// The same id as [`Health::instance_id`].
+    pub instance_id: String,
 }
 
 /// The packages a runner's sandboxes have, beyond each language's standard library.
@@ -271,7 +311,10 @@ pub struct ErrorBody {
 /// The inside of an [`ErrorBody`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
-    /// A stable, machine-readable code such as `bad_request` or `pool_exhausted`.
+    /// A stable, machine-readable code such as `bad_request` or `pool_exhausted`. A 429
+    /// `pool_exhausted` or a 503 `queue_timeout`, `draining` (the runner got SIGTERM) or
+    /// `starting` (it has no sandbox yet) never started the program: the request may be
+    /// sent to another runner.
     pub code: String,
     /// A sentence for people.
     pub message: String,

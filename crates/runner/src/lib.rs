@@ -20,6 +20,7 @@ pub mod http;
 #[cfg(feature = "image-builder")]
 pub mod image_cli;
 pub mod languages;
+pub mod lifecycle;
 pub mod metrics;
 pub mod multicall;
 pub mod oneshot;

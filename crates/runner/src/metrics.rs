@@ -1,4 +1,11 @@
-//! Prometheus metrics: runs by language and outcome, run durations, pool and queue.
+//! Prometheus metrics: runs by language and outcome, programs started, run durations,
+//! pool and queue, readiness and drain.
+//!
+//! `sandbox_runner_programs_started_total` counts each program handed to a sandbox
+//! (`POST /run` and a session's run) exactly once: the count of programs a runner ran.
+//! `sandbox_runner_runs_total` counts each answered run request once by outcome, the
+//! refused ones too (`rejected`: no sandbox free; `draining`: the runner drains), which
+//! started nothing.
 
 use crate::pool::PoolState;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -26,6 +33,8 @@ pub enum Outcome {
     Error,
     /// No sandbox was free (429/503).
     Rejected,
+    /// The runner drains (503): nothing was started.
+    Draining,
 }
 
 impl Outcome {
@@ -38,6 +47,7 @@ impl Outcome {
             Outcome::Oom => "oom",
             Outcome::Error => "error",
             Outcome::Rejected => "rejected",
+            Outcome::Draining => "draining",
         }
     }
 }
@@ -53,6 +63,17 @@ struct LangLabels {
     lang: String,
 }
 
+/// Where the runner is in its life, for the gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Readiness {
+    /// `/health` answers 200.
+    pub ready: bool,
+    /// SIGTERM or SIGINT came: the runner drains.
+    pub draining: bool,
+    /// API requests in flight (runs, sessions).
+    pub in_flight: usize,
+}
+
 fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
 }
@@ -61,10 +82,14 @@ fn duration_histogram() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     runs: Family<RunLabels, Counter>,
+    started: Family<LangLabels, Counter>,
     durations: Family<LangLabels, Histogram, fn() -> Histogram>,
     pool_size: Gauge,
     pool_available: Gauge,
     queue_length: Gauge,
+    ready: Gauge,
+    draining: Gauge,
+    in_flight: Gauge,
 }
 
 impl Default for Metrics {
@@ -79,6 +104,12 @@ impl Metrics {
         let mut registry = Registry::with_prefix("sandbox_runner");
         let runs = Family::<RunLabels, Counter>::default();
         registry.register("runs", "Runs by language and outcome", runs.clone());
+        let started = Family::<LangLabels, Counter>::default();
+        registry.register(
+            "programs_started",
+            "Programs handed to a sandbox, each counted once",
+            started.clone(),
+        );
         let durations = Family::<LangLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             duration_histogram,
         );
@@ -105,13 +136,27 @@ impl Metrics {
             "Requests waiting for a sandbox",
             queue_length.clone(),
         );
+        let [ready, draining, in_flight] = [
+            ("ready", "1 when GET /health answers 200 (ok), else 0"),
+            ("draining", "1 once SIGTERM or SIGINT came, else 0"),
+            ("requests_in_flight", "Run and session requests in flight"),
+        ]
+        .map(|(name, help)| {
+            let gauge = Gauge::default();
+            registry.register(name, help, gauge.clone());
+            gauge
+        });
         Metrics {
             registry,
             runs,
+            started,
             durations,
             pool_size,
             pool_available,
             queue_length,
+            ready,
+            draining,
+            in_flight,
         }
     }
 
@@ -130,8 +175,20 @@ impl Metrics {
         }
     }
 
-    /// The text exposition, with the pool gauges set from `pool`.
-    pub fn render(&self, pool: &PoolState) -> String {
+    /// Counts a program handed to a sandbox.
+    pub fn program_started(&self, lang: &Lang) {
+        let labels = LangLabels {
+            lang: lang.as_str().to_owned(),
+        };
+        self.started.get_or_create(&labels).inc();
+    }
+
+    /// The text exposition, with the pool gauges set from `pool` and the life gauges
+    /// from `readiness`.
+    pub fn render(&self, pool: &PoolState, readiness: &Readiness) -> String {
+        self.ready.set(i64::from(readiness.ready));
+        self.draining.set(i64::from(readiness.draining));
+        self.in_flight.set(readiness.in_flight as i64);
         self.pool_size.set(pool.size as i64);
         self.pool_available.set(pool.available as i64);
         self.queue_length.set(pool.waiting as i64);

@@ -1,19 +1,23 @@
-//! Starting and stopping a runner: backend, pool, HTTP server, graceful shutdown.
+//! Starting and stopping a runner: backend, pool, HTTP server (answering from the start,
+//! `"starting"` until the pool is ready), and the drain on SIGTERM/SIGINT.
 
 use crate::backend::process::ProcessBackend;
 use crate::backend::vm::VmBackend;
 use crate::backend::{Backend, BackendError};
 use crate::config::{BackendConfig, RunnerConfig, SandboxConfig};
-use crate::http::{router, AppState};
-use crate::pool::{Pool, PooledSandbox};
+use crate::http::{health, router, AppState, Base};
+use crate::lifecycle::Lifecycle;
+use crate::pool::{Pool, PooledSandbox, SandboxFactory};
 use crate::session::{Sessions, REAP_EVERY};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-/// After the grace period, how long the callers of killed runs have to receive their answer.
+/// After the grace period, how long the callers of killed runs have to receive their
+/// answer; after the drain, how long the connections have to close.
 const KILLED_ANSWER_TIME: Duration = Duration::from_secs(2);
 
 /// Why a runner could not serve.
@@ -25,6 +29,9 @@ pub enum ServeError {
     /// The backend started, but could not make the first sandbox.
     #[error("the runner cannot make sandboxes on this host: {0}")]
     FirstSandbox(BackendError),
+    /// The kernel gave no random bytes for the instance id.
+    #[error("making the instance id from /dev/urandom: {0}")]
+    InstanceId(std::io::Error),
 }
 
 /// Makes the backend a configuration names, for up to `sandboxes` at once.
@@ -38,55 +45,91 @@ pub fn make_backend(config: &SandboxConfig, sandboxes: usize) -> Result<Backend,
     }
 }
 
-/// Serves the runner API on `listener` until `shutdown` completes, then stops taking
-/// requests, lets runs in flight finish for at most the configured grace period (then
-/// kills them), and destroys every sandbox. `on_ready` is called once the pool has made
-/// its first sandbox, just before requests are served.
+/// Serves the runner API on `listener` until `shutdown` completes, then drains (see
+/// docs/operations.md) and destroys every sandbox.
+///
+/// The listener answers at once: until the pool has made its first sandbox, `/health`
+/// says `"starting"` (503) and the API 503 `starting`. `on_ready` is called once the
+/// pool has made its first sandbox and the runner's routes are served.
 pub async fn serve(
     config: RunnerConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(),
 ) -> Result<(), ServeError> {
+    let lifecycle = Arc::new(Lifecycle::new().map_err(ServeError::InstanceId)?);
+    tracing::info!(instance = lifecycle.instance_id(), "instance id");
     let backend = Arc::new(make_backend(&config.sandbox, config.sandboxes())?);
     let name = backend.name();
-    let warm = config.sandbox.languages.warm();
-    let pool = Pool::start(backend, config.pool, warm)
-        .await
-        .map_err(ServeError::FirstSandbox)?;
-    let grace = config.shutdown_grace;
-    let limits = config.http;
-    let state = Arc::new(AppState::new(config, pool, name));
-    let reaper = tokio::spawn(reap(state.sessions.clone()));
-    let app = router(state.clone());
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-    let mut graceful = stop_rx.clone();
-    let serving = http_limits::serve(listener, app, limits, async move {
-        let _ = graceful.wait_for(|stop| *stop).await;
-    });
-    on_ready();
-    let mut serving = std::pin::pin!(serving);
-    let mut forced = stop_rx;
-    tokio::select! {
-        () = &mut serving => {}
-        _ = async {
-            let _ = forced.wait_for(|stop| *stop).await;
-            tokio::time::sleep(grace).await;
-        } => {
-            tracing::warn!(?grace, "grace period over: killing the runs still in flight");
-            state.pool.abort_runs();
-            // Killed runs answer at once: let their callers hear it, then close the rest.
-            let _ = tokio::time::timeout(KILLED_ANSWER_TIME, serving).await;
+    let base = Base::new(&config, lifecycle.clone());
+    let ready = Arc::new(OnceLock::new());
+    let app = health::switch(health::starting(&config, name, &base), ready.clone());
+    tokio::spawn({
+        let lifecycle = lifecycle.clone();
+        async move {
+            shutdown.await;
+            lifecycle.begin_drain();
         }
-    }
+    });
+    let (close_tx, mut close_rx) = watch::channel(false);
+    let serving = tokio::spawn(http_limits::serve(listener, app, config.http, async move {
+        let _ = close_rx.wait_for(|close| *close).await;
+    }));
+    let warm = config.sandbox.languages.warm();
+    let pool = match Pool::start(backend, config.pool, warm).await {
+        Ok(pool) => pool,
+        Err(e) => {
+            let _ = close_tx.send(true);
+            let _ = serving.await;
+            return Err(ServeError::FirstSandbox(e));
+        }
+    };
+    let grace = config.shutdown_grace;
+    let state = Arc::new(AppState::new(config, pool, name, base));
+    let reaper = tokio::spawn(reap(state.sessions.clone()));
+    let _ = ready.set(router(state.clone()));
+    on_ready();
+    lifecycle.draining().await;
+    drain(&state, grace).await;
+    let _ = close_tx.send(true);
     reaper.abort();
+    stop(&state, serving).await;
+    Ok(())
+}
+
+/// Closes the listener (`serving` was told to), then ends the sessions and destroys
+/// every sandbox.
+async fn stop<S: SandboxFactory>(state: &AppState<S>, mut serving: JoinHandle<()>) {
+    if tokio::time::timeout(KILLED_ANSWER_TIME, &mut serving)
+        .await
+        .is_err()
+    {
+        // A request came in after the drain ended (a session's run): end it.
+        state.pool.abort_runs();
+        serving.abort();
+    }
     state.sessions.close_all().await;
     state.pool.shutdown().await;
-    Ok(())
+    tracing::info!("stopped");
+}
+
+/// The drain, once SIGTERM or SIGINT came: the listener stays open, so that clients and
+/// orchestrators hear `/health` say `"draining"` (503) and a new run or session is
+/// refused with 503 `draining` (nothing started: it may go to another runner). The
+/// requests in flight (runs, and the sessions' requests) go on for at most `grace`,
+/// then their runs are killed; it ends as soon as none is in flight.
+async fn drain<S: SandboxFactory>(state: &AppState<S>, grace: Duration) {
+    let lifecycle = &state.base.lifecycle;
+    tracing::info!(in_flight = lifecycle.in_flight(), ?grace, "draining");
+    if tokio::time::timeout(grace, lifecycle.idle()).await.is_err() {
+        tracing::warn!(
+            ?grace,
+            "grace period over: killing the runs still in flight"
+        );
+        state.pool.abort_runs();
+        // Killed runs answer at once: let their callers hear it.
+        let _ = tokio::time::timeout(KILLED_ANSWER_TIME, lifecycle.idle()).await;
+    }
 }
 
 /// Ends the sessions past their idle timeout or TTL, for the runner's life.

@@ -106,8 +106,11 @@ async fn sigterm_lets_runs_in_flight_finish_and_exits_zero() {
         .bearer_auth(common::TOKEN)
         .json(&json!({"lang": "bash", "code": "echo late"}))
         .send()
-        .await;
-    assert!(late.is_err(), "a stopping runner takes no new request");
+        .await
+        .expect("a draining runner still listens");
+    assert_eq!(late.status(), 503, "a draining runner takes no new run");
+    let late: serde_json::Value = late.json().await.expect("json");
+    assert_eq!(late["error"]["code"], "draining");
     let answer = in_flight
         .await
         .expect("task")

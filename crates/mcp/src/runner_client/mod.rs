@@ -271,7 +271,9 @@ impl RunnerClient {
         .await
     }
 
-    /// Asks the runner for its health; `Err` when it is unreachable or unhealthy.
+    /// Asks the runner for its health; `Err` when it is unreachable or answers something
+    /// else than its health. A runner that is starting, degraded or draining answers 503
+    /// with the same body as 200: `Ok`, and `status` says which.
     pub async fn health(&self) -> Result<Health, RunnerError> {
         let response = self
             .http
@@ -280,13 +282,19 @@ impl RunnerClient {
             .send()
             .await
             .map_err(transport_error)?;
-        if !response.status().is_success() {
+        let status = response.status();
+        if !status.is_success() && status != StatusCode::SERVICE_UNAVAILABLE {
             return Err(error_from(response).await);
         }
-        response
-            .json()
-            .await
-            .map_err(|e| RunnerError::Malformed(e.to_string()))
+        let body = response.bytes().await.map_err(transport_error)?;
+        match serde_json::from_slice::<Health>(&body) {
+            Ok(health) => Ok(health),
+            Err(e) if status.is_success() => Err(RunnerError::Malformed(e.to_string())),
+            // A 503 that is not a health body: a proxy's, or an older runner's error.
+            Err(_) => Err(RunnerError::Unreachable(format!(
+                "GET /health answered {status}"
+            ))),
+        }
     }
 }
 

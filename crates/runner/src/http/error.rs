@@ -33,8 +33,21 @@ pub enum ApiError {
     /// The run's task failed (500).
     #[error("the run's task failed: {0}")]
     RunTask(#[from] tokio::task::JoinError),
+    /// The runner drains (after SIGTERM/SIGINT): it takes no new run or session (503).
+    /// Nothing was started, so the caller may send the same request to another runner.
+    #[error(
+        "the runner is draining (shutting down): it takes no new runs or sessions; \
+         nothing was started, send the request to another runner"
+    )]
+    Draining,
+    /// The runner has not finished starting: its pool has no sandbox yet (503).
+    #[error("the runner is starting: it has no sandbox yet; nothing was started, retry shortly")]
+    Starting,
     /// No such endpoint (404).
-    #[error("no such endpoint: the runner serves POST /run, GET /health and GET /metrics")]
+    #[error(
+        "no such endpoint: the runner serves POST /run, the sessions, GET /health, \
+         GET /health/live and GET /metrics"
+    )]
     NotFound,
     /// The endpoint does not take this method (405).
     #[error("method not allowed on this endpoint")]
@@ -57,6 +70,8 @@ impl ApiError {
             ApiError::Sandbox(_) | ApiError::Cancelled | ApiError::RunTask(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
             }
+            ApiError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
+            ApiError::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Session(e) => session_status_and_code(e),
@@ -104,6 +119,8 @@ impl IntoResponse for ApiError {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
             ApiError::Busy(_)
+            | ApiError::Draining
+            | ApiError::Starting
             | ApiError::Session(SessionError::Acquire(_) | SessionError::TooMany(_)) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }

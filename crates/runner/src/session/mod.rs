@@ -22,7 +22,6 @@ use sandbox_protocol::agent::{AgentMessage, FileFailure, FileRequest, Job};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
 use sandbox_protocol::Lang;
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -170,7 +169,7 @@ impl<S: PooledSandbox> Sessions<S> {
             self.config.max_ttl,
         )?;
         let _opening = self.reserve()?;
-        let id = new_id().map_err(SessionError::Random)?;
+        let id = crate::lifecycle::random_id().map_err(SessionError::Random)?;
         let sandbox = pool.acquire(&Lang::BASH).await?.keep();
         let (ended, _) = watch::channel(false);
         let now = Instant::now();
@@ -423,13 +422,6 @@ pub fn check_path(path: &str) -> Result<(), SessionError> {
     } else {
         Err(SessionError::BadPath(path.to_owned()))
     }
-}
-
-/// 128 random bits from the kernel, as 32 hex digits.
-fn new_id() -> std::io::Result<String> {
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// A time as RFC 3339, UTC, to the millisecond.

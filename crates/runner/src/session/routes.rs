@@ -3,10 +3,15 @@
 //! the session's home folder: `PUT` and `GET /sessions/{id}/files/{path}` (raw bytes),
 //! `GET /sessions/{id}/files` (the listing). The router puts them behind the runner's
 //! bearer token.
+//!
+//! While the runner drains, `POST /sessions` is refused (503 `draining`); the sessions
+//! already open keep working (runs and files) until the runner exits, which it does as
+//! soon as no request is in flight, or when its shutdown grace is over.
 
 use super::{check_path, SessionError};
 use crate::http::{
-    body_bytes, classify, code_limit, decode_object, parse_run, to_response, ApiError, AppState,
+    body_bytes, classify, code_limit, decode_object, parse_run, refuse_when_draining, to_response,
+    ApiError, AppState,
 };
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
@@ -97,6 +102,7 @@ async fn create<B: SandboxFactory>(
 ) -> Result<(StatusCode, Json<SessionInfo>), ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
     let request = decode_create(&body)?;
+    refuse_when_draining(&state.base.lifecycle)?;
     let info = state.sessions.open(&state.pool, request).await?;
     tracing::info!(session = %info.id, "session opened");
     Ok((StatusCode::CREATED, Json(info)))
@@ -138,17 +144,20 @@ async fn run<B: SandboxFactory>(
     let job = parse_run(&body, &state.config)?;
     let lang = job.lang.clone();
     let started = Instant::now();
-    let deps = state.deps.resolve(&job).await?;
+    let deps = state.base.deps.resolve(&job).await?;
     let result = state.sessions.run(&id, job, deps).await;
     let seconds = Some(started.elapsed().as_secs_f64());
+    let metrics = &state.base.metrics;
     match result {
         Ok(outcome) => {
-            state.metrics.record(&lang, classify(&outcome), seconds);
+            metrics.program_started(&lang);
+            metrics.record(&lang, classify(&outcome), seconds);
             Ok(Json(to_response(outcome, true)))
         }
         Err(e) => {
             if matches!(e, SessionError::Sandbox(_)) {
-                state.metrics.record(&lang, Outcome::Error, seconds);
+                metrics.program_started(&lang);
+                metrics.record(&lang, Outcome::Error, seconds);
             }
             Err(e.into())
         }

@@ -237,10 +237,32 @@ impl Runner {
         }
     }
 
+    /// `GET /health`'s body: 200 when ready, 503 (same body) when starting, degraded or
+    /// draining.
     pub async fn health(&self) -> Value {
         let (status, body) = self.get("/health").await;
-        assert_eq!(status, 200);
-        serde_json::from_str(&body).expect("health JSON")
+        let health: Value = serde_json::from_str(&body).expect("health JSON");
+        let ok = health["status"] == "ok";
+        assert_eq!(status, if ok { 200 } else { 503 }, "{health}");
+        health
+    }
+
+    /// Sends SIGTERM without waiting: the runner drains.
+    pub fn terminate(&self) {
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM sent");
+    }
+
+    /// Its exit status, once it has exited within `within`.
+    pub async fn exited_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.service.try_wait().expect("wait") {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
     }
 
     /// SIGKILL: the runner gets no chance to clean up.
