@@ -22,9 +22,10 @@ pub enum ServeError {
     /// The backend cannot work on this host.
     #[error(transparent)]
     Backend(#[from] BackendError),
-    /// The backend started, but could not make the first sandbox.
-    #[error("the runner cannot make sandboxes on this host: {0}")]
-    FirstSandbox(BackendError),
+    /// The backend started, but could not make the first sandbox (in a container, the
+    /// second field says what the container lacks).
+    #[error("the runner cannot make sandboxes on this host: {0}{1}")]
+    FirstSandbox(BackendError, String),
 }
 
 /// Makes the backend a configuration names, for up to `sandboxes` at once.
@@ -35,6 +36,14 @@ pub fn make_backend(config: &SandboxConfig, sandboxes: usize) -> Result<Backend,
             sandboxes,
         )?))),
         BackendConfig::Vm(vm) => Ok(Backend::Vm(Box::new(VmBackend::new(vm.clone())?))),
+    }
+}
+
+/// What a container lacks, for a process backend in one; nothing otherwise.
+fn container_hint(config: &SandboxConfig) -> String {
+    match &config.backend {
+        BackendConfig::Process(process) => crate::container::hint(&process.cgroup_mount),
+        BackendConfig::Vm(_) => String::new(),
     }
 }
 
@@ -53,7 +62,7 @@ pub async fn serve(
     let warm = config.sandbox.languages.warm();
     let pool = Pool::start(backend, config.pool, warm)
         .await
-        .map_err(ServeError::FirstSandbox)?;
+        .map_err(|e| ServeError::FirstSandbox(e, container_hint(&config.sandbox)))?;
     let grace = config.shutdown_grace;
     let limits = config.http;
     let state = Arc::new(AppState::new(config, pool, name));

@@ -13,11 +13,14 @@
 //!   trees, making cgroups, removing what dead runners left), [`Cgroup`] (one cgroup:
 //!   joining, its OOM counter, kill and remove), [`CgroupLimits`], [`CgroupError`];
 //! - `delegated.rs`: finding and preparing an ordinary user's delegated subtree;
+//! - `container.rs`: a runner in a container, whose layout goes below the container's
+//!   own cgroup ([`Hierarchy::open`] does that by itself in a container);
 //! - `v1.rs` and `v2.rs`: what differs between the versions (finding the hierarchy,
 //!   enabling controllers, the limit files, the OOM counter's file, `cgroup.kill`);
 //! - `fs.rs`: every file access goes through [`CgroupFs`], which unit tests replace
 //!   with a fake tree in a temporary folder (`tests.rs`).
 
+mod container;
 mod delegated;
 mod fs;
 #[cfg(test)]
@@ -25,6 +28,7 @@ mod tests;
 mod v1;
 mod v2;
 
+pub use container::in_container;
 pub use delegated::{own_path, LEAF};
 pub use fs::{CgroupFs, HostFs};
 use nix::sys::signal::{kill, Signal};
@@ -60,6 +64,21 @@ pub enum CgroupError {
          cgroup.subtree_control are not writable)"
     )]
     NotDelegated(PathBuf),
+    /// The cgroup file system is mounted read-only (an unprivileged container).
+    #[error(
+        "the cgroup file system at {0} is read-only: the runner makes a cgroup per sandbox. \
+         In a container, run it privileged (docker run --privileged, Kubernetes \
+         securityContext.privileged: true), or mount the host's /sys/fs/cgroup read-write \
+         (docker run -v /sys/fs/cgroup:/sys/fs/cgroup:rw)"
+    )]
+    ReadOnly(PathBuf),
+    /// In a container: this process's own cgroup is not in what the mount shows.
+    #[error(
+        "in a container, the runner puts its cgroups below its own, but its cgroup (from \
+         /proc/self/cgroup) is not below what {0} shows (/proc/self/mountinfo): mount the \
+         cgroup file system of the container's cgroup namespace there"
+    )]
+    OwnCgroupNotVisible(PathBuf),
     /// A v2 controller could not be enabled for our subtree.
     #[error("cgroup v2 controller {controller} is not available in {path}")]
     MissingController {
@@ -155,9 +174,59 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     /// Finds the hierarchy under `mount` (normally `/sys/fs/cgroup`) and makes this
-    /// instance's folders at its root, with the controllers enabled (as root).
+    /// instance's folders at its root, with the controllers enabled (as root); in a
+    /// container ([`in_container`]), below the container's own cgroup instead
+    /// (`container.rs`).
     pub fn open(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
+        if in_container() {
+            return Self::open_in_container(mount, instance);
+        }
         Self::open_with(Arc::new(HostFs), mount, instance)
+    }
+
+    /// [`open`](Self::open) in a container: finds this process's own cgroup from
+    /// `/proc/self/cgroup` and `/proc/self/mountinfo`.
+    fn open_in_container(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
+        let read = |file: &str| {
+            std::fs::read_to_string(file).map_err(|source| CgroupError::Read {
+                path: PathBuf::from(file),
+                source,
+            })
+        };
+        let (cgroup, mountinfo) = (read("/proc/self/cgroup")?, read("/proc/self/mountinfo")?);
+        let fs: Arc<dyn CgroupFs> = Arc::new(HostFs);
+        let v2 = v2::detect(&*fs, mount);
+        let own = container::own_dirs(v2, mount, &cgroup, &mountinfo)?;
+        Self::open_below_with(fs, mount, &own, instance)
+    }
+
+    /// Makes this instance's folders below `own`, the own cgroup folders of a runner in
+    /// a container (one for v2; for v1, one per controller in [`v1::CONTROLLERS`]'
+    /// order), on the cgroup file systems `fs` gives access to. On v2 the own cgroup's
+    /// processes move to [`LEAF`] first, so that it may enable the controllers.
+    pub fn open_below_with(
+        fs: Arc<dyn CgroupFs>,
+        mount: &Path,
+        own: &[PathBuf],
+        instance: &str,
+    ) -> Result<Self, CgroupError> {
+        if v2::detect(&*fs, mount) {
+            let own = own
+                .first()
+                .ok_or_else(|| CgroupError::NoHierarchy(mount.to_owned()))?;
+            // A runner started again in the same container is in the leaf already.
+            let base = match own.parent() {
+                Some(parent) if own.ends_with(LEAF) => parent,
+                _ => own.as_path(),
+            };
+            container::prepare_v2(&*fs, base)?;
+            Self::make(fs, Version::V2, vec![base.join(TOP)], instance)
+        } else if v1::detect(&*fs, mount) && own.len() == v1::CONTROLLERS.len() {
+            let tops = own.iter().map(|dir| dir.join(TOP)).collect();
+            Self::make(fs, Version::V1, tops, instance)
+        } else {
+            Err(CgroupError::NoHierarchy(mount.to_owned()))
+        }
     }
 
     /// [`open`](Self::open) on the cgroup file systems `fs` gives access to.
@@ -409,6 +478,9 @@ fn make_dir(fs: &dyn CgroupFs, path: &Path) -> Result<(), CgroupError> {
     match fs.create_dir(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
+            Err(CgroupError::ReadOnly(path.to_owned()))
+        }
         Err(source) => Err(CgroupError::Create {
             path: path.to_owned(),
             source,
