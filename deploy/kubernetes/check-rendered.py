@@ -86,9 +86,14 @@ def check(docs):
         problems.append("no NetworkPolicy on the runners")
     for p in policies:
         for rule in p["spec"].get("ingress", []):
+            if not rule.get("from"):
+                problems.append(f"NetworkPolicy {p['metadata']['name']} admits every peer")
             for peer in rule.get("from", []):
-                if not peer:
-                    problems.append("a runner NetworkPolicy rule admits every peer")
+                pods = peer.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name")
+                namespaces = peer.get("namespaceSelector", {}).get("matchLabels", {})
+                # sandbox-mcp's pods, or (for /metrics) the monitoring namespace.
+                if pods != MCP and namespaces != {"kubernetes.io/metadata.name": "monitoring"}:
+                    problems.append(f"NetworkPolicy {p['metadata']['name']} admits {peer}")
 
     budgets = {
         b["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/name")
