@@ -26,8 +26,9 @@
 //! A read-only cgroup mount (an unprivileged container) stops the runner with a
 //! message saying how to give it one it may write ([`CgroupError::ReadOnly`]).
 
-use super::{delegated, v1, v2, CgroupError, CgroupFs};
+use super::{delegated, v1, v2, CgroupError, CgroupFs, Hierarchy, HostFs, Version, LEAF, TOP};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The inode of the host's first PID namespace (`PROC_PID_INIT_INO` in the kernel).
 const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
@@ -168,6 +169,53 @@ pub(super) fn prepare_v2(fs: &dyn CgroupFs, base: &Path) -> Result<(), CgroupErr
     super::make_dir(fs, &leaf)?;
     delegated::move_processes(fs, base, &leaf)?;
     v2::enable_controllers(fs, base)
+}
+
+impl Hierarchy {
+    /// [`open`](Self::open) in a container: finds this process's own cgroup from
+    /// `/proc/self/cgroup` and `/proc/self/mountinfo`.
+    pub(super) fn open_in_container(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
+        let read = |file: &str| {
+            std::fs::read_to_string(file).map_err(|source| CgroupError::Read {
+                path: PathBuf::from(file),
+                source,
+            })
+        };
+        let (cgroup, mountinfo) = (read("/proc/self/cgroup")?, read("/proc/self/mountinfo")?);
+        let fs: Arc<dyn CgroupFs> = Arc::new(HostFs);
+        let v2 = v2::detect(&*fs, mount);
+        let own = own_dirs(v2, mount, &cgroup, &mountinfo)?;
+        Self::open_below_with(fs, mount, &own, instance)
+    }
+
+    /// Makes this instance's folders below `own`, the own cgroup folders of a runner in
+    /// a container (one for v2; for v1, one per controller: memory, cpu, pids, in that
+    /// order), on the cgroup file systems `fs` gives access to. On v2 the own cgroup's
+    /// processes move to [`LEAF`] first, so that it may enable the controllers.
+    pub fn open_below_with(
+        fs: Arc<dyn CgroupFs>,
+        mount: &Path,
+        own: &[PathBuf],
+        instance: &str,
+    ) -> Result<Self, CgroupError> {
+        if v2::detect(&*fs, mount) {
+            let own = own
+                .first()
+                .ok_or_else(|| CgroupError::NoHierarchy(mount.to_owned()))?;
+            // A runner started again in the same container is in the leaf already.
+            let base = match own.parent() {
+                Some(parent) if own.ends_with(LEAF) => parent,
+                _ => own.as_path(),
+            };
+            prepare_v2(&*fs, base)?;
+            Self::make(fs, Version::V2, vec![base.join(TOP)], instance)
+        } else if v1::detect(&*fs, mount) && own.len() == v1::CONTROLLERS.len() {
+            let tops = own.iter().map(|dir| dir.join(TOP)).collect();
+            Self::make(fs, Version::V1, tops, instance)
+        } else {
+            Err(CgroupError::NoHierarchy(mount.to_owned()))
+        }
+    }
 }
 
 #[cfg(test)]

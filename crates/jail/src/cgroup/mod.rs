@@ -184,51 +184,6 @@ impl Hierarchy {
         Self::open_with(Arc::new(HostFs), mount, instance)
     }
 
-    /// [`open`](Self::open) in a container: finds this process's own cgroup from
-    /// `/proc/self/cgroup` and `/proc/self/mountinfo`.
-    fn open_in_container(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
-        let read = |file: &str| {
-            std::fs::read_to_string(file).map_err(|source| CgroupError::Read {
-                path: PathBuf::from(file),
-                source,
-            })
-        };
-        let (cgroup, mountinfo) = (read("/proc/self/cgroup")?, read("/proc/self/mountinfo")?);
-        let fs: Arc<dyn CgroupFs> = Arc::new(HostFs);
-        let v2 = v2::detect(&*fs, mount);
-        let own = container::own_dirs(v2, mount, &cgroup, &mountinfo)?;
-        Self::open_below_with(fs, mount, &own, instance)
-    }
-
-    /// Makes this instance's folders below `own`, the own cgroup folders of a runner in
-    /// a container (one for v2; for v1, one per controller in [`v1::CONTROLLERS`]'
-    /// order), on the cgroup file systems `fs` gives access to. On v2 the own cgroup's
-    /// processes move to [`LEAF`] first, so that it may enable the controllers.
-    pub fn open_below_with(
-        fs: Arc<dyn CgroupFs>,
-        mount: &Path,
-        own: &[PathBuf],
-        instance: &str,
-    ) -> Result<Self, CgroupError> {
-        if v2::detect(&*fs, mount) {
-            let own = own
-                .first()
-                .ok_or_else(|| CgroupError::NoHierarchy(mount.to_owned()))?;
-            // A runner started again in the same container is in the leaf already.
-            let base = match own.parent() {
-                Some(parent) if own.ends_with(LEAF) => parent,
-                _ => own.as_path(),
-            };
-            container::prepare_v2(&*fs, base)?;
-            Self::make(fs, Version::V2, vec![base.join(TOP)], instance)
-        } else if v1::detect(&*fs, mount) && own.len() == v1::CONTROLLERS.len() {
-            let tops = own.iter().map(|dir| dir.join(TOP)).collect();
-            Self::make(fs, Version::V1, tops, instance)
-        } else {
-            Err(CgroupError::NoHierarchy(mount.to_owned()))
-        }
-    }
-
     /// [`open`](Self::open) on the cgroup file systems `fs` gives access to.
     pub fn open_with(
         fs: Arc<dyn CgroupFs>,
