@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod backend;
 pub mod config;
+pub mod container;
 pub mod deps;
 pub mod http;
 #[cfg(feature = "image-builder")]

@@ -26,9 +26,10 @@ pub enum ServeError {
     /// The backend cannot work on this host.
     #[error(transparent)]
     Backend(#[from] BackendError),
-    /// The backend started, but could not make the first sandbox.
-    #[error("the runner cannot make sandboxes on this host: {0}")]
-    FirstSandbox(BackendError),
+    /// The backend started, but could not make the first sandbox (in a container, the
+    /// second field says what the container lacks).
+    #[error("the runner cannot make sandboxes on this host: {0}{1}")]
+    FirstSandbox(BackendError, String),
     /// The kernel gave no random bytes for the instance id.
     #[error("making the instance id from /dev/urandom: {0}")]
     InstanceId(std::io::Error),
@@ -42,6 +43,14 @@ pub fn make_backend(config: &SandboxConfig, sandboxes: usize) -> Result<Backend,
             sandboxes,
         )?))),
         BackendConfig::Vm(vm) => Ok(Backend::Vm(Box::new(VmBackend::new(vm.clone())?))),
+    }
+}
+
+/// What a container lacks, for a process backend in one; nothing otherwise.
+fn container_hint(config: &SandboxConfig) -> String {
+    match &config.backend {
+        BackendConfig::Process(process) => crate::container::hint(&process.cgroup_mount),
+        BackendConfig::Vm(_) => String::new(),
     }
 }
 
@@ -81,7 +90,7 @@ pub async fn serve(
         Err(e) => {
             let _ = close_tx.send(true);
             let _ = serving.await;
-            return Err(ServeError::FirstSandbox(e));
+            return Err(ServeError::FirstSandbox(e, container_hint(&config.sandbox)));
         }
     };
     let grace = config.shutdown_grace;

@@ -66,7 +66,7 @@ fn delegated(fs: &dyn CgroupFs, dir: &Path) -> bool {
 }
 
 /// Moves every process of `from` to `to`, one at a time, as the kernel wants them.
-fn move_processes(fs: &dyn CgroupFs, from: &Path, to: &Path) -> Result<(), CgroupError> {
+pub(super) fn move_processes(fs: &dyn CgroupFs, from: &Path, to: &Path) -> Result<(), CgroupError> {
     let procs = from.join("cgroup.procs");
     let listed = fs.read(&procs).map_err(|source| CgroupError::Read {
         path: procs.clone(),

@@ -13,11 +13,14 @@
 //!   trees, making cgroups, removing what dead runners left), [`Cgroup`] (one cgroup:
 //!   joining, its OOM counter, kill and remove), [`CgroupLimits`], [`CgroupError`];
 //! - `delegated.rs`: finding and preparing an ordinary user's delegated subtree;
+//! - `container.rs`: a runner in a container, whose layout goes below the container's
+//!   own cgroup ([`Hierarchy::open`] does that by itself in a container);
 //! - `v1.rs` and `v2.rs`: what differs between the versions (finding the hierarchy,
 //!   enabling controllers, the limit files, the OOM counter's file, `cgroup.kill`);
 //! - `fs.rs`: every file access goes through [`CgroupFs`], which unit tests replace
 //!   with a fake tree in a temporary folder (`tests.rs`).
 
+mod container;
 mod delegated;
 mod fs;
 #[cfg(test)]
@@ -25,6 +28,7 @@ mod tests;
 mod v1;
 mod v2;
 
+pub use container::in_container;
 pub use delegated::{own_path, LEAF};
 pub use fs::{CgroupFs, HostFs};
 use nix::sys::signal::{kill, Signal};
@@ -60,6 +64,21 @@ pub enum CgroupError {
          cgroup.subtree_control are not writable)"
     )]
     NotDelegated(PathBuf),
+    /// The cgroup file system is mounted read-only (an unprivileged container).
+    #[error(
+        "the cgroup file system at {0} is read-only: the runner makes a cgroup per sandbox. \
+         In a container, run it privileged (docker run --privileged, Kubernetes \
+         securityContext.privileged: true), or mount the host's /sys/fs/cgroup read-write \
+         (docker run -v /sys/fs/cgroup:/sys/fs/cgroup:rw)"
+    )]
+    ReadOnly(PathBuf),
+    /// In a container: this process's own cgroup is not in what the mount shows.
+    #[error(
+        "in a container, the runner puts its cgroups below its own, but its cgroup (from \
+         /proc/self/cgroup) is not below what {0} shows (/proc/self/mountinfo): mount the \
+         cgroup file system of the container's cgroup namespace there"
+    )]
+    OwnCgroupNotVisible(PathBuf),
     /// A v2 controller could not be enabled for our subtree.
     #[error("cgroup v2 controller {controller} is not available in {path}")]
     MissingController {
@@ -155,8 +174,13 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     /// Finds the hierarchy under `mount` (normally `/sys/fs/cgroup`) and makes this
-    /// instance's folders at its root, with the controllers enabled (as root).
+    /// instance's folders at its root, with the controllers enabled (as root); in a
+    /// container ([`in_container`]), below the container's own cgroup instead
+    /// (`container.rs`).
     pub fn open(mount: &Path, instance: &str) -> Result<Self, CgroupError> {
+        if in_container() {
+            return Self::open_in_container(mount, instance);
+        }
         Self::open_with(Arc::new(HostFs), mount, instance)
     }
 
@@ -419,6 +443,9 @@ fn make_dir(fs: &dyn CgroupFs, path: &Path) -> Result<(), CgroupError> {
     match fs.create_dir(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
+            Err(CgroupError::ReadOnly(path.to_owned()))
+        }
         Err(source) => Err(CgroupError::Create {
             path: path.to_owned(),
             source,

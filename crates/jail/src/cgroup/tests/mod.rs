@@ -1,4 +1,7 @@
 //! The cgroup logic against fake v1 and v2 trees in a temporary folder: no root needed.
+//! `container.rs`: a runner in a container.
+
+mod container;
 
 use super::*;
 use std::fs;
