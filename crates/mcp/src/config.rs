@@ -149,11 +149,21 @@ pub enum HostPolicy {
     List(Vec<String>),
 }
 
+/// Between two resolutions of the runners' host names, by default, in milliseconds.
+pub const DEFAULT_RESOLVE_MS: u64 = 5_000;
+/// Between two health polls of each runner, by default, in milliseconds.
+pub const DEFAULT_RUNNER_HEALTH_MS: u64 = 2_000;
+
 /// What the tools need: the same over HTTP and stdio.
 #[derive(Clone, Debug)]
 pub struct ToolConfig {
-    /// The runner; `None` is the not-configured mode, where every call says so.
+    /// The runner (the first of `SANDBOX_RUNNER_URL`'s list); `None` is the not-configured
+    /// mode, where every call says so.
     pub runner: Option<RunnerTarget>,
+    /// The runners after the first in `SANDBOX_RUNNER_URL`'s comma-separated list.
+    pub more_runners: Vec<RunnerTarget>,
+    /// How often the runners' names are resolved again and their health polled.
+    pub cadence: crate::runner_client::Cadence,
     /// The run timeout when a call gives none; the runner's own default when `None`.
     pub default_timeout: Option<Duration>,
     /// Whether the three tools exist at all (`FEATURE_SANDBOX_EXEC`).
@@ -172,6 +182,11 @@ impl Default for ToolConfig {
     fn default() -> Self {
         ToolConfig {
             runner: None,
+            more_runners: Vec::new(),
+            cadence: crate::runner_client::Cadence {
+                resolve_every: Duration::from_millis(DEFAULT_RESOLVE_MS),
+                health_every: Duration::from_millis(DEFAULT_RUNNER_HEALTH_MS),
+            },
             default_timeout: None,
             exec_enabled: true,
             failed_run_is_error: false,
@@ -257,9 +272,19 @@ pub fn forget_empty_env_vars() {
 /// What the tools need, shared by `serve` and `stdio`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ToolArgs {
-    /// Base URL of the sandbox runner; without it every call explains that none is configured.
+    /// Base URL of the sandbox runner, or a comma-separated list of them (a host name with
+    /// several addresses stands for one runner per address); without it every call
+    /// explains that none is configured.
     #[arg(long, env = "SANDBOX_RUNNER_URL")]
     pub runner_url: Option<String>,
+    /// How often runners' host names are resolved again, in milliseconds.
+    #[arg(long, env = "SANDBOX_RUNNER_RESOLVE_MS", default_value_t = DEFAULT_RESOLVE_MS,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub runner_resolve_ms: u64,
+    /// How often each runner's /health is polled, in milliseconds.
+    #[arg(long, env = "SANDBOX_RUNNER_HEALTH_MS", default_value_t = DEFAULT_RUNNER_HEALTH_MS,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub runner_health_ms: u64,
     /// Bearer token for the runner's `POST /run`.
     #[arg(long, env = "SANDBOX_RUNNER_TOKEN", hide_env_values = true)]
     pub runner_token: Option<String>,
@@ -378,10 +403,18 @@ impl ToolArgs {
         if self.timeout_ms == Some(0) {
             return Err(ConfigError::BadTimeout(0));
         }
-        let runner = match self.runner_url.as_deref().map(str::trim) {
-            None | Some("") => None,
-            Some(url) => Some(RunnerTarget::new(url, self.runner_token)?),
-        };
+        let mut runners = self
+            .runner_url
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .map(|url| RunnerTarget::new(url, self.runner_token.clone()))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter();
+        let runner = runners.next();
+        let more_runners = runners.collect();
         let handle_key = match self.handle_key.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(key) if key.chars().count() < MIN_HANDLE_KEY_LEN => {
@@ -391,6 +424,11 @@ impl ToolArgs {
         };
         Ok(ToolConfig {
             runner,
+            more_runners,
+            cadence: crate::runner_client::Cadence {
+                resolve_every: Duration::from_millis(self.runner_resolve_ms),
+                health_every: Duration::from_millis(self.runner_health_ms),
+            },
             default_timeout: self.timeout_ms.map(Duration::from_millis),
             exec_enabled: self.feature_sandbox_exec,
             failed_run_is_error: self.failed_run_is_error,

@@ -1,30 +1,46 @@
-//! `GET /health`: whether this server is up and whether its runner answers; no auth.
+//! `GET /health`: whether this server is up and how its runners are doing; and
+//! `GET /metrics`: the runners' numbers in Prometheus's text format. No auth on either.
+
+use std::fmt::Write as _;
 
 use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
 use axum::Json;
 use serde::Serialize;
 
+use crate::runner_client::{MemberReport, MemberState};
 use crate::server::SandboxServer;
 
 /// The answer of `GET /health`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthReport {
-    /// `"ok"`, or `"degraded"` when a configured runner does not answer.
+    /// `"ok"`, or `"degraded"` when runners are configured and none takes calls.
     pub status: &'static str,
     /// Whether `SANDBOX_RUNNER_URL` is set.
     pub runner_configured: bool,
-    /// Whether the runner answered its `/health` just now.
+    /// Whether some runner answered its `/health` just now.
     pub runner_reachable: bool,
+    /// The runners seen now (one per address of a name with several), and their state.
+    pub runners: Vec<MemberReport>,
     /// This server's version.
     pub version: &'static str,
 }
 
-/// Asks the runner (if any) and reports.
+/// Asks the runners (if any) and reports.
 pub(crate) async fn health(State(server): State<SandboxServer>) -> Json<HealthReport> {
-    let (configured, reachable) = match server.runner() {
-        None => (false, false),
-        Some(runner) => (true, runner.health().await.is_ok()),
+    let (configured, reachable, runners) = match server.runner() {
+        None => (false, false, Vec::new()),
+        Some(runners) => {
+            let mut reachable = false;
+            for member in runners.members() {
+                if member.poll_now().await {
+                    reachable = true;
+                }
+            }
+            (true, reachable, runners.reports())
+        }
     };
     Json(HealthReport {
         status: if configured && !reachable {
@@ -34,6 +50,69 @@ pub(crate) async fn health(State(server): State<SandboxServer>) -> Json<HealthRe
         },
         runner_configured: configured,
         runner_reachable: reachable,
+        runners,
         version: env!("CARGO_PKG_VERSION"),
     })
+}
+
+/// `GET /metrics`: per runner, calls, failures, retries, calls in flight and whether it
+/// is up.
+pub(crate) async fn metrics(State(server): State<SandboxServer>) -> impl IntoResponse {
+    let reports = server.runner().map(|r| r.reports()).unwrap_or_default();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        render(&reports),
+    )
+}
+
+/// The Prometheus text of `reports`.
+fn render(reports: &[MemberReport]) -> String {
+    type Field = fn(&MemberReport) -> u64;
+    let series: [(&str, &str, &str, Field); 6] = [
+        (
+            "sandbox_mcp_runner_calls_total",
+            "counter",
+            "Calls sent to the runner (each attempt counts).",
+            |r| r.calls,
+        ),
+        (
+            "sandbox_mcp_runner_failures_total",
+            "counter",
+            "Calls to the runner that failed and were not sent elsewhere.",
+            |r| r.failures,
+        ),
+        (
+            "sandbox_mcp_runner_retries_total",
+            "counter",
+            "Calls the runner refused before the program started, sent to another runner.",
+            |r| r.retries,
+        ),
+        (
+            "sandbox_mcp_runner_in_flight",
+            "gauge",
+            "Calls this server has at the runner now.",
+            |r| r.in_flight as u64,
+        ),
+        (
+            "sandbox_mcp_runner_up",
+            "gauge",
+            "1 when the runner's last /health answered 200.",
+            |r| u64::from(r.seen.state == MemberState::Ok),
+        ),
+        (
+            "sandbox_mcp_runner_available",
+            "gauge",
+            "Free warm sandboxes at the runner's last /health.",
+            |r| r.seen.available.unwrap_or(0) as u64,
+        ),
+    ];
+    let mut out = String::new();
+    for (name, kind, help, field) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for report in reports {
+            let url = report.url.replace('\\', "\\\\").replace('"', "\\\"");
+            let _ = writeln!(out, "{name}{{runner=\"{url}\"}} {}", field(report));
+        }
+    }
+    out
 }

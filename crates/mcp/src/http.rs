@@ -90,6 +90,7 @@ fn router(
         ));
     Router::new()
         .route("/health", get(health::health))
+        .route("/metrics", get(health::metrics))
         .with_state(server)
         .merge(mcp)
         .fallback(auth::not_found)

@@ -22,12 +22,6 @@ pub enum SandboxIdError {
     /// The id does not open: malformed, altered, forged, or another credential's.
     #[error(transparent)]
     Handle(#[from] HandleError),
-    /// The id names a runner this server is not configured with.
-    #[error(
-        "this sandbox is on a runner this server is no longer configured with; create a new \
-         sandbox with create_sandbox"
-    )]
-    UnknownRunner,
     /// The request carried no credential to check the id against (a bug: `/mcp` needs one).
     #[error("this request carries no credential to check the sandboxId against")]
     NoCredential,
@@ -38,7 +32,6 @@ impl SandboxIdError {
     pub fn code(&self) -> &'static str {
         match self {
             SandboxIdError::Handle(_) | SandboxIdError::NoCredential => "invalid_sandbox_id",
-            SandboxIdError::UnknownRunner => "sandbox_not_found",
         }
     }
 }

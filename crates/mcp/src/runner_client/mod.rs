@@ -1,7 +1,10 @@
 //! The HTTP client for the sandbox runner: `POST /run` and `GET /health`, and the sessions
 //! that back sandboxes (`sessions.rs`).
 
+mod pool;
 mod sessions;
+
+pub use pool::{Cadence, Member, MemberReport, MemberState, Runners, Seen};
 
 use std::future::Future;
 use std::time::Duration;
@@ -31,9 +34,24 @@ pub enum RunnerError {
          set SANDBOX_RUNNER_URL (and SANDBOX_RUNNER_TOKEN) and restart it"
     )]
     NotConfigured,
-    /// The runner could not be reached.
+    /// The runner could not be reached: the request never got there, so nothing ran.
     #[error("the sandbox runner is unreachable ({0}); retrying later may help once it is back")]
     Unreachable(String),
+    /// The connection broke after the request was sent: the program may have run, so
+    /// it is not sent anywhere again.
+    #[error(
+        "the connection to the sandbox runner broke after the call was sent ({0}); the \
+         program may have run, so this server did not run it again; retry only if running \
+         it twice is harmless"
+    )]
+    ConnectionLost(String),
+    /// The runner that holds a sandbox's session is gone.
+    #[error(
+        "session lost: the runner that held this sandbox is gone ({0}), and the sandbox's \
+         files and variables with it; create a new sandbox with create_sandbox (or run \
+         without sandboxId)"
+    )]
+    SessionLost(String),
     /// The runner gave no answer within the run's timeout, its queue wait and [`RUN_MARGIN`].
     #[error("the sandbox runner did not answer within {0} ms; retrying may help")]
     TimedOut(u128),
@@ -142,6 +160,8 @@ impl RunnerError {
         match self {
             RunnerError::NotConfigured => "not_configured",
             RunnerError::Unreachable(_) => "runner_unreachable",
+            RunnerError::ConnectionLost(_) => "runner_connection_lost",
+            RunnerError::SessionLost(_) => "session_lost",
             RunnerError::TimedOut(_) => "runner_timeout",
             RunnerError::Unauthorized => "runner_unauthorized",
             RunnerError::Busy { .. } => "runner_busy",
@@ -207,6 +227,65 @@ impl RunnerClient {
     /// The runner's name in sandbox ids: a digest of its URL.
     pub fn id(&self) -> RunnerId {
         self.id
+    }
+
+    /// The runner's base URL.
+    pub fn url(&self) -> &reqwest::Url {
+        &self.target.url
+    }
+
+    /// Where and how this client calls.
+    pub fn target(&self) -> &RunnerTarget {
+        &self.target
+    }
+
+    /// Whether this client is `target`, or one of the addresses of its host name.
+    pub fn came_from(&self, target: &RunnerTarget) -> bool {
+        let (a, b) = (&self.target.url, &target.url);
+        a == b
+            || (a.scheme() == b.scheme()
+                && a.port_or_known_default() == b.port_or_known_default()
+                && a.path() == b.path())
+    }
+
+    /// Asks `GET /health` once: whether it answered 200, and the body (read whatever
+    /// the status, so that a draining runner's 503 says what it is doing).
+    pub(crate) async fn probe(&self) -> Result<(bool, pool::Probe), RunnerError> {
+        let response = self
+            .http
+            .get(self.endpoint(&["health"]))
+            .timeout(HEALTH_TIMEOUT)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let ok = response.status() == StatusCode::OK;
+        let body = response.bytes().await.map_err(transport_error)?;
+        let probe =
+            serde_json::from_slice(&body).map_err(|e| RunnerError::Malformed(e.to_string()))?;
+        Ok((ok, probe))
+    }
+
+    /// One ask of a run at `segments`, without asking again when the runner is busy:
+    /// the pool decides where to ask next.
+    pub(crate) async fn run_once(
+        &self,
+        segments: &[&str],
+        request: &RunRequest,
+        limits: &Limits,
+        _compile_ms: u64,
+    ) -> Result<RunResponse, RunnerError> {
+        let timeout_ms = request.timeout_ms.unwrap_or(limits.default_timeout_ms);
+        let request = RunRequest {
+            timeout_ms: Some(timeout_ms),
+            ..request.clone()
+        };
+        let response = self
+            .request(reqwest::Method::POST, segments)
+            .json(&request)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        read_json(response, StatusCode::OK).await
     }
 
     /// The URL of `segments` below the runner's base URL, each one percent-encoded as a
@@ -352,13 +431,19 @@ fn pause_before_asking_again(error: &RunnerError) -> Option<Duration> {
     }
 }
 
+/// A failure to exchange with the runner: [`RunnerError::Unreachable`] when no connection
+/// was made (nothing reached the runner), else [`RunnerError::ConnectionLost`].
 fn transport_error(error: reqwest::Error) -> RunnerError {
     // The chain's last cause ("Connection refused") is the part people can act on.
     let mut cause: &dyn std::error::Error = &error;
     while let Some(next) = cause.source() {
         cause = next;
     }
-    RunnerError::Unreachable(cause.to_string())
+    if error.is_connect() {
+        RunnerError::Unreachable(cause.to_string())
+    } else {
+        RunnerError::ConnectionLost(cause.to_string())
+    }
 }
 
 /// The JSON body of an answer with status `expected`, or the error the answer says.

@@ -36,6 +36,22 @@ impl RunnerClient {
         .await
     }
 
+    /// One ask to open a session, without asking again when the runner is busy: the pool
+    /// decides where to ask next.
+    pub(crate) async fn create_session_once(
+        &self,
+        request: &CreateSession,
+        _limits: &Limits,
+    ) -> Result<SessionInfo, RunnerError> {
+        let response = self
+            .request(Method::POST, &["sessions"])
+            .json(request)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        read_json(response, StatusCode::CREATED).await
+    }
+
     /// Runs one program in session `session`, as [`run`](Self::run) does in a fresh
     /// sandbox.
     pub async fn run_in_session(

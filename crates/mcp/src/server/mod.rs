@@ -26,7 +26,7 @@ use crate::catalog::{self, Catalog, Offer};
 use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
 use crate::handle::{HandleKey, Holder};
 use crate::report::{self, RunIn};
-use crate::runner_client::{RunnerClient, RunnerError};
+use crate::runner_client::{RunnerError, Runners};
 use crate::tools::{self, ToolKind};
 
 /// How often a progress notification is sent while a run is in flight.
@@ -67,7 +67,7 @@ impl Callers {
 struct Shared {
     /// The tools as the runner's limits make them now.
     catalog: RwLock<Arc<Catalog>>,
-    runner: Option<RunnerClient>,
+    runner: Option<Runners>,
     /// Authenticates sandbox ids.
     handle_key: HandleKey,
     /// Whom sandbox ids are bound to.
@@ -128,7 +128,15 @@ impl SandboxServer {
             config.default_timeout,
             config.exec_enabled,
         );
-        let runner = config.runner.clone().map(RunnerClient::new).transpose()?;
+        let runner = match &config.runner {
+            None => None,
+            Some(first) => {
+                let targets = std::iter::once(first.clone())
+                    .chain(config.more_runners.iter().cloned())
+                    .collect();
+                Some(Runners::new(targets, config.cadence)?)
+            }
+        };
         Ok(SandboxServer {
             shared: Arc::new(Shared {
                 catalog: RwLock::new(Arc::new(catalog)),
@@ -162,7 +170,7 @@ impl SandboxServer {
     /// Asks the runner for its limits and rewrites the tools when they changed. Returns
     /// whether the runner answered with its limits.
     pub async fn refresh_limits(&self) -> bool {
-        let Some(runner) = &self.shared.runner else {
+        let Some(runner) = self.shared.runner.as_ref().and_then(Runners::any_healthy) else {
             return false;
         };
         let offer = match runner.health().await {
@@ -193,17 +201,25 @@ impl SandboxServer {
         true
     }
 
-    /// Asks the runner for its limits now and every [`catalog::REFRESH`] after, until
-    /// the returned task is aborted.
+    /// Asks the runner for its limits now and every [`catalog::REFRESH`] after, and
+    /// follows the runners (their names and health, see [`Runners::follow`]), until the
+    /// returned task is aborted.
     pub async fn follow_runner_limits(&self) -> tokio::task::JoinHandle<()> {
         self.refresh_limits().await;
         let server = self.clone();
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(catalog::REFRESH);
-            ticks.tick().await; // the first tick is now: just done
-            loop {
-                ticks.tick().await;
-                server.refresh_limits().await;
+            let following = server.shared.runner.clone().map(Runners::follow);
+            let limits = async {
+                let mut ticks = tokio::time::interval(catalog::REFRESH);
+                ticks.tick().await; // the first tick is now: just done
+                loop {
+                    ticks.tick().await;
+                    server.refresh_limits().await;
+                }
+            };
+            match following {
+                Some(following) => tokio::join!(following, limits).1,
+                None => limits.await,
             }
         })
     }
@@ -223,8 +239,8 @@ impl SandboxServer {
         }
     }
 
-    /// The runner client, if a runner is configured.
-    pub fn runner(&self) -> Option<&RunnerClient> {
+    /// The runners, if any is configured.
+    pub fn runner(&self) -> Option<&Runners> {
         self.shared.runner.as_ref()
     }
 
@@ -252,7 +268,7 @@ impl SandboxServer {
         // The id is checked before anything is sent anywhere.
         let session = match &args.sandbox_id {
             None => None,
-            Some(id) => match self.open_sandbox(runner, id, &ctx) {
+            Some(id) => match self.open_sandbox(id, &ctx) {
                 Ok(session) => Some(session),
                 Err(error) => {
                     tracing::info!(%lang, code = error.code(), "run refused: its sandboxId does not open");
@@ -280,8 +296,16 @@ impl SandboxServer {
                 let run = runner.run(&request, limits, compile_ms);
                 while_reporting(run, timeout, place, &ctx).await
             }
-            Some(session) => {
-                let run = runner.run_in_session(session, &request, limits, compile_ms);
+            Some((id, session)) => {
+                let run = async {
+                    let holder = runner.holder(*id)?;
+                    let outcome = holder
+                        .run_in_session(session, &request, limits, compile_ms)
+                        .await
+                        .map_err(sandboxes::lost_if_unreachable);
+                    runner.count(*id, outcome.is_err());
+                    outcome
+                };
                 while_reporting(run, timeout, place, &ctx).await
             }
         };

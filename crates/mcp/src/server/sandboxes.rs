@@ -1,6 +1,7 @@
 //! The sandbox tools' calls, and how a sandboxId leads to its sandbox: the id is opened
 //! (its tag checked against the caller's credential) before anything is sent anywhere,
-//! and the runner it names must be the one configured here.
+//! and the runner it names is the one its calls go to (from any replica: the runner is
+//! named in the id); when that runner is gone, the call says the session is lost.
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
@@ -9,8 +10,8 @@ use sandbox_protocol::api::CreateSession;
 use std::future::Future;
 
 use super::{Callers, SandboxServer};
-use crate::handle::{Holder, SandboxHandle};
-use crate::runner_client::{RunnerClient, RunnerError};
+use crate::handle::{Holder, RunnerId, SandboxHandle};
+use crate::runner_client::{RunnerClient, RunnerError, Runners};
 use crate::sandbox_args;
 use crate::sandbox_report::{self, SandboxIdError};
 use crate::sandbox_tools::{SandboxTool, DOWNLOAD_CAP_BYTES};
@@ -30,20 +31,16 @@ impl SandboxServer {
         }
     }
 
-    /// The runner session `sandbox_id` stands for, if it was made here for this caller
-    /// and names `runner`. Contacts nothing.
+    /// The runner and session `sandbox_id` stands for, if it was made for this caller
+    /// under this server's key. Contacts nothing.
     pub(super) fn open_sandbox(
         &self,
-        runner: &RunnerClient,
         sandbox_id: &str,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<String, SandboxIdError> {
+    ) -> Result<(RunnerId, String), SandboxIdError> {
         let holder = self.holder(ctx)?;
         let handle = SandboxHandle::open(sandbox_id, &self.shared.handle_key, &holder)?;
-        if handle.runner != runner.id() {
-            return Err(SandboxIdError::UnknownRunner);
-        }
-        Ok(handle.session)
+        Ok((handle.runner, handle.session))
     }
 
     /// One call of a sandbox tool.
@@ -70,7 +67,7 @@ impl SandboxServer {
 
     async fn create(
         &self,
-        runner: &RunnerClient,
+        runner: &Runners,
         arguments: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
@@ -101,8 +98,8 @@ impl SandboxServer {
                 return sandbox_report::from_runner_error(tool, &RunnerError::Cancelled);
             }
         };
-        let info = match joined {
-            Ok(Ok(info)) => info,
+        let (runner_id, info) = match joined {
+            Ok(Ok(created)) => created,
             Ok(Err(error)) => {
                 tracing::warn!(code = error.code(), %error, "create_sandbox failed");
                 return sandbox_report::from_runner_error(tool, &error);
@@ -116,7 +113,7 @@ impl SandboxServer {
             }
         };
         let handle = SandboxHandle {
-            runner: runner.id(),
+            runner: runner_id,
             session: info.id.clone(),
         };
         match handle.seal(&self.shared.handle_key, &holder) {
@@ -125,7 +122,11 @@ impl SandboxServer {
                 sandbox_report::created(&sandbox_id, &info)
             }
             Err(error) => {
-                if let Err(close) = runner.close_session(&info.id).await {
+                let closed = match runner.holder(runner_id) {
+                    Ok(holder) => holder.close_session(&info.id).await,
+                    Err(error) => Err(error),
+                };
+                if let Err(close) = closed {
                     tracing::warn!(%close, "closing a session whose id does not fit a handle failed");
                 }
                 let error = RunnerError::Malformed(error.to_string());
@@ -134,30 +135,32 @@ impl SandboxServer {
         }
     }
 
-    /// The session of a call's `sandboxId`.
+    /// The runner and session of a call's `sandboxId`.
     fn session_of(
         &self,
-        runner: &RunnerClient,
+        runner: &Runners,
         arguments: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<String, Refused> {
+    ) -> Result<(RunnerClient, String), Refused> {
         let id = sandbox_args::parse_sandbox_id(arguments).map_err(Refused::Args)?;
-        self.open_sandbox(runner, &id, ctx).map_err(|error| {
+        let (runner_id, session) = self.open_sandbox(&id, ctx).map_err(|error| {
             tracing::info!(
                 code = error.code(),
                 "call refused: its sandboxId does not open"
             );
             Refused::SandboxId(error)
-        })
+        })?;
+        let holder = runner.holder(runner_id).map_err(Refused::Runner)?;
+        Ok((holder, session))
     }
 
     async fn upload(
         &self,
-        runner: &RunnerClient,
+        runner: &Runners,
         arguments: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, Refused> {
-        let session = self.session_of(runner, arguments, ctx)?;
+        let (runner, session) = self.session_of(runner, arguments, ctx)?;
         let args = sandbox_args::parse_upload(arguments).map_err(Refused::Args)?;
         let size = args.bytes.len();
         cancellable(runner.put_file(&session, &args.path, args.bytes), ctx).await?;
@@ -167,11 +170,11 @@ impl SandboxServer {
 
     async fn download(
         &self,
-        runner: &RunnerClient,
+        runner: &Runners,
         arguments: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, Refused> {
-        let session = self.session_of(runner, arguments, ctx)?;
+        let (runner, session) = self.session_of(runner, arguments, ctx)?;
         let args = sandbox_args::parse_file(arguments).map_err(Refused::Args)?;
         let fetch = runner.get_file(&session, &args.path, DOWNLOAD_CAP_BYTES);
         let bytes = cancellable(fetch, ctx).await?;
@@ -181,22 +184,22 @@ impl SandboxServer {
 
     async fn list(
         &self,
-        runner: &RunnerClient,
+        runner: &Runners,
         arguments: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, Refused> {
-        let session = self.session_of(runner, arguments, ctx)?;
+        let (runner, session) = self.session_of(runner, arguments, ctx)?;
         let list = cancellable(runner.list_files(&session), ctx).await?;
         Ok(sandbox_report::listed(list))
     }
 
     async fn close(
         &self,
-        runner: &RunnerClient,
+        runner: &Runners,
         arguments: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, Refused> {
-        let session = self.session_of(runner, arguments, ctx)?;
+        let (runner, session) = self.session_of(runner, arguments, ctx)?;
         cancellable(runner.close_session(&session), ctx).await?;
         tracing::info!("sandbox closed");
         Ok(sandbox_report::closed())
@@ -237,7 +240,16 @@ async fn cancellable<T>(
     ctx: &RequestContext<RoleServer>,
 ) -> Result<T, RunnerError> {
     tokio::select! {
-        outcome = exchange => outcome,
+        outcome = exchange => outcome.map_err(lost_if_unreachable),
         () = ctx.ct.cancelled() => Err(RunnerError::Cancelled),
+    }
+}
+
+/// A session's runner that cannot be reached holds the session no more, as far as a
+/// client can tell: say the session is lost.
+pub(super) fn lost_if_unreachable(error: RunnerError) -> RunnerError {
+    match error {
+        RunnerError::Unreachable(why) => RunnerError::SessionLost(why),
+        other => other,
     }
 }

@@ -32,7 +32,8 @@ impl Server {
     }
 }
 
-fn token() -> String {
+/// A fresh random-enough token.
+pub fn token() -> String {
     format!("test-token-{:x}{:x}", std::process::id(), rand_part())
 }
 
@@ -108,17 +109,16 @@ pub fn start_runner() -> Server {
 
 /// Starts `sandbox-runner serve` on a free loopback port, with `extra` flags.
 pub fn start_runner_with(extra: &[&str]) -> Server {
-    let token = token();
+    start_runner_with_token(token(), extra)
+}
+
+/// [`start_runner_with`] whose token is `token` (runners behind one server share one).
+pub fn start_runner_with_token(token: String, extra: &[&str]) -> Server {
     let mut command = Command::new(runner_bin());
-    command.args([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--token",
-        &token,
-        "--pool-size",
-        "2",
-    ]);
+    command.args(["serve", "--listen", "127.0.0.1:0", "--token", &token]);
+    if !extra.contains(&"--pool-size") {
+        command.args(["--pool-size", "2"]);
+    }
     command.args(extra);
     start(command, "sandbox-runner listening on ", token)
 }
