@@ -33,11 +33,15 @@ pub(crate) async fn health(State(server): State<SandboxServer>) -> Json<HealthRe
     let (configured, reachable, runners) = match server.runner() {
         None => (false, false, Vec::new()),
         Some(runners) => {
-            let mut reachable = false;
+            // All at once: a runner that does not answer delays the answer by one
+            // health timeout, not one per such runner.
+            let mut polls = tokio::task::JoinSet::new();
             for member in runners.members() {
-                if member.poll_now().await {
-                    reachable = true;
-                }
+                polls.spawn(async move { member.poll_now().await });
+            }
+            let mut reachable = false;
+            while let Some(up) = polls.join_next().await {
+                reachable |= up.unwrap_or(false);
             }
             (true, reachable, runners.reports())
         }
