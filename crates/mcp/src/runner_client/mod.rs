@@ -272,7 +272,6 @@ impl RunnerClient {
         segments: &[&str],
         request: &RunRequest,
         limits: &Limits,
-        _compile_ms: u64,
     ) -> Result<RunResponse, RunnerError> {
         let timeout_ms = request.timeout_ms.unwrap_or(limits.default_timeout_ms);
         let request = RunRequest {

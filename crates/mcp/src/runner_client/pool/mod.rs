@@ -264,7 +264,7 @@ impl Runners {
             + Duration::from_millis(limits.queue_timeout_ms)
             + RUN_MARGIN;
         self.place(deadline, |client| async move {
-            client.run_once(&["run"], request, limits, compile_ms).await
+            client.run_once(&["run"], request, limits).await
         })
         .await
         .map(|(_, response)| response)
