@@ -7,7 +7,9 @@
 //! sessions (issue 12, see `sessions`); then, on runners of its own, the time to a
 //! first pandas + matplotlib plot (issue 13, see `first_plot`); then a hello world in
 //! every language the runner offers, next to the direct command on the host (issue 14,
-//! see `languages`). `--only` picks sections. It writes `bench.json` and `bench.md` to
+//! see `languages`); then calls/s through one sandbox-mcp in front of 1, 2 and 3
+//! runners, and a runner killed under load (issue 15, see `scale_out`). `--only` picks
+//! sections. It writes `bench.json` and `bench.md` to
 //! `--out`. It is not a load generator for remote hosts: all traffic stays on loopback
 //! and every phase is bounded in count and time.
 
@@ -21,6 +23,7 @@ mod memory;
 mod pool_watch;
 mod procfs;
 mod report;
+mod scale_out;
 mod services;
 mod session_api;
 mod sessions;
@@ -40,6 +43,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Concurrency levels of the throughput figures.
 const LEVELS: [usize; 4] = [1, 2, 4, 8];
+/// Sandboxes of each runner of the scale-out figure.
+const SCALE_OUT_POOL: usize = 4;
+/// Calls in flight at once in the scale-out figure: every sandbox of three runners.
+const SCALE_OUT_CONCURRENCY: usize = 3 * SCALE_OUT_POOL;
 /// How long a full pool is left alone before its sandboxes are measured.
 const SETTLE: Duration = Duration::from_millis(500);
 /// How long a session with a busy loop rests while the loop's CPU time is watched.
@@ -76,6 +83,9 @@ struct Args {
     /// Measured runs per language and path of the hello-world figure (`languages`).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     lang_rounds: u32,
+    /// Counted calls per program and number of runners of the scale-out figure.
+    #[arg(long, default_value_t = 240, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    scale_calls: u32,
     /// Only these sections (comma-separated; all when absent).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Section>,
@@ -99,15 +109,19 @@ pub enum Section {
     FirstPlot,
     /// A hello world per language, next to the direct command on the host (issue 14).
     Languages,
+    /// Calls/s through one sandbox-mcp in front of 1, 2 and 3 runners, and a runner's
+    /// SIGKILL under load (issue 15).
+    ScaleOut,
 }
 
 impl Section {
-    const ALL: [Section; 5] = [
+    const ALL: [Section; 6] = [
         Section::ColdStart,
         Section::Paths,
         Section::Sessions,
         Section::FirstPlot,
         Section::Languages,
+        Section::ScaleOut,
     ];
 }
 
@@ -120,6 +134,7 @@ struct Plan {
     session_rest: Duration,
     plot: first_plot::Sizes,
     languages: languages::Sizes,
+    scale_out: scale_out::Sizes,
     sections: Vec<Section>,
 }
 
@@ -151,6 +166,17 @@ impl Plan {
                     warmup: 1,
                     pool_size,
                 },
+                scale_out: scale_out::Sizes {
+                    calls: 8,
+                    warmup: 4,
+                    concurrency: SCALE_OUT_CONCURRENCY,
+                    pool_size: SCALE_OUT_POOL,
+                    failover: scale_out::Phases {
+                        before: Duration::from_secs(1),
+                        down: Duration::from_secs(3),
+                        after: Duration::from_millis(500),
+                    },
+                },
                 sections,
             };
         }
@@ -169,6 +195,17 @@ impl Plan {
                 rounds: args.lang_rounds as usize,
                 warmup: (args.lang_rounds as usize / 10).clamp(1, 2),
                 pool_size,
+            },
+            scale_out: scale_out::Sizes {
+                calls: args.scale_calls as usize,
+                warmup: SCALE_OUT_CONCURRENCY,
+                concurrency: SCALE_OUT_CONCURRENCY,
+                pool_size: SCALE_OUT_POOL,
+                failover: scale_out::Phases {
+                    before: Duration::from_secs(3),
+                    down: Duration::from_secs(5),
+                    after: Duration::from_secs(2),
+                },
             },
             sections,
         }
@@ -203,6 +240,7 @@ async fn main() -> anyhow::Result<()> {
         sessions: None,
         first_plot: None,
         languages: None,
+        scale_out: None,
         targets: Vec::new(),
     };
     let runner_token = token()?;
@@ -223,6 +261,10 @@ async fn main() -> anyhow::Result<()> {
     if plan.has(Section::Languages) {
         let figure = languages::measure(&bins, &runner_token, &plan.languages).await?;
         report.languages = Some(figure);
+    }
+    if plan.has(Section::ScaleOut) {
+        let figure = scale_out::measure(&bins, &runner_token, &plan.scale_out).await?;
+        report.scale_out = Some(figure);
     }
     if plan.has(Section::Paths) {
         report.check_targets();

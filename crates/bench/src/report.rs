@@ -7,6 +7,7 @@ use crate::languages::{LanguageFigures, EXPECTED};
 use crate::measure::{ColdStart, LangLatency, Rate};
 use crate::memory::{IdleInterpreter, SandboxMemory};
 use crate::pool_watch::QUIET;
+use crate::scale_out::ScaleOutFigures;
 use crate::sessions::SessionFigures;
 use crate::stats::{ratio, Latency};
 use crate::Section;
@@ -72,6 +73,8 @@ pub struct Report {
     pub first_plot: Option<FirstPlot>,
     /// A hello world per language (issue 14).
     pub languages: Option<LanguageFigures>,
+    /// Calls/s with 1, 2 and 3 runners, and failover (issue 15).
+    pub scale_out: Option<ScaleOutFigures>,
     /// The targets of issue 5.
     pub targets: Vec<Target>,
 }
@@ -200,6 +203,9 @@ impl Report {
         }
         if let Some(languages) = &self.languages {
             languages_md(languages, &mut md);
+        }
+        if let Some(scale_out) = &self.scale_out {
+            crate::scale_out::markdown(scale_out, &mut md);
         }
         if !self.targets.is_empty() {
             self.targets_md(&mut md);

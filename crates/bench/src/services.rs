@@ -73,8 +73,29 @@ impl Service {
         pool_size: usize,
         extra: &[&str],
     ) -> anyhow::Result<Service> {
+        Service::runner_on(bin, token, pool_size, "127.0.0.1:0", extra).await
+    }
+
+    /// Starts `sandbox-runner serve` with `pool_size` sandboxes on `listen` (`ADDR:PORT`):
+    /// a runner started again where a killed one was.
+    pub async fn runner_at(
+        bin: &Path,
+        token: &str,
+        pool_size: usize,
+        listen: &str,
+    ) -> anyhow::Result<Service> {
+        Service::runner_on(bin, token, pool_size, listen, &[]).await
+    }
+
+    async fn runner_on(
+        bin: &Path,
+        token: &str,
+        pool_size: usize,
+        listen: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Service> {
         let mut cmd = command(bin);
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--pool-size"])
+        cmd.args(["serve", "--listen", listen, "--pool-size"])
             .arg(pool_size.to_string())
             .args(extra)
             .env("SANDBOX_RUNNER_TOKEN", token);
@@ -128,6 +149,17 @@ impl Service {
         if !status.success() {
             bail!("service {pid} ended with {status} (killed if it took over {STOP_TIMEOUT:?})");
         }
+        Ok(())
+    }
+
+    /// SIGKILL: no chance to clean up (a runner's sandboxes die with it; the next
+    /// runner removes their cgroups).
+    pub async fn kill(self) -> anyhow::Result<()> {
+        let mut process = self.process;
+        tokio::task::spawn_blocking(move || process.kill())
+            .await
+            .context("the task killing a service")?
+            .context("killing a service")?;
         Ok(())
     }
 }
