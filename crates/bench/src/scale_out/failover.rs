@@ -7,7 +7,9 @@
 //! sandbox-mcp's health poll marks the runner down, and, once it is started again, when
 //! it listens, when it is marked up and when it starts its first program.
 
-use super::{one_call, started_at, Call, Front, Sizes, Workload, POLL_EVERY, WORKLOADS};
+use super::{
+    one_call, started_at, Call, Front, Sizes, Workload, POLL_EVERY, RUNNER_FLAGS, WORKLOADS,
+};
 use crate::services::{Binaries, Service};
 use crate::stats;
 use anyhow::{bail, Context};
@@ -130,7 +132,8 @@ async fn kill_and_restart(
     .await?;
     tokio::time::sleep(sizes.failover.down.saturating_sub(killed_at.elapsed())).await;
     let restarted_at = Instant::now();
-    let runner = Service::runner_at(&bins.runner, token, sizes.pool_size, &listen).await?;
+    let runner =
+        Service::runner_at(&bins.runner, token, sizes.pool_size, &listen, RUNNER_FLAGS).await?;
     let listening = runner.started_in;
     runners.push(runner);
     let http = reqwest::Client::new();

@@ -31,6 +31,10 @@ pub use report::markdown;
 
 /// The most runners a figure is measured with.
 const RUNNERS: usize = 3;
+/// The runners' flags: no warm imports, so that a sandbox costs the same whether or not
+/// its pool came to rest between calls (warm imports happen only at rest; their cost is
+/// the first-plot figure's).
+pub const RUNNER_FLAGS: &[&str] = &["--warm-imports", ""];
 /// How long sandbox-mcp may take to see every runner it was given as up.
 const UP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often sandbox-mcp's `/metrics` and a runner's are read while waiting.
@@ -119,7 +123,7 @@ pub async fn measure(
     let mut runners = Vec::with_capacity(RUNNERS);
     let mut started = Ok(());
     for _ in 0..RUNNERS {
-        match Service::runner(&bins.runner, token, sizes.pool_size).await {
+        match Service::runner_with(&bins.runner, token, sizes.pool_size, RUNNER_FLAGS).await {
             Ok(runner) => runners.push(runner),
             Err(e) => {
                 started = Err(e);
