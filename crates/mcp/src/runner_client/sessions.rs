@@ -9,10 +9,9 @@ use sandbox_protocol::api::{
     CreateSession, FileList, Limits, RunRequest, RunResponse, SessionInfo,
 };
 
-use super::{
-    ask_until_free, bounded, error_from, read_json, transport_error, RunnerClient, RunnerError,
-    RUN_MARGIN,
-};
+use super::answer::{error_from, read_json, transport_error};
+use super::wait::{ask_until_free, bounded};
+use super::{RunnerClient, RunnerError, RUN_MARGIN};
 
 /// How long a file operation, a listing or a close may take.
 const FILE_TIMEOUT: Duration = Duration::from_secs(60);

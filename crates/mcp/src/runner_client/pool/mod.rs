@@ -25,7 +25,8 @@ use std::time::Duration;
 use sandbox_protocol::api::{CreateSession, Limits, RunRequest, RunResponse, SessionInfo};
 use tokio::time::Instant;
 
-use super::{bounded, RunnerClient, RunnerError, RUN_MARGIN};
+use super::wait::bounded;
+use super::{RunnerClient, RunnerError, RUN_MARGIN};
 
 mod member;
 
