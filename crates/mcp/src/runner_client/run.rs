@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use sandbox_protocol::api::{Limits, RunRequest, RunResponse};
 
 use super::answer::{read_json, transport_error};
@@ -41,43 +41,46 @@ impl RunnerClient {
         limits: &Limits,
         compile_ms: u64,
     ) -> Result<RunResponse, RunnerError> {
-        let timeout_ms = request.timeout_ms.unwrap_or(limits.default_timeout_ms);
-        let request = RunRequest {
-            timeout_ms: Some(timeout_ms),
-            ..request.clone()
-        };
-        let deadline = Duration::from_millis(timeout_ms + compile_ms)
-            + Duration::from_millis(limits.queue_timeout_ms)
-            + RUN_MARGIN;
+        let deadline = run_deadline(request, limits, compile_ms);
         ask_until_free(deadline, || {
-            let builder = self.request(reqwest::Method::POST, segments).json(&request);
-            bounded(deadline, async {
-                let response = builder.send().await.map_err(transport_error)?;
-                read_json(response, StatusCode::OK).await
-            })
+            bounded(deadline, self.run_once(segments, request, limits))
         })
         .await
     }
 
     /// One ask of a run at `segments`, without asking again when the runner is busy:
-    /// the pool decides where to ask next.
+    /// the pool decides where to ask next. The request carries the timeout the caller
+    /// means (the runner's default when it gives none).
     pub(crate) async fn run_once(
         &self,
         segments: &[&str],
         request: &RunRequest,
         limits: &Limits,
     ) -> Result<RunResponse, RunnerError> {
-        let timeout_ms = request.timeout_ms.unwrap_or(limits.default_timeout_ms);
         let request = RunRequest {
-            timeout_ms: Some(timeout_ms),
+            timeout_ms: Some(timeout_ms(request, limits)),
             ..request.clone()
         };
         let response = self
-            .request(reqwest::Method::POST, segments)
+            .request(Method::POST, segments)
             .json(&request)
             .send()
             .await
             .map_err(transport_error)?;
         read_json(response, StatusCode::OK).await
     }
+}
+
+/// How long a run may take from the first ask to its answer, however many runners or
+/// asks it takes: its timeout and `compile_ms`, the runner's queue wait, and
+/// [`RUN_MARGIN`].
+pub(super) fn run_deadline(request: &RunRequest, limits: &Limits, compile_ms: u64) -> Duration {
+    Duration::from_millis(timeout_ms(request, limits) + compile_ms)
+        + Duration::from_millis(limits.queue_timeout_ms)
+        + RUN_MARGIN
+}
+
+/// The run's timeout: its own, else the runner's default.
+fn timeout_ms(request: &RunRequest, limits: &Limits) -> u64 {
+    request.timeout_ms.unwrap_or(limits.default_timeout_ms)
 }
