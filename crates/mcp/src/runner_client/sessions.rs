@@ -26,11 +26,7 @@ impl RunnerClient {
     ) -> Result<SessionInfo, RunnerError> {
         let deadline = Duration::from_millis(limits.queue_timeout_ms) + RUN_MARGIN;
         ask_until_free(deadline, || {
-            let builder = self.request(Method::POST, &["sessions"]).json(request);
-            bounded(deadline, async {
-                let response = builder.send().await.map_err(transport_error)?;
-                read_json(response, StatusCode::CREATED).await
-            })
+            bounded(deadline, self.create_session_once(request, limits))
         })
         .await
     }
