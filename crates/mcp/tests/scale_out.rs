@@ -8,63 +8,41 @@
 //! Needs the runner binary (built beside these tests, or SANDBOX_RUNNER_BIN) and root.
 
 mod common;
+#[path = "common/observe.rs"]
+mod observe;
+#[path = "common/scale_out.rs"]
+mod scale_out;
 
 use std::time::Duration;
 
-use common::{
-    call, connect, start_mcp, start_mcp_with_token, start_runner_with_token, text, tool, Server,
-};
+use common::Server;
+use common::{call, connect, start_mcp, start_mcp_with_token, start_runner_with_token, text, tool};
 use nix::sys::signal::{kill, Signal};
+use observe::{get_json, metrics, runs_started};
 use rmcp::model::CallToolResult;
 use rmcp::service::RunningService;
 use rmcp::RoleClient;
-use serde_json::{json, Value};
+use scale_out::{seven_times, seven_times_output, stdout_of, PoolEnv};
+use serde_json::json;
 
 type Client = RunningService<RoleClient, ()>;
 
-/// Three runners with one token, and the comma list that names them.
-fn runners(token: &str, n: usize, extra: &[&str]) -> (Vec<Server>, String) {
-    let runners: Vec<Server> = (0..n)
+/// `n` runners with one token, started with `extra` flags.
+fn runners(token: &str, n: usize, extra: &[&str]) -> Vec<Server> {
+    (0..n)
         .map(|_| start_runner_with_token(token.to_owned(), extra))
-        .collect();
-    let list = runners
-        .iter()
-        .map(|r| r.base().to_owned())
-        .collect::<Vec<_>>()
-        .join(",");
-    (runners, list)
+        .collect()
 }
 
-/// Programs the runner has started (every language, every outcome but "rejected", which
-/// counts refusals such as a full queue's 429), from its `/metrics`.
+/// The environment of a server in front of `runners`, polling their health every
+/// `health_ms`.
+fn pool_env(runners: &[Server], token: &str, health_ms: u64) -> PoolEnv {
+    PoolEnv::new(runners.iter().map(Server::base), token, health_ms)
+}
+
+/// Programs the runner has started, from its `/metrics`.
 async fn runs_of(runner: &Server) -> u64 {
-    let body = reqwest::get(format!("{}/metrics", runner.base()))
-        .await
-        .expect("runner /metrics")
-        .text()
-        .await
-        .expect("runner /metrics body");
-    body.lines()
-        .filter(|l| l.starts_with("sandbox_runner_runs_total{"))
-        .filter(|l| !l.contains("outcome=\"rejected\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
-async fn get_json(url: String) -> Value {
-    reqwest::get(url)
-        .await
-        .expect("GET")
-        .json()
-        .await
-        .expect("JSON")
-}
-
-/// The stdout of a run that must have succeeded.
-fn stdout_of(result: &CallToolResult) -> String {
-    let structured = result.structured_content.clone().unwrap_or_default();
-    assert_eq!(result.is_error, Some(false), "{}", text(result));
-    structured["stdout"].as_str().unwrap_or_default().to_owned()
+    runs_started(runner.base()).await
 }
 
 /// `count` calls, `at_once` at a time, numbered from `first`; each prints its number
@@ -75,7 +53,7 @@ async fn batch(
     count: u64,
 ) -> Vec<(u64, Result<CallToolResult, String>)> {
     let calls = (first..first + count).map(|n| async move {
-        let params = call("run_bash", &format!("echo $(({n} * 7))"), Some(10_000));
+        let params = call("run_bash", &seven_times(n), Some(10_000));
         let outcome = client.call_tool(params).await.map_err(|e| e.to_string());
         (n, outcome)
     });
@@ -93,19 +71,15 @@ fn sigkill(server: &mut Server) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_calls_spread_over_three_runners_and_survive_a_sigkill() {
     let token = common::token();
-    let (mut runners, list) = runners(&token, 3, &[]);
-    let mcp = start_mcp(&[
-        ("SANDBOX_RUNNER_URL", list.as_str()),
-        ("SANDBOX_RUNNER_TOKEN", token.as_str()),
-        ("SANDBOX_RUNNER_HEALTH_MS", "300"),
-    ]);
+    let mut runners = runners(&token, 3, &[]);
+    let mcp = start_mcp(&pool_env(&runners, &token, 300).vars());
     let client = connect(&mcp, &mcp.token).await.expect("connect");
     let mut answered = 0u64;
     // 30 calls, six at a time, with all three runners up.
     for round in 0..5 {
         for (n, outcome) in batch(&client, round * 6, 6).await {
             let result = outcome.expect("tools/call");
-            assert_eq!(stdout_of(&result), format!("{}\n", n * 7));
+            assert_eq!(stdout_of(&result), seven_times_output(n));
             answered += 1;
         }
     }
@@ -119,12 +93,7 @@ async fn sixty_calls_spread_over_three_runners_and_survive_a_sigkill() {
         answered,
         "each call ran once: {before:?}"
     );
-    let metrics = reqwest::get(format!("{}/metrics", mcp.base()))
-        .await
-        .expect("/metrics")
-        .text()
-        .await
-        .expect("body");
+    let metrics = metrics(mcp.base()).await;
     for runner in &runners {
         assert!(
             metrics.contains(&format!(
@@ -142,7 +111,7 @@ async fn sixty_calls_spread_over_three_runners_and_survive_a_sigkill() {
             let result = outcome.expect("tools/call");
             assert_eq!(
                 stdout_of(&result),
-                format!("{}\n", n * 7),
+                seven_times_output(n),
                 "after the SIGKILL"
             );
             answered += 1;
@@ -176,13 +145,9 @@ async fn sixty_calls_spread_over_three_runners_and_survive_a_sigkill() {
 async fn a_full_runners_429_spills_to_another() {
     let token = common::token();
     // One sandbox each and no queue: a busy runner answers 429 at once.
-    let (runners, list) = runners(&token, 2, &["--pool-size", "1", "--queue-size", "0"]);
-    let mcp = start_mcp(&[
-        ("SANDBOX_RUNNER_URL", list.as_str()),
-        ("SANDBOX_RUNNER_TOKEN", token.as_str()),
-        // Polled once at the start only: the server believes the first runner free.
-        ("SANDBOX_RUNNER_HEALTH_MS", "600000"),
-    ]);
+    let runners = runners(&token, 2, &["--pool-size", "1", "--queue-size", "0"]);
+    // Polled once at the start only: the server believes the first runner free.
+    let mcp = start_mcp(&pool_env(&runners, &token, 600_000).vars());
     let client = connect(&mcp, &mcp.token).await.expect("connect");
     // Wait until both runners are warm, then fill the first one behind the server's back.
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -208,12 +173,7 @@ async fn a_full_runners_429_spills_to_another() {
             .expect("tools/call");
         assert_eq!(stdout_of(&result), format!("{n}\n"));
     }
-    let metrics = reqwest::get(format!("{}/metrics", mcp.base()))
-        .await
-        .expect("/metrics")
-        .text()
-        .await
-        .expect("body");
+    let metrics = metrics(mcp.base()).await;
     let retries_line = format!(
         "sandbox_mcp_runner_retries_total{{runner=\"{}/\"}} ",
         runners[0].base()
@@ -244,14 +204,10 @@ async fn a_full_runners_429_spills_to_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_follows_its_runner_from_any_replica_and_is_lost_with_it() {
     let token = common::token();
-    let (mut runners, list) = runners(&token, 2, &[]);
-    let env = [
-        ("SANDBOX_RUNNER_URL", list.as_str()),
-        ("SANDBOX_RUNNER_TOKEN", token.as_str()),
-        ("SANDBOX_RUNNER_HEALTH_MS", "300"),
-    ];
-    let one = start_mcp(&env);
-    let two = start_mcp_with_token(&env, one.token.clone());
+    let mut runners = runners(&token, 2, &[]);
+    let env = pool_env(&runners, &token, 300);
+    let one = start_mcp(&env.vars());
+    let two = start_mcp_with_token(&env.vars(), one.token.clone());
     let first = connect(&one, &one.token).await.expect("connect");
     let second = connect(&two, &two.token).await.expect("connect");
     let created = first

@@ -9,15 +9,21 @@
 //! runner binary as the other tests. Skips, saying why, when not root. Every namespace and
 //! process is removed at the end, also on failure.
 
+mod common;
+#[path = "common/observe.rs"]
+mod observe;
+#[path = "common/scale_out.rs"]
+mod scale_out;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rmcp::model::CallToolRequestParams;
+use common::{call, connect_to, runner_bin};
+use observe::{get_json, runs_started};
 use rmcp::service::RunningService;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::RoleClient;
+use scale_out::{seven_times, seven_times_output, stdout_of, PoolEnv};
 use test_support::Service;
 
 /// The runners' port, the same on every host: the name gives only addresses.
@@ -216,39 +222,9 @@ fn run(command: &mut Command) {
     assert!(status.success(), "{command:?}: {status}");
 }
 
-fn runner_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("SANDBOX_RUNNER_BIN") {
-        return path.into();
-    }
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("sandbox-runner"))
-        .expect("target directory")
-}
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("client")
-}
-
-/// Programs a runner started (outcomes other than "rejected"), from its `/metrics`.
+/// Programs the runner at `address` started, from its `/metrics`.
 async fn runs_of(address: &str) -> u64 {
-    let body = http()
-        .get(format!("http://{address}:{PORT}/metrics"))
-        .send()
-        .await
-        .expect("runner /metrics")
-        .text()
-        .await
-        .expect("body");
-    body.lines()
-        .filter(|l| l.starts_with("sandbox_runner_runs_total{"))
-        .filter(|l| !l.contains("outcome=\"rejected\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    runs_started(&format!("http://{address}:{PORT}")).await
 }
 
 /// Waits until the server's `/health` lists exactly the runners at `addresses`.
@@ -261,20 +237,18 @@ async fn wait_for_runners(base: &str, addresses: &[&str]) {
     let until = Instant::now() + Duration::from_secs(15);
     let mut last = serde_json::Value::Null;
     while Instant::now() < until {
-        if let Ok(response) = http().get(format!("{base}/health")).send().await {
-            last = response.json().await.unwrap_or_default();
-            let mut seen: Vec<String> = last["runners"]
-                .as_array()
-                .map(|rs| {
-                    rs.iter()
-                        .filter_map(|r| r["url"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            seen.sort();
-            if seen == want {
-                return;
-            }
+        last = get_json(format!("{base}/health")).await;
+        let mut seen: Vec<String> = last["runners"]
+            .as_array()
+            .map(|rs| {
+                rs.iter()
+                    .filter_map(|r| r["url"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        seen.sort();
+        if seen == want {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -285,13 +259,9 @@ async fn wait_for_runners(base: &str, addresses: &[&str]) {
 async fn calls(client: &RunningService<RoleClient, ()>, first: u64, count: u64) {
     for start in (first..first + count).step_by(4) {
         let batch = (start..(start + 4).min(first + count)).map(|n| async move {
-            let mut arguments = rmcp::model::JsonObject::new();
-            arguments.insert("code".into(), format!("echo $(({n} * 7))").into());
-            let params = CallToolRequestParams::new("run_bash").with_arguments(arguments);
+            let params = call("run_bash", &seven_times(n), None);
             let result = client.call_tool(params).await.expect("tools/call");
-            let structured = result.structured_content.clone().unwrap_or_default();
-            assert_eq!(result.is_error, Some(false), "{structured}");
-            assert_eq!(structured["stdout"], format!("{}\n", n * 7));
+            assert_eq!(stdout_of(&result), seven_times_output(n));
         });
         futures::future::join_all(batch).await;
     }
@@ -342,6 +312,7 @@ async fn runners_follow_their_dns_records() {
     net.records(&[r1, r2]);
     net.start_dnsmasq();
     let mcp_token = format!("dns-mcp-token-{}", std::process::id());
+    let pool_env = PoolEnv::new([format!("http://{NAME}:{PORT}")], &token, 300);
     let mut command = Command::new("ip");
     command
         .args([
@@ -355,18 +326,12 @@ async fn runners_follow_their_dns_records() {
         .env("BIND", format!("10.{}.0.2", net.octet))
         .env("PORT", "0")
         .env("RUST_LOG", "warn")
-        .env("SANDBOX_RUNNER_URL", format!("http://{NAME}:{PORT}"))
-        .env("SANDBOX_RUNNER_TOKEN", &token)
+        .envs(pool_env.vars())
         .env("SANDBOX_RUNNER_RESOLVE_MS", "300")
-        .env("SANDBOX_RUNNER_HEALTH_MS", "300")
         .env_remove("SANDBOX_HANDLE_KEY");
     let url = net.start(command, "sandbox-mcp listening on ");
     let base = url.trim_end_matches("/mcp").to_owned();
-    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(mcp_token);
-    let client =
-        ().serve(StreamableHttpClientTransport::from_config(config))
-            .await
-            .expect("connect");
+    let client = connect_to(&url, &mcp_token).await.expect("connect");
 
     // Two records: both runners get calls, the third none.
     wait_for_runners(&base, &[r1, r2]).await;

@@ -9,17 +9,20 @@
 //! Needs the runner binary (built beside these tests, or SANDBOX_RUNNER_BIN) and root.
 
 mod common;
+#[path = "common/scale_out.rs"]
+mod scale_out;
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{connect, runner_bin, start_mcp, start_mcp_with_token, Server};
+use common::{call, connect, runner_bin, start_mcp, start_mcp_with_token, wait_for_exit, Server};
 use nix::sys::signal::{kill, Signal};
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::RoleClient;
+use scale_out::{seven_times, seven_times_output, stdout_of, PoolEnv};
 use test_support::Service;
 
 type Client = RunningService<RoleClient, ()>;
@@ -77,14 +80,10 @@ impl LoggedRunner {
     }
 
     fn wait_for_exit(&mut self) {
-        let until = std::time::Instant::now() + Duration::from_secs(30);
-        while std::time::Instant::now() < until {
-            if let Ok(Some(_)) = self.service.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the runner did not exit");
+        assert!(
+            wait_for_exit(&mut self.service, Duration::from_secs(30)).is_some(),
+            "the runner did not exit"
+        );
     }
 }
 
@@ -94,32 +93,19 @@ impl Drop for LoggedRunner {
     }
 }
 
-fn three_runners(token: &str) -> (Vec<LoggedRunner>, String) {
+/// Three runners with one token, and the environment of a server in front of them.
+fn three_runners(token: &str) -> (Vec<LoggedRunner>, PoolEnv) {
     let runners: Vec<LoggedRunner> = (0..3).map(|n| LoggedRunner::start(token, n)).collect();
-    let list = runners
-        .iter()
-        .map(|r| r.service.url().to_owned())
-        .collect::<Vec<_>>()
-        .join(",");
-    (runners, list)
-}
-
-fn mcp_env<'a>(list: &'a str, token: &'a str) -> [(&'a str, &'a str); 3] {
-    [
-        ("SANDBOX_RUNNER_URL", list),
-        ("SANDBOX_RUNNER_TOKEN", token),
-        ("SANDBOX_RUNNER_HEALTH_MS", "300"),
-    ]
+    let env = PoolEnv::new(runners.iter().map(|r| r.service.url()), token, 300);
+    (runners, env)
 }
 
 fn slow_call(n: u64) -> CallToolRequestParams {
-    let mut arguments = JsonObject::new();
-    arguments.insert(
-        "code".into(),
-        format!("sleep 0.4; echo $(({n} * 7))").into(),
-    );
-    arguments.insert("timeoutMs".into(), 10_000.into());
-    CallToolRequestParams::new("run_bash").with_arguments(arguments)
+    call(
+        "run_bash",
+        &format!("sleep 0.4; {}", seven_times(n)),
+        Some(10_000),
+    )
 }
 
 /// What happened to one call.
@@ -139,19 +125,18 @@ async fn batch(client: &Client, first: u64, count: u64) -> Vec<Fate> {
         let answer = tokio::time::timeout(Duration::from_secs(8), client.call_tool(slow_call(n)));
         match answer.await {
             Err(_) | Ok(Err(_)) => Fate::NoAnswer,
+            Ok(Ok(result)) if result.is_error == Some(false) => {
+                assert_eq!(stdout_of(&result), seven_times_output(n));
+                Fate::Answered
+            }
             Ok(Ok(result)) => {
                 let structured = result.structured_content.clone().unwrap_or_default();
-                if result.is_error == Some(false) {
-                    assert_eq!(structured["stdout"], format!("{}\n", n * 7));
-                    Fate::Answered
-                } else {
-                    Fate::Failed(
-                        structured["error"]["code"]
-                            .as_str()
-                            .unwrap_or("?")
-                            .to_owned(),
-                    )
-                }
+                Fate::Failed(
+                    structured["error"]["code"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .to_owned(),
+                )
             }
         }
     });
@@ -180,8 +165,8 @@ fn answered(fates: &[Fate]) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draining_runner_loses_no_call_and_runs_none_twice() {
     let token = common::token();
-    let (mut runners, list) = three_runners(&token);
-    let mcp = start_mcp(&mcp_env(&list, &token));
+    let (mut runners, env) = three_runners(&token);
+    let mcp = start_mcp(&env.vars());
     let client = connect(&mcp, &mcp.token).await.expect("connect");
     let fates = {
         let victim = &mut runners[1];
@@ -201,8 +186,8 @@ async fn a_draining_runner_loses_no_call_and_runs_none_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_runner_loses_only_what_it_was_running() {
     let token = common::token();
-    let (mut runners, list) = three_runners(&token);
-    let mcp = start_mcp(&mcp_env(&list, &token));
+    let (mut runners, env) = three_runners(&token);
+    let mcp = start_mcp(&env.vars());
     let client = connect(&mcp, &mcp.token).await.expect("connect");
     let fates = {
         let victim = &mut runners[1];
@@ -235,10 +220,9 @@ async fn a_killed_runner_loses_only_what_it_was_running() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replica_loses_only_its_calls_in_flight() {
     let token = common::token();
-    let (runners, list) = three_runners(&token);
-    let env = mcp_env(&list, &token);
-    let one: Server = start_mcp(&env);
-    let two = start_mcp_with_token(&env, one.token.clone());
+    let (runners, env) = three_runners(&token);
+    let one: Server = start_mcp(&env.vars());
+    let two = start_mcp_with_token(&env.vars(), one.token.clone());
     let first = connect(&one, &one.token).await.expect("connect");
     let second = connect(&two, &two.token).await.expect("connect");
     let killing = async {

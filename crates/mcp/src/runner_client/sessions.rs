@@ -9,10 +9,9 @@ use sandbox_protocol::api::{
     CreateSession, FileList, Limits, RunRequest, RunResponse, SessionInfo,
 };
 
-use super::{
-    ask_until_free, bounded, error_from, read_json, transport_error, RunnerClient, RunnerError,
-    RUN_MARGIN,
-};
+use super::answer::{error_from, read_json, transport_error};
+use super::wait::{ask_until_free, bounded};
+use super::{RunnerClient, RunnerError, RUN_MARGIN};
 
 /// How long a file operation, a listing or a close may take.
 const FILE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -27,11 +26,7 @@ impl RunnerClient {
     ) -> Result<SessionInfo, RunnerError> {
         let deadline = Duration::from_millis(limits.queue_timeout_ms) + RUN_MARGIN;
         ask_until_free(deadline, || {
-            let builder = self.request(Method::POST, &["sessions"]).json(request);
-            bounded(deadline, async {
-                let response = builder.send().await.map_err(transport_error)?;
-                read_json(response, StatusCode::CREATED).await
-            })
+            bounded(deadline, self.create_session_once(request, limits))
         })
         .await
     }

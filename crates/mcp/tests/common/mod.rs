@@ -128,8 +128,15 @@ pub async fn connect(
     server: &Server,
     token: &str,
 ) -> Result<RunningService<RoleClient, ()>, rmcp::service::ClientInitializeError> {
-    let config =
-        StreamableHttpClientTransportConfig::with_uri(server.url.as_str()).auth_header(token);
+    connect_to(&server.url, token).await
+}
+
+/// [`connect`] to a server at `url` (its `/mcp`) that this harness did not start.
+pub async fn connect_to(
+    url: &str,
+    token: &str,
+) -> Result<RunningService<RoleClient, ()>, rmcp::service::ClientInitializeError> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
     ().serve(StreamableHttpClientTransport::from_config(config))
         .await
 }
@@ -177,15 +184,23 @@ impl Server {
         &mut self,
         limit: std::time::Duration,
     ) -> Option<std::process::ExitStatus> {
-        let deadline = std::time::Instant::now() + limit;
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(status)) = self.service.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        None
+        wait_for_exit(&mut self.service, limit)
     }
+}
+
+/// Waits up to `limit` for `service` to exit on its own.
+pub fn wait_for_exit(
+    service: &mut Service,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = service.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
 }
 
 /// What a [`FakeRunner`] answers to `POST /run`.

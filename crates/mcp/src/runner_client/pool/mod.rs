@@ -25,7 +25,9 @@ use std::time::Duration;
 use sandbox_protocol::api::{CreateSession, Limits, RunRequest, RunResponse, SessionInfo};
 use tokio::time::Instant;
 
-use super::{bounded, RunnerClient, RunnerError, RUN_MARGIN};
+use super::run::run_deadline;
+use super::wait::bounded;
+use super::{RunnerClient, RunnerError, RUN_MARGIN};
 
 mod member;
 
@@ -259,10 +261,7 @@ impl Runners {
         limits: &Limits,
         compile_ms: u64,
     ) -> Result<RunResponse, RunnerError> {
-        let timeout_ms = request.timeout_ms.unwrap_or(limits.default_timeout_ms);
-        let deadline = Duration::from_millis(timeout_ms + compile_ms)
-            + Duration::from_millis(limits.queue_timeout_ms)
-            + RUN_MARGIN;
+        let deadline = run_deadline(request, limits, compile_ms);
         self.place(deadline, |client| async move {
             client.run_once(&["run"], request, limits).await
         })

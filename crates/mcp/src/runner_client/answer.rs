@@ -1,0 +1,169 @@
+//! How the runner's answers become results or errors: a transport failure is
+//! [`RunnerError::Unreachable`] or [`RunnerError::ConnectionLost`] (whether the request got
+//! there), an answer with another status than expected is classified by its status and
+//! the runner's error code, and an answer that is not the runner's API is malformed.
+
+use reqwest::{header, StatusCode};
+use sandbox_protocol::api::ErrorBody;
+
+use super::RunnerError;
+
+/// A failure to exchange with the runner: [`RunnerError::Unreachable`] when no connection
+/// was made (nothing reached the runner), else [`RunnerError::ConnectionLost`].
+pub(super) fn transport_error(error: reqwest::Error) -> RunnerError {
+    // The chain's last cause ("Connection refused") is the part people can act on.
+    let mut cause: &dyn std::error::Error = &error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    if error.is_connect() {
+        RunnerError::Unreachable(cause.to_string())
+    } else {
+        RunnerError::ConnectionLost(cause.to_string())
+    }
+}
+
+/// The JSON body of an answer with status `expected`, or the error the answer says.
+pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
+    response: reqwest::Response,
+    expected: StatusCode,
+) -> Result<T, RunnerError> {
+    if response.status() != expected {
+        return Err(error_from(response).await);
+    }
+    let body = response.bytes().await.map_err(transport_error)?;
+    serde_json::from_slice(&body).map_err(|e| RunnerError::Malformed(e.to_string()))
+}
+
+/// The error an answer other than the one expected says: its status, the runner's error
+/// code and message from its body (when it is the runner's), and its `Retry-After`.
+pub(super) async fn error_from(response: reqwest::Response) -> RunnerError {
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
+    let body = response.bytes().await.unwrap_or_default();
+    let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
+        Ok(parsed) => (parsed.error.code, parsed.error.message),
+        Err(_) => (
+            String::new(),
+            status.canonical_reason().unwrap_or("error").to_owned(),
+        ),
+    };
+    classify(status, code, message, retry_after)
+}
+
+/// The runner's codes for refused inline dependencies, passed on as they are.
+pub const DEPENDENCY_CODES: &[&str] = &[
+    "bad_script_metadata",
+    "dependency_denied",
+    "dependency_not_found",
+    "dependency_too_large",
+    "dependency_timeout",
+    "dependency_conflict",
+    "python_version_unsupported",
+    "index_unreachable",
+    "dependencies_disabled",
+    "dependencies_unsupported",
+    "dependencies_unavailable",
+];
+
+/// The error of an answer with `status` and the runner's `runner_code`: the runner's code
+/// first (it is finer), then the status.
+pub(super) fn classify(
+    status: StatusCode,
+    runner_code: String,
+    message: String,
+    retry_after: Option<u64>,
+) -> RunnerError {
+    if let Some(code) = DEPENDENCY_CODES.iter().find(|c| **c == runner_code) {
+        return RunnerError::Dependencies { code, message };
+    }
+    match runner_code.as_str() {
+        "session_not_found" => return RunnerError::SandboxNotFound,
+        "session_busy" => return RunnerError::SandboxBusy,
+        "too_many_sessions" => return RunnerError::TooManySandboxes,
+        "bad_path" => return RunnerError::BadPath(message),
+        "file_not_found" => return RunnerError::FileNotFound(message),
+        "file_error" => return RunnerError::FileFailed(message),
+        _ => {}
+    }
+    let code = status.as_u16();
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => RunnerError::Unauthorized,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => RunnerError::Busy {
+            status: code,
+            code: runner_code,
+            message,
+            retry_after,
+        },
+        s if s.is_client_error() => RunnerError::Refused {
+            status: code,
+            message,
+        },
+        s if s.is_server_error() => RunnerError::Internal {
+            status: code,
+            message,
+        },
+        _ => RunnerError::Malformed(format!("unexpected status {code}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_errors_that_say_whether_to_retry() {
+        let busy = classify(
+            StatusCode::TOO_MANY_REQUESTS,
+            "pool_exhausted".into(),
+            "pool".into(),
+            Some(2),
+        );
+        assert!(busy.retryable());
+        assert!(busy.to_string().contains("retry in 2 s"));
+        let refused = |status| classify(status, String::new(), "x".into(), None);
+        assert!(!refused(StatusCode::UNAUTHORIZED).retryable());
+        assert!(!refused(StatusCode::PAYLOAD_TOO_LARGE).retryable());
+        assert!(refused(StatusCode::BAD_GATEWAY).retryable());
+        assert!(RunnerError::NotConfigured
+            .to_string()
+            .contains("SANDBOX_RUNNER_URL"));
+        assert!(RunnerError::NotConfigured.to_string().contains("503"));
+    }
+
+    #[test]
+    fn the_runners_session_errors_say_what_to_do() {
+        let error = |status, code: &str| classify(status, code.into(), "m".into(), None);
+        let gone = error(StatusCode::NOT_FOUND, "session_not_found");
+        assert_eq!(gone.code(), "sandbox_not_found");
+        assert!(!gone.retryable());
+        assert!(gone.to_string().contains("create_sandbox"), "{gone}");
+        let busy = error(StatusCode::CONFLICT, "session_busy");
+        assert!(
+            busy.retryable() && busy.to_string().contains("wait"),
+            "{busy}"
+        );
+        let full = error(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions");
+        assert!(full.to_string().contains("close_sandbox"), "{full}");
+        assert_eq!(
+            error(StatusCode::BAD_REQUEST, "bad_path").code(),
+            "bad_path"
+        );
+        let missing = error(StatusCode::NOT_FOUND, "file_not_found");
+        assert!(missing.to_string().contains("list_files"), "{missing}");
+        let refused = error(StatusCode::UNPROCESSABLE_ENTITY, "dependency_denied");
+        assert_eq!(refused.code(), "dependency_denied");
+        assert!(!refused.retryable());
+        assert!(refused.to_string().contains("nothing ran"), "{refused}");
+        assert!(error(StatusCode::UNPROCESSABLE_ENTITY, "index_unreachable").retryable());
+        // A 404 that is not a session's is not mistaken for one.
+        assert_eq!(
+            error(StatusCode::NOT_FOUND, "not_found").code(),
+            "runner_refused"
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! Why a call to a runner did not produce a result: [`RunnerError`], with its stable code
+//! and whether the same call may succeed later.
+
+/// Why a run did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// No runner is configured.
+    #[error(
+        "503 sandbox runner not configured: this server has no runner to run code; \
+         set SANDBOX_RUNNER_URL (and SANDBOX_RUNNER_TOKEN) and restart it"
+    )]
+    NotConfigured,
+    /// The runner could not be reached: the request never got there, so nothing ran.
+    #[error("the sandbox runner is unreachable ({0}); retrying later may help once it is back")]
+    Unreachable(String),
+    /// The connection broke after the request was sent: the program may have run, so
+    /// it is not sent anywhere again.
+    #[error(
+        "the connection to the sandbox runner broke after the call was sent ({0}); the \
+         program may have run, so this server did not run it again; retry only if running \
+         it twice is harmless"
+    )]
+    ConnectionLost(String),
+    /// The runner that holds a sandbox's session is gone.
+    #[error(
+        "session lost: the runner that held this sandbox is gone ({0}), and the sandbox's \
+         files and variables with it; create a new sandbox with create_sandbox (or run \
+         without sandboxId)"
+    )]
+    SessionLost(String),
+    /// The runner gave no answer within the run's timeout, its queue wait and
+    /// [`RUN_MARGIN`](super::RUN_MARGIN).
+    #[error("the sandbox runner did not answer within {0} ms; retrying may help")]
+    TimedOut(u128),
+    /// The runner refused this server's token.
+    #[error(
+        "the sandbox runner refused this server's credentials (401); \
+         fix SANDBOX_RUNNER_TOKEN, retrying will not help"
+    )]
+    Unauthorized,
+    /// The runner has no free sandbox now.
+    #[error("the sandbox runner is busy ({status}: {message}); retry{}", retry_hint(*.retry_after))]
+    Busy {
+        /// 429 or 503.
+        status: u16,
+        /// The runner's error code (`pool_exhausted`, `queue_timeout`, `shutting_down`).
+        code: String,
+        /// The runner's explanation.
+        message: String,
+        /// Seconds the runner asked to wait, from `Retry-After`.
+        retry_after: Option<u64>,
+    },
+    /// The runner has no such session: the sandbox was closed or expired, or its runner
+    /// restarted.
+    #[error(
+        "this sandbox no longer exists: it was closed, or it expired (idle too long, or past \
+         its expiresAt), or its runner restarted, and its files are gone; create a new sandbox \
+         with create_sandbox (or run without sandboxId)"
+    )]
+    SandboxNotFound,
+    /// The sandbox is in the middle of another call.
+    #[error(
+        "this sandbox is busy with another call (one call at a time per sandbox); wait for \
+         that call to finish, then retry"
+    )]
+    SandboxBusy,
+    /// The runner holds as many sandboxes as it may.
+    #[error(
+        "the runner already holds as many sandboxes as it allows (RUNNER_MAX_SESSIONS); close \
+         one you no longer need with close_sandbox, wait for one to expire, or run without \
+         sandboxId in a one-shot sandbox"
+    )]
+    TooManySandboxes,
+    /// A path that leaves the sandbox's home folder.
+    #[error(
+        "the path is not inside the sandbox's home folder /home/sandbox ({0}); give a path \
+         relative to it, without '..', that does not go through a symlink out of it"
+    )]
+    BadPath(String),
+    /// No such file in the sandbox.
+    #[error("no such file in the sandbox ({0}); list_files shows the sandbox's files")]
+    FileNotFound(String),
+    /// A file over a cap, or a full home folder.
+    #[error("the file is too large: {0}")]
+    FileTooLarge(String),
+    /// The sandbox could not read or write a file.
+    #[error("the sandbox could not read or write the file ({0})")]
+    FileFailed(String),
+    /// The runner refused the request itself (400, 413): the same call will fail again.
+    #[error("the sandbox runner refused the program ({status}: {message}); retrying the same call will not help")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The runner's explanation.
+        message: String,
+    },
+    /// The program's inline dependencies (its PEP 723 block) were refused: nothing ran.
+    #[error(
+        "the program's inline dependencies (its `# /// script` block) were refused, and \
+         nothing ran: {message}. Use the installed packages (this tool's description lists \
+         them), or change the block"
+    )]
+    Dependencies {
+        /// The runner's code (one of [`DEPENDENCY_CODES`](super::DEPENDENCY_CODES)).
+        code: &'static str,
+        /// The runner's explanation, naming the package.
+        message: String,
+    },
+    /// The runner failed internally.
+    #[error("the sandbox runner failed ({status}: {message}); retrying may help")]
+    Internal {
+        /// The HTTP status.
+        status: u16,
+        /// The runner's explanation.
+        message: String,
+    },
+    /// The client cancelled the call before the run ended.
+    #[error("the call was cancelled before the program finished")]
+    Cancelled,
+    /// The runner answered something that is not its API.
+    #[error(
+        "the sandbox runner sent an answer this server cannot read ({0}); retrying will not help"
+    )]
+    Malformed(String),
+}
+
+fn retry_hint(retry_after: Option<u64>) -> String {
+    match retry_after {
+        Some(secs) => format!(" in {secs} s"),
+        None => " in a few seconds".to_owned(),
+    }
+}
+
+impl RunnerError {
+    /// A stable machine-readable code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RunnerError::NotConfigured => "not_configured",
+            RunnerError::Unreachable(_) => "runner_unreachable",
+            RunnerError::ConnectionLost(_) => "runner_connection_lost",
+            RunnerError::SessionLost(_) => "session_lost",
+            RunnerError::TimedOut(_) => "runner_timeout",
+            RunnerError::Unauthorized => "runner_unauthorized",
+            RunnerError::Busy { .. } => "runner_busy",
+            RunnerError::Refused { .. } => "runner_refused",
+            RunnerError::Dependencies { code, .. } => code,
+            RunnerError::Internal { .. } => "runner_error",
+            RunnerError::Cancelled => "cancelled",
+            RunnerError::Malformed(_) => "runner_malformed",
+            RunnerError::SandboxNotFound => "sandbox_not_found",
+            RunnerError::SandboxBusy => "sandbox_busy",
+            RunnerError::TooManySandboxes => "too_many_sandboxes",
+            RunnerError::BadPath(_) => "bad_path",
+            RunnerError::FileNotFound(_) => "file_not_found",
+            RunnerError::FileTooLarge(_) => "too_large",
+            RunnerError::FileFailed(_) => "file_error",
+        }
+    }
+
+    /// Whether the same call may succeed later.
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            RunnerError::Unreachable(_)
+                | RunnerError::TimedOut(_)
+                | RunnerError::Busy { .. }
+                | RunnerError::Internal { .. }
+                | RunnerError::SandboxBusy
+                | RunnerError::TooManySandboxes
+                | RunnerError::Dependencies {
+                    code: "index_unreachable" | "dependency_timeout",
+                    ..
+                }
+        )
+    }
+}
