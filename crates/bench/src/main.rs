@@ -173,8 +173,8 @@ impl Plan {
                     pool_size: SCALE_OUT_POOL,
                     failover: scale_out::Phases {
                         before: Duration::from_secs(1),
-                        down: Duration::from_secs(3),
-                        after: Duration::from_millis(500),
+                        down: Duration::from_secs(1),
+                        after: Duration::from_millis(200),
                     },
                 },
                 sections,
