@@ -85,7 +85,7 @@ pub async fn timed(run: impl Future<Output = anyhow::Result<()>>) -> anyhow::Res
 }
 
 /// (a): the interpreter with the one-liner, a clean environment and piped output.
-async fn direct(case: &Case, interpreter: &std::path::Path) -> anyhow::Result<()> {
+pub(crate) async fn direct(case: &Case, interpreter: &std::path::Path) -> anyhow::Result<()> {
     let output = Command::new(interpreter)
         .arg(case.inline_flag)
         .arg(case.code)

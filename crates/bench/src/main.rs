@@ -8,13 +8,15 @@
 //! first pandas + matplotlib plot (issue 13, see `first_plot`); then a hello world in
 //! every language the runner offers, next to the direct command on the host (issue 14,
 //! see `languages`); then calls/s through one sandbox-mcp in front of 1, 2 and 3
-//! runners, and a runner killed under load (issue 15, see `scale_out`). `--only` picks
+//! runners, and a runner killed under load (issue 15, see `scale_out`); then the CPU
+//! one run costs, counted by cgroups, next to a direct spawn (see `cpu_cost`). `--only` picks
 //! sections. It writes `bench.json` and `bench.md` to
 //! `--out`. It is not a load generator for remote hosts: all traffic stays on loopback
 //! and every phase is bounded in count and time.
 
 mod cases;
 mod clients;
+mod cpu_cost;
 mod cpu_group;
 mod first_plot;
 mod languages;
@@ -47,6 +49,8 @@ const LEVELS: [usize; 4] = [1, 2, 4, 8];
 const SCALE_OUT_POOL: usize = 4;
 /// Calls in flight at once in the scale-out figure: every sandbox of three runners.
 const SCALE_OUT_CONCURRENCY: usize = 3 * SCALE_OUT_POOL;
+/// Runs in flight at once in the CPU-per-run figure (issue 16's throughput level).
+const CPU_CONCURRENCY: usize = 8;
 /// How long a full pool is left alone before its sandboxes are measured.
 const SETTLE: Duration = Duration::from_millis(500);
 /// How long a session with a busy loop rests while the loop's CPU time is watched.
@@ -86,6 +90,9 @@ struct Args {
     /// Counted calls per program and number of runners of the scale-out figure.
     #[arg(long, default_value_t = 240, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     scale_calls: u32,
+    /// Counted runs per language and path of the CPU-per-run figure.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(8..=100_000))]
+    cpu_runs: u32,
     /// Only these sections (comma-separated; all when absent).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Section>,
@@ -112,16 +119,19 @@ pub enum Section {
     /// Calls/s through one sandbox-mcp in front of 1, 2 and 3 runners, and a runner's
     /// SIGKILL under load (issue 15).
     ScaleOut,
+    /// CPU per run, counted by cgroups, next to a direct spawn (issue 16's baseline).
+    CpuPerRun,
 }
 
 impl Section {
-    const ALL: [Section; 6] = [
+    const ALL: [Section; 7] = [
         Section::ColdStart,
         Section::Paths,
         Section::Sessions,
         Section::FirstPlot,
         Section::Languages,
         Section::ScaleOut,
+        Section::CpuPerRun,
     ];
 }
 
@@ -135,6 +145,7 @@ struct Plan {
     plot: first_plot::Sizes,
     languages: languages::Sizes,
     scale_out: scale_out::Sizes,
+    cpu: cpu_cost::Sizes,
     sections: Vec<Section>,
 }
 
@@ -177,6 +188,11 @@ impl Plan {
                         after: Duration::from_millis(200),
                     },
                 },
+                cpu: cpu_cost::Sizes {
+                    runs: 16,
+                    concurrency: CPU_CONCURRENCY,
+                    pool_size,
+                },
                 sections,
             };
         }
@@ -206,6 +222,11 @@ impl Plan {
                     down: Duration::from_secs(5),
                     after: Duration::from_secs(2),
                 },
+            },
+            cpu: cpu_cost::Sizes {
+                runs: args.cpu_runs as usize,
+                concurrency: CPU_CONCURRENCY,
+                pool_size,
             },
             sections,
         }
@@ -241,6 +262,7 @@ async fn main() -> anyhow::Result<()> {
         first_plot: None,
         languages: None,
         scale_out: None,
+        cpu_per_run: None,
         targets: Vec::new(),
     };
     let runner_token = token()?;
@@ -265,6 +287,9 @@ async fn main() -> anyhow::Result<()> {
     if plan.has(Section::ScaleOut) {
         let figure = scale_out::measure(&bins, &runner_token, &plan.scale_out).await?;
         report.scale_out = Some(figure);
+    }
+    if plan.has(Section::CpuPerRun) {
+        report.cpu_per_run = cpu_cost::measure(&bins, &runner_token, &plan.cpu).await?;
     }
     if plan.has(Section::Paths) {
         report.check_targets();

@@ -2,6 +2,7 @@
 //! spawn) for people, and the targets of issue 5 checked against them.
 
 use crate::clients::Via;
+use crate::cpu_cost::CpuFigures;
 use crate::first_plot::{FirstPlot, PlotPath, ONE_LINER};
 use crate::languages::{LanguageFigures, EXPECTED};
 use crate::measure::{ColdStart, LangLatency, Rate};
@@ -75,6 +76,8 @@ pub struct Report {
     pub languages: Option<LanguageFigures>,
     /// Calls/s with 1, 2 and 3 runners, and failover (issue 15).
     pub scale_out: Option<ScaleOutFigures>,
+    /// CPU per run next to a direct spawn (issue 16's baseline).
+    pub cpu_per_run: Option<CpuFigures>,
     /// The targets of issue 5.
     pub targets: Vec<Target>,
 }
@@ -206,6 +209,9 @@ impl Report {
         }
         if let Some(scale_out) = &self.scale_out {
             crate::scale_out::markdown(scale_out, &mut md);
+        }
+        if let Some(cpu) = &self.cpu_per_run {
+            cpu_md(cpu, &mut md);
         }
         if !self.targets.is_empty() {
             self.targets_md(&mut md);
@@ -593,6 +599,28 @@ fn languages_md(f: &LanguageFigures, md: &mut String) {
     languages_notes(f, md);
 }
 
+fn cpu_md(f: &CpuFigures, md: &mut String) {
+    md.push_str("### CPU per run, ms (ratio to the direct spawn)\n\n");
+    let _ = writeln!(
+        md,
+        "{} runs per language and path, {} at a time; counted by cgroup v1 cpuacct groups: \
+         the runner's (the runner, every sandbox and the replacements of those used; pool \
+         size {}, no warm imports) and the bench's during its direct spawns.\n",
+        f.runs, f.concurrency, f.pool_size
+    );
+    md.push_str("| lang | direct spawn | POST /run |\n|---|---|---|\n");
+    for row in &f.rows {
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} | {} |",
+            row.lang,
+            row.direct_ms,
+            with_ratio(row.sandboxed_ms, row.direct_ms, 2)
+        );
+    }
+    md.push('\n');
+}
+
 /// A path's row heading in the "Languages" section.
 fn language_path(via: Via) -> &'static str {
     match via {
@@ -854,6 +882,27 @@ mod tests {
         assert!(!md.contains("**c:"), "{md}");
         assert!(md.contains("toolchain missing?): java."), "{md}");
         assert!(md.contains("no hello world in the bench: perl."), "{md}");
+    }
+
+    #[test]
+    fn cpu_section_shows_ratios_to_the_direct_spawn() {
+        let figures = CpuFigures {
+            runs: 200,
+            concurrency: 8,
+            pool_size: 8,
+            rows: vec![crate::cpu_cost::CpuRow {
+                lang: "python".into(),
+                direct_ms: 10.0,
+                sandboxed_ms: 20.0,
+            }],
+        };
+        let mut md = String::new();
+        cpu_md(&figures, &mut md);
+        assert!(md.contains("| python | 10.00 | 20.00 (2.00x) |"), "{md}");
+        assert!(
+            md.contains("200 runs per language and path, 8 at a time"),
+            "{md}"
+        );
     }
 
     #[test]
