@@ -70,18 +70,22 @@ impl RunnerClient {
     /// Asks `GET /health` once: whether it answered 200, and the body (read whatever
     /// the status, so that a draining runner's 503 says what it is doing).
     pub(crate) async fn probe(&self) -> Result<(bool, Probe), RunnerError> {
-        let response = self
-            .http
-            .get(self.endpoint(&["health"]))
-            .timeout(HEALTH_TIMEOUT)
-            .send()
-            .await
-            .map_err(transport_error)?;
+        let response = self.get_health().await?;
         let ok = response.status() == StatusCode::OK;
         let body = response.bytes().await.map_err(transport_error)?;
         let probe =
             serde_json::from_slice(&body).map_err(|e| RunnerError::Malformed(e.to_string()))?;
         Ok((ok, probe))
+    }
+
+    /// `GET /health` (no token: the route is open), bounded by [`HEALTH_TIMEOUT`].
+    async fn get_health(&self) -> Result<reqwest::Response, RunnerError> {
+        self.http
+            .get(self.endpoint(&["health"]))
+            .timeout(HEALTH_TIMEOUT)
+            .send()
+            .await
+            .map_err(transport_error)
     }
 
     /// The URL of `segments` below the runner's base URL, each one percent-encoded as a
@@ -111,13 +115,7 @@ impl RunnerClient {
     /// else than its health. A runner that is starting, degraded or draining answers 503
     /// with the same body as 200: `Ok`, and `status` says which.
     pub async fn health(&self) -> Result<Health, RunnerError> {
-        let response = self
-            .http
-            .get(self.endpoint(&["health"]))
-            .timeout(HEALTH_TIMEOUT)
-            .send()
-            .await
-            .map_err(transport_error)?;
+        let response = self.get_health().await?;
         let status = response.status();
         if !status.is_success() && status != StatusCode::SERVICE_UNAVAILABLE {
             return Err(error_from(response).await);
