@@ -15,14 +15,11 @@
 
 use crate::cases::{Case, CASES};
 use crate::clients::{direct, RunnerApi};
-use crate::measure::{REFILL_TIMEOUT, SETTLE};
+use crate::measure::{spread, REFILL_TIMEOUT, SETTLE};
 use crate::services::{Binaries, Service};
-use anyhow::{bail, Context};
+use anyhow::{ensure, Context};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use tokio::task::JoinSet;
 
 /// Where cgroup v1's cpuacct hierarchy is mounted.
 const CPUACCT: &str = "/sys/fs/cgroup/cpuacct";
@@ -210,22 +207,12 @@ where
     F: Fn(Case) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
 {
-    let taken = Arc::new(AtomicUsize::new(0));
-    let mut workers = JoinSet::new();
-    for _ in 0..sizes.concurrency {
-        let (run, taken, case, total) = (run.clone(), taken.clone(), case.clone(), sizes.runs);
-        workers.spawn(async move {
-            while taken.fetch_add(1, Ordering::Relaxed) < total {
-                run(case.clone()).await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(joined) = workers.join_next().await {
-        joined.context("a worker panicked")??;
-    }
-    if taken.load(Ordering::Relaxed) < sizes.runs {
-        bail!("fewer runs than asked");
-    }
+    let done = spread(vec![case.clone(); sizes.concurrency], sizes.runs, run).await?;
+    ensure!(
+        done.len() == sizes.runs,
+        "{} of {} runs made",
+        done.len(),
+        sizes.runs
+    );
     Ok(())
 }

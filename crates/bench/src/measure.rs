@@ -7,6 +7,7 @@ use crate::stats::{self, Latency};
 use anyhow::Context;
 use sandbox_protocol::Lang;
 use serde::Serialize;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,21 +113,41 @@ async fn run_concurrently(
     concurrency: usize,
     runs: usize,
 ) -> anyhow::Result<Vec<Instant>> {
+    let workers = vec![clients.clone(); concurrency];
+    spread(workers, runs, move |clients: Clients| {
+        let case = case.clone();
+        async move {
+            clients.once(via, &case).await?;
+            Ok(Instant::now())
+        }
+    })
+    .await
+}
+
+/// `count` jobs shared by one task per worker, each task taking the next job until none
+/// is left (a worker stops at its first failing job, which fails the whole); every job's
+/// result, in no particular order.
+pub async fn spread<W, F, Fut, T>(workers: Vec<W>, count: usize, job: F) -> anyhow::Result<Vec<T>>
+where
+    W: Clone + Send + 'static,
+    F: Fn(W) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = anyhow::Result<T>> + Send,
+    T: Send + 'static,
+{
     let taken = Arc::new(AtomicUsize::new(0));
-    let mut workers = JoinSet::new();
-    for _ in 0..concurrency {
-        let (clients, taken, case) = (clients.clone(), taken.clone(), case.clone());
-        workers.spawn(async move {
+    let mut tasks = JoinSet::new();
+    for worker in workers {
+        let (job, taken) = (job.clone(), taken.clone());
+        tasks.spawn(async move {
             let mut done = Vec::new();
-            while taken.fetch_add(1, Ordering::Relaxed) < runs {
-                clients.once(via, &case).await?;
-                done.push(Instant::now());
+            while taken.fetch_add(1, Ordering::Relaxed) < count {
+                done.push(job(worker.clone()).await?);
             }
             anyhow::Ok(done)
         });
     }
-    let mut done = Vec::with_capacity(runs);
-    while let Some(joined) = workers.join_next().await {
+    let mut done = Vec::with_capacity(count);
+    while let Some(joined) = tasks.join_next().await {
         done.extend(joined.context("a worker panicked")??);
     }
     Ok(done)

@@ -73,23 +73,13 @@ impl Service {
         pool_size: usize,
         extra: &[&str],
     ) -> anyhow::Result<Service> {
-        Service::runner_on(bin, token, pool_size, "127.0.0.1:0", extra).await
+        Service::runner_at(bin, token, pool_size, "127.0.0.1:0", extra).await
     }
 
-    /// Starts `sandbox-runner serve` with `pool_size` sandboxes and `extra` flags on
-    /// `listen` (`ADDR:PORT`): a runner started again where a killed one was.
+    /// Starts `sandbox-runner serve` with `pool_size` sandboxes on `listen` (`ADDR:PORT`:
+    /// a runner started again where a killed one was) with the bench's flags, then
+    /// `extra`.
     pub async fn runner_at(
-        bin: &Path,
-        token: &str,
-        pool_size: usize,
-        listen: &str,
-        extra: &[&str],
-    ) -> anyhow::Result<Service> {
-        Service::runner_on(bin, token, pool_size, listen, extra).await
-    }
-
-    /// Starts `sandbox-runner serve` on `listen` with the bench's flags, then `extra`.
-    async fn runner_on(
         bin: &Path,
         token: &str,
         pool_size: usize,

@@ -158,21 +158,31 @@ async fn under_load(client: &Client, hit: impl FnOnce()) -> Vec<Fate> {
     fates
 }
 
-fn answered(fates: &[Fate]) -> usize {
-    fates.iter().filter(|f| **f == Fate::Answered).count()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_draining_runner_loses_no_call_and_runs_none_twice() {
+/// Three runners behind one server; the middle one gets `signal` during [`under_load`]
+/// and is waited for. The runners, the server (kept for the test's length), the client
+/// and every call's fate.
+async fn middle_runner_hit_under_load(
+    signal: Signal,
+) -> (Vec<LoggedRunner>, Server, Client, Vec<Fate>) {
     let token = common::token();
     let (mut runners, env) = three_runners(&token);
     let mcp = start_mcp(&env.vars());
     let client = connect(&mcp, &mcp.token).await.expect("connect");
     let fates = {
         let victim = &mut runners[1];
-        under_load(&client, || victim.signal(Signal::SIGTERM)).await
+        under_load(&client, || victim.signal(signal)).await
     };
     runners[1].wait_for_exit();
+    (runners, mcp, client, fates)
+}
+
+fn answered(fates: &[Fate]) -> usize {
+    fates.iter().filter(|f| **f == Fate::Answered).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_runner_loses_no_call_and_runs_none_twice() {
+    let (runners, _mcp, client, fates) = middle_runner_hit_under_load(Signal::SIGTERM).await;
     assert_eq!(answered(&fates), 18, "every call answered: {fates:?}");
     let runs: Vec<usize> = runners.iter().map(LoggedRunner::runs).collect();
     assert_eq!(
@@ -185,15 +195,7 @@ async fn a_draining_runner_loses_no_call_and_runs_none_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_runner_loses_only_what_it_was_running() {
-    let token = common::token();
-    let (mut runners, env) = three_runners(&token);
-    let mcp = start_mcp(&env.vars());
-    let client = connect(&mcp, &mcp.token).await.expect("connect");
-    let fates = {
-        let victim = &mut runners[1];
-        under_load(&client, || victim.signal(Signal::SIGKILL)).await
-    };
-    runners[1].wait_for_exit();
+    let (runners, _mcp, client, fates) = middle_runner_hit_under_load(Signal::SIGKILL).await;
     let lost: Vec<&Fate> = fates.iter().filter(|f| **f != Fate::Answered).collect();
     assert!(
         lost.iter()

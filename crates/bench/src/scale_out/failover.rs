@@ -195,6 +195,7 @@ impl Events {
             .filter(|c| c.began >= self.killed_at && c.began < self.killed_at + WINDOW)
             .map(|c| c.took)
             .collect();
+        let longest = window.iter().max().map(|d| ms(*d));
         let window = stats::latency(&window);
         let mut failures: Vec<String> = Vec::new();
         for failure in calls.iter().filter_map(|c| c.failure.as_deref()) {
@@ -212,13 +213,7 @@ impl Events {
             failures,
             p50_before_ms: stats::latency(&before).map_or(f64::NAN, |l| l.p50_ms),
             p50_after_kill_ms: window.map(|l| l.p50_ms),
-            max_after_kill_ms: window.map(|_| {
-                calls
-                    .iter()
-                    .filter(|c| c.began >= self.killed_at && c.began < self.killed_at + WINDOW)
-                    .map(|c| ms(c.took))
-                    .fold(0.0, f64::max)
-            }),
+            max_after_kill_ms: longest,
             first_answer_ms: calls
                 .iter()
                 .filter(|c| c.began >= self.killed_at && c.failure.is_none())

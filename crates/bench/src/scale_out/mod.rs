@@ -14,17 +14,14 @@ mod failover;
 mod report;
 
 use crate::clients::{call_tool, McpSession, RunnerApi};
-use crate::measure::REFILL_TIMEOUT;
+use crate::measure::{spread, REFILL_TIMEOUT};
 use crate::services::{Binaries, Service};
 use crate::stats::{self, Latency};
 use anyhow::{bail, ensure, Context};
 use rmcp::service::Peer;
 use rmcp::RoleClient;
 use serde::Serialize;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::task::JoinSet;
 
 pub use failover::{Failover, Phases};
 pub use report::markdown;
@@ -187,11 +184,11 @@ async fn rate(
         let peers = front.peers();
         let warm = calls(&peers, workload, sizes.warmup).await?;
         ensure_all_answered(&warm)?;
-        let before = programs_started(runners).await?;
+        let before = programs_started(&front.http, runners).await?;
         let begun = Instant::now();
         let counted = calls(&peers, workload, sizes.calls).await?;
         let elapsed = begun.elapsed();
-        let after = programs_started(runners).await?;
+        let after = programs_started(&front.http, runners).await?;
         ensure_all_answered(&counted)?;
         let took: Vec<Duration> = counted.iter().map(|c| c.took).collect();
         anyhow::Ok(ScaleRate {
@@ -329,11 +326,10 @@ fn metrics_url(mcp: &Service) -> String {
 
 /// Programs each runner started so far (its `sandbox_runner_programs_started_total`,
 /// every language).
-async fn programs_started(runners: &[Service]) -> anyhow::Result<Vec<u64>> {
-    let http = reqwest::Client::new();
+async fn programs_started(http: &reqwest::Client, runners: &[Service]) -> anyhow::Result<Vec<u64>> {
     let mut counts = Vec::with_capacity(runners.len());
     for runner in runners {
-        counts.push(started_at(&http, &runner.url).await?);
+        counts.push(started_at(http, &runner.url).await?);
     }
     Ok(counts)
 }
@@ -402,22 +398,13 @@ async fn calls(
     workload: &Workload,
     count: usize,
 ) -> anyhow::Result<Vec<Call>> {
-    let taken = Arc::new(AtomicUsize::new(0));
-    let mut workers = JoinSet::new();
-    for peer in peers {
-        let (peer, taken, code) = (peer.clone(), taken.clone(), workload.code);
-        workers.spawn(async move {
-            let mut done = Vec::new();
-            while taken.fetch_add(1, Ordering::Relaxed) < count {
-                done.push(one_call(&peer, code).await);
-            }
-            done
-        });
-    }
-    let mut done = Vec::with_capacity(count);
-    while let Some(joined) = workers.join_next().await {
-        done.extend(joined.context("a worker panicked")?);
-    }
+    let code = workload.code;
+    let done = spread(
+        peers.to_vec(),
+        count,
+        move |peer: Peer<RoleClient>| async move { anyhow::Ok(one_call(&peer, code).await) },
+    )
+    .await?;
     ensure!(done.len() == count, "{} of {count} calls made", done.len());
     Ok(done)
 }
