@@ -24,6 +24,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use libloading::os::unix::{Library, Symbol, RTLD_GLOBAL, RTLD_NOW};
 
+/// Source a forked child runs before anything else: it draws new seeds from the kernel
+/// for the random generators a template may hold, so that siblings never share a stream.
+/// `random`'s module-level generator is reseeded by CPython itself in a child (an
+/// at-fork hook [`Python::fork`] runs); numpy's legacy global generator, seeded once when
+/// `numpy.random` is imported, is not (tests/fork.rs shows siblings sharing it without
+/// this). What siblings still share: the address-space layout and the hash seed.
+pub const RESEED: &str = "\
+import sys as _sandbox_sys
+if 'random' in _sandbox_sys.modules:
+    _sandbox_sys.modules['random'].seed()
+if 'numpy' in _sandbox_sys.modules:
+    try:
+        _sandbox_sys.modules['numpy'].random.seed()
+    except Exception:
+        pass
+del _sandbox_sys
+";
+
 /// Whether this process has started an interpreter (the C API allows one).
 static STARTED: AtomicBool = AtomicBool::new(false);
 
