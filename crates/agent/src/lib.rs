@@ -32,6 +32,7 @@ mod outputs;
 mod resident;
 mod serve;
 mod sink;
+pub mod template;
 mod tree;
 mod watch;
 

@@ -5,9 +5,11 @@
 //! A sandbox is made by executing the binary again: first as the jail
 //! ([`sandbox_jail::JAIL_ARG`]), which then executes it once more as the agent
 //! ([`sandbox_jail::AGENT_ARG`]); the owner probe ([`sandbox_jail::owner::PROBE_ARG`])
-//! runs once at start. So every such `main` calls [`dispatch`] before anything else
+//! runs once at start; a template ([`crate::template`]) makes sandboxes from forks of
+//! itself. So every such `main` calls [`dispatch`] before anything else
 //! (before a runtime starts threads).
 
+use crate::template::TEMPLATE_ARG;
 use sandbox_jail::owner::{self, PROBE_ARG};
 use sandbox_jail::{AGENT_ARG, CHANNEL_FD, JAIL_ARG};
 
@@ -21,13 +23,14 @@ pub fn dispatch() -> Option<i32> {
         JAIL_ARG => Some(sandbox_jail::main(&next().unwrap_or_default())),
         AGENT_ARG => Some(jailed_agent()),
         PROBE_ARG => Some(owner::probe_main(&next().unwrap_or_default())),
+        TEMPLATE_ARG => Some(crate::template::main()),
         _ => None,
     }
 }
 
 /// The agent as the jail executes it: sandbox root, running each program as the
 /// sandbox user, on the channel the jail hands over.
-fn jailed_agent() -> i32 {
+pub(crate) fn jailed_agent() -> i32 {
     crate::run_programs_as(crate::SANDBOX_UID, crate::SANDBOX_UID);
     // SAFETY: the jail hands the channel over as this descriptor, and nothing else in
     // this freshly executed process owns it.

@@ -8,6 +8,8 @@
 //! steps and docs/security.md for what each one stops).
 //!
 //! - [`setup`]: the steps, in order, and [`JailSpec`], what the jail is told;
+//! - [`forked`]: the same sandbox made from a fork of a template (issue 16), with the
+//!   runner doing the steps that need host root;
 //! - [`rootfs`]: the sandbox's file system (overlays, `/etc`, masked `/proc`, `/dev`);
 //! - [`seccomp`]: the system-call filters;
 //! - [`cgroup`]: per-sandbox control groups, v1 and v2, used by the runner on a host
@@ -17,6 +19,7 @@
 //! - [`net`]: the loopback interface.
 
 pub mod cgroup;
+pub mod forked;
 pub mod layout;
 pub mod net;
 pub mod owner;
@@ -26,5 +29,5 @@ pub mod setup;
 
 pub use setup::{
     channel_to_fd3, main, HostIds, JailError, JailSpec, Rootless, AGENT_ARG, AGENT_CAPS,
-    CHANNEL_FD, JAIL_ARG,
+    CHANNEL_FD, JAIL_ARG, MEMLOCK_MAX, SIGPENDING_MAX,
 };

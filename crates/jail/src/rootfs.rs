@@ -39,7 +39,7 @@ const ETC_PATHS: &[&str] = &[
     "/etc/fonts",
 ];
 /// Devices every sandbox gets, made anew for each (`/dev/<name>`).
-const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 /// Host-wide files in /proc that tell of the host or of other tenants, shown empty
 /// (runc's and crun's masked paths, and more of the same kind).
 const MASKED_PROC_FILES: &[&str] = &[
@@ -132,15 +132,18 @@ impl Stage {
         Ok(stage)
     }
 
-    /// For a jail run by an ordinary user, inside its new user and mount namespaces
-    /// (sandbox root, all capabilities there): the staging tmpfs on `dir`, with the
-    /// host's device nodes bound onto empty files, the empty folder and the empty file.
-    pub fn make_inside(dir: &Path) -> Result<Stage, JailError> {
+    /// Inside the new user and mount namespaces (sandbox root, all capabilities there)
+    /// of a jail that could not make device nodes (an ordinary user's, or one forked from
+    /// a template): the staging tmpfs on `dir`, with the device nodes of `devices` (the
+    /// host's `/dev` when none) bound onto empty files, the empty folder and the empty
+    /// file.
+    pub fn make_inside(dir: &Path, devices: Option<&Path>) -> Result<Stage, JailError> {
         let stage = Stage::mount(dir)?;
+        let devices = devices.unwrap_or(Path::new("/dev"));
         for name in DEVICES {
             let target = stage.devices().join(name);
             File::create(&target).map_err(|source| prepare(&target, source))?;
-            let host = Path::new("/dev").join(name);
+            let host = devices.join(name);
             mount_at(Some(&host), &target, None, MsFlags::MS_BIND, None)?;
         }
         Ok(stage)
@@ -194,7 +197,7 @@ impl Stage {
 }
 
 /// A character device with the numbers of the host's `/dev/<name>`, mode 0666.
-fn make_device(name: &str, path: &Path) -> Result<(), JailError> {
+pub fn make_device(name: &str, path: &Path) -> Result<(), JailError> {
     let host = Path::new("/dev").join(name);
     let rdev = fs::metadata(&host)
         .map_err(|source| prepare(&host, source))?

@@ -65,7 +65,9 @@ const CAP_SETGID: u32 = 6;
 const CAP_SETUID: u32 = 7;
 const CAP_SETPCAP: u32 = 8;
 /// Real-time and queued signals a sandbox user may have pending.
-const SIGPENDING_MAX: u64 = 256;
+pub const SIGPENDING_MAX: u64 = 256;
+/// Bytes of memory a sandbox may lock (Linux's default), whatever its maker's limit.
+pub const MEMLOCK_MAX: u64 = 8 * 1024 * 1024;
 
 /// The host identities of one sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +128,18 @@ pub struct JailSpec {
     /// dependencies, read-only) appears in the sandbox, and nothing goes the other way.
     #[serde(default)]
     pub deps: Option<PathBuf>,
+    /// A host folder of this sandbox's device nodes, made for it by the runner and bound
+    /// in, for a jail that cannot make them (one forked from a template); none: the jail
+    /// makes them as host root, or (an ordinary user's) binds the host's.
+    #[serde(default)]
+    pub devices: Option<PathBuf>,
+    /// Bytes of memory the sandbox may lock (none: Linux's default, 8 MiB): less where its
+    /// maker's own ceiling is shared by many sandboxes (a template's, see [`crate::forked`]).
+    #[serde(default)]
+    pub memlock_bytes: Option<u64>,
+    /// Queued signals the sandbox user may have pending (none: 256); less, as above.
+    #[serde(default)]
+    pub sigpending: Option<u64>,
     /// More host paths shown read-only at the same place, as the system folders are (a
     /// toolchain's configuration under /etc, say); a missing one is skipped.
     #[serde(default)]
@@ -347,14 +361,14 @@ fn join_cgroup(procs: &[PathBuf]) -> Result<(), JailError> {
     Ok(())
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| JailError::Sync(e.into()))
 }
 
 /// Step 4: [`clone_namespaces`] with the effective ids of `owner` (uid and gid), when
 /// given, so that the new user namespace is owned by it; the parent then returns to
 /// host root (its real and saved ids never left it) to write the id maps.
-fn clone_as_owner(owner: Option<u32>) -> Result<Option<Pid>, JailError> {
+pub(crate) fn clone_as_owner(owner: Option<u32>) -> Result<Option<Pid>, JailError> {
     let Some(id) = owner else {
         return clone_namespaces();
     };
@@ -406,7 +420,7 @@ fn clone_namespaces() -> Result<Option<Pid>, JailError> {
 
 /// Step 5: sandbox root -> `ids.root`, the sandbox user -> `ids.user` (and the same for
 /// groups); no other id exists inside, and setgroups is denied.
-fn write_id_maps(child: Pid, ids: HostIds, gids: HostIds) -> Result<(), JailError> {
+pub(crate) fn write_id_maps(child: Pid, ids: HostIds, gids: HostIds) -> Result<(), JailError> {
     let map = |ids: HostIds| format!("0 {} 1\n{SANDBOX_UID} {} 1\n", ids.root, ids.user);
     let (uid_map, gid_map) = (map(ids), map(gids));
     let proc_dir = PathBuf::from(format!("/proc/{child}"));
@@ -456,7 +470,7 @@ fn map_ids_with_helpers(
     Ok(())
 }
 
-fn wait_exit_code(child: Pid) -> Result<i32, JailError> {
+pub(crate) fn wait_exit_code(child: Pid) -> Result<i32, JailError> {
     loop {
         match waitpid(child, None) {
             Ok(WaitStatus::Exited(_, code)) => return Ok(code),
@@ -471,27 +485,7 @@ fn wait_exit_code(child: Pid) -> Result<i32, JailError> {
 fn inside(spec: &JailSpec, stage: Option<Stage>, exe: OwnedFd, ready: OwnedFd) -> i32 {
     let result = (|| -> Result<(), JailError> {
         wait_for_parent(ready)?;
-        setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
-            .map_err(JailError::NsRoot)?;
-        setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
-            .map_err(JailError::NsRoot)?;
-        // The sandbox ends with the jail (a change of ids cleared any earlier setting):
-        // its first process dies, and with it every process of its PID namespace.
-        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-            .map_err(JailError::NsRoot)?;
-        sethostname("sandbox").map_err(JailError::Hostname)?;
-        let stage = match stage {
-            Some(stage) => stage,
-            None => Stage::make_inside(&spec.stage_dir)?,
-        };
-        rootfs::build_root(spec, &stage)?;
-        enter_root(&stage.root())?;
-        crate::net::loopback_up().map_err(JailError::Loopback)?;
-        set_rlimits(spec)?;
-        redirect_stdio()?;
-        agent_privileges()?;
-        let programs = seccomp::programs()?;
-        seccomp::install(&programs)?;
+        enter(spec, stage)?;
         exec_agent(&exe)
     })();
     match result {
@@ -503,7 +497,31 @@ fn inside(spec: &JailSpec, stage: Option<Stage>, exe: OwnedFd, ready: OwnedFd) -
     }
 }
 
-fn wait_for_parent(ready: OwnedFd) -> Result<(), JailError> {
+/// Steps 6 to 10 but the exec, in the new namespaces once the ids are mapped: the
+/// process is then the sandbox's agent-to-be, confined as the agent is. Without a
+/// `stage` (the jail could not make one as host root), it is made here.
+pub(crate) fn enter(spec: &JailSpec, stage: Option<Stage>) -> Result<(), JailError> {
+    setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0)).map_err(JailError::NsRoot)?;
+    setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).map_err(JailError::NsRoot)?;
+    // The sandbox ends with the jail (a change of ids cleared any earlier setting):
+    // its first process dies, and with it every process of its PID namespace.
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(JailError::NsRoot)?;
+    sethostname("sandbox").map_err(JailError::Hostname)?;
+    let stage = match stage {
+        Some(stage) => stage,
+        None => Stage::make_inside(&spec.stage_dir, spec.devices.as_deref())?,
+    };
+    rootfs::build_root(spec, &stage)?;
+    enter_root(&stage.root())?;
+    crate::net::loopback_up().map_err(JailError::Loopback)?;
+    set_rlimits(spec)?;
+    redirect_stdio()?;
+    agent_privileges()?;
+    let programs = seccomp::programs()?;
+    Ok(seccomp::install(&programs)?)
+}
+
+pub(crate) fn wait_for_parent(ready: OwnedFd) -> Result<(), JailError> {
     let mut byte = [0u8; 1];
     File::from(ready)
         .read_exact(&mut byte)
@@ -528,14 +546,22 @@ fn enter_root(root: &Path) -> Result<(), JailError> {
 }
 
 /// Step 8b. No POSIX message queue (their bytes are a per-user kernel count), a small
-/// budget of queued signals, and where the sandbox has no cgroup its process cap.
+/// budget of queued signals and of locked memory, and where the sandbox has no cgroup
+/// its process cap.
 fn set_rlimits(spec: &JailSpec) -> Result<(), JailError> {
     let mut limits = vec![
         (Resource::RLIMIT_CORE, 0),
         (Resource::RLIMIT_NOFILE, spec.nofile),
         (Resource::RLIMIT_FSIZE, spec.fsize_bytes),
         (Resource::RLIMIT_MSGQUEUE, 0),
-        (Resource::RLIMIT_SIGPENDING, SIGPENDING_MAX),
+        (
+            Resource::RLIMIT_SIGPENDING,
+            spec.sigpending.unwrap_or(SIGPENDING_MAX),
+        ),
+        (
+            Resource::RLIMIT_MEMLOCK,
+            spec.memlock_bytes.unwrap_or(MEMLOCK_MAX),
+        ),
     ];
     if let Some(nproc) = spec.nproc {
         limits.push((Resource::RLIMIT_NPROC, nproc));

@@ -92,6 +92,9 @@ impl Jailed {
             // Inline dependencies are resolved on the runner's host, which cannot mount
             // into a guest: the runner refuses them for VM sandboxes.
             deps: None,
+            devices: None,
+            memlock_bytes: None,
+            sigpending: None,
             shared: shared_paths(),
         };
         // The jail is never waited for: the VM ends with its job.

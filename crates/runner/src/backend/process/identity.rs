@@ -61,6 +61,14 @@ impl IdLayout {
         }
     }
 
+    /// The host uids and gids of sandbox index `index`.
+    pub fn ids_of(&self, index: usize) -> (HostIds, HostIds) {
+        (
+            self.ids(self.uid_base, index),
+            self.ids(self.gid_base, index),
+        )
+    }
+
     fn ids(&self, base: u32, index: usize) -> HostIds {
         let root = base + index as u32 * self.stride;
         HostIds {
@@ -95,6 +103,13 @@ pub struct Identity {
     pub ids: HostIds,
     /// The host gids of the sandbox.
     pub gids: HostIds,
+}
+
+impl Identity {
+    /// Its index (the lowest free when it was taken).
+    pub fn index(&self) -> usize {
+        self.index
+    }
 }
 
 impl Identities {

@@ -4,7 +4,9 @@
 
 pub mod deps;
 pub mod identity;
+pub mod leader;
 pub mod rootless;
+pub mod template;
 
 use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
 use super::channel::{self, ChannelError};
@@ -12,6 +14,7 @@ use super::RunOutcome;
 use crate::languages::{Language, Languages};
 use deps::{DepsMountError, DepsMounts};
 use identity::{IdLayout, Identities, Identity};
+use leader::Leader;
 use rootless::{RootlessError, RootlessSetup};
 use sandbox_jail::{owner, HostIds, JailSpec};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
@@ -22,15 +25,20 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use template::{Template, TemplateError};
 use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
 use tokio::net::UnixStream;
-use tokio::process::{Child, ChildStderr, Command};
+use tokio::process::Command;
 
 /// How long the agent may take, past the job's own timeout, to report.
 const REPORT_GRACE: Duration = Duration::from_secs(5);
 /// How long a sandbox without a cgroup may take to end by itself once its channel is
 /// closed, before its jail is killed.
 const SELF_END_GRACE: Duration = Duration::from_secs(2);
+/// The most sandbox indices a template serves: its id maps hold two lines per index,
+/// and the kernel at most 340 lines.
+const TEMPLATE_SLOTS_MAX: usize = 160;
 /// The most bytes of the jail's standard error kept for an error message.
 const JAIL_STDERR_CAP: u64 = 4096;
 
@@ -62,6 +70,10 @@ pub struct ProcessConfig {
     pub warm_imports: Vec<String>,
     /// The languages offered: what a sandbox prepared for one starts.
     pub languages: Arc<Languages>,
+    /// Make sandboxes from forks of a template where this host allows it (a root
+    /// runner whose kernel lets an unprivileged user make user namespaces); otherwise,
+    /// or if the template cannot start, each from a fresh jail process.
+    pub templates: bool,
 }
 
 /// Why a process sandbox could not be made or run.
@@ -121,6 +133,9 @@ pub enum ProcessError {
     /// This runner mounts no inline dependencies (an ordinary user's cannot).
     #[error("inline dependencies need a runner started as root")]
     NoDeps,
+    /// The template could not make the sandbox.
+    #[error("sandbox setup failed: {0}")]
+    Template(#[from] TemplateError),
 }
 
 /// Who makes the sandboxes' user namespaces and maps their ids.
@@ -146,6 +161,8 @@ pub struct ProcessBackend {
     privilege: Privilege,
     /// Where inline dependencies are mounted into sandboxes (root only).
     deps: Option<Arc<DepsMounts>>,
+    /// The template sandboxes are forked from, where there is one.
+    template: Option<Template>,
 }
 
 impl ProcessBackend {
@@ -191,8 +208,17 @@ impl ProcessBackend {
             // folder may not be), hidden by the mount from nothing that the jail needs.
             Privilege::User(_) => PathBuf::from(rootless::STAGE_DIR),
         };
+        let template = match privilege {
+            Privilege::Root {
+                unprivileged_owner: true,
+            } if config.templates => {
+                start_template(&config, &IdLayout::root(config.id_base), sandboxes)
+            }
+            _ => None,
+        };
         Ok(ProcessBackend {
             identities: Arc::new(Identities::new(layout)),
+            template,
             config,
             hierarchy,
             stage_dir,
@@ -254,16 +280,25 @@ impl ProcessBackend {
             fsize_bytes: self.config.tmpfs_bytes.saturating_mul(2),
             packages: self.config.packages.clone(),
             deps: deps_dir,
+            devices: None,
+            memlock_bytes: None,
+            sigpending: None,
             shared: self.config.languages.shared_paths().to_vec(),
         };
-        match start(&spec).await {
+        let started = match &self.template {
+            Some(template) if template.serves(identity.index()) => {
+                self.fork(template, &spec, identity.index()).await
+            }
+            _ => start(&spec).await,
+        };
+        match started {
             Ok((child, channel, stderr)) => {
                 let mut sandbox = ProcessSandbox {
                     id,
                     cgroup,
                     identity: Some(identity),
                     identities: self.identities.clone(),
-                    child,
+                    leader: child,
                     channel,
                     stderr: Some(stderr),
                     oom_kills: 0,
@@ -298,6 +333,29 @@ impl ProcessBackend {
                 Err(e)
             }
         }
+    }
+
+    /// Asks `template` for the sandbox `spec` describes (index `index`).
+    async fn fork(
+        &self,
+        template: &Template,
+        spec: &JailSpec,
+        index: usize,
+    ) -> Result<(Leader, UnixStream, pipe::Receiver), ProcessError> {
+        let mut spec = spec.clone();
+        spec.stage_dir = PathBuf::from(rootless::STAGE_DIR);
+        let forked = template
+            .make(&spec, index, self.config.create_timeout)
+            .await?;
+        let spawn = ProcessError::Spawn;
+        // SAFETY: the pidfd is an OwnedFd moved into the AsyncFd, which alone holds it
+        // (open, the same descriptor) until the AsyncFd is dropped.
+        let pidfd = unsafe { tokio::io::unix::AsyncFd::register(forked.leader) }
+            .map_err(|e| spawn(e.into()))?;
+        forked.channel.set_nonblocking(true).map_err(spawn)?;
+        let channel = UnixStream::from_std(forked.channel).map_err(spawn)?;
+        let stderr = pipe::Receiver::from_owned_fd(forked.stderr).map_err(spawn)?;
+        Ok((Leader::Forked(pidfd), channel, stderr))
     }
 
     async fn make_cgroup(
@@ -400,8 +458,33 @@ fn unprivileged_owner(first_id: u32) -> bool {
     }
 }
 
+/// The template, if it starts: a warning says why not (sandboxes are then made by
+/// fresh jails). It runs as the second host id of sandbox index 0's range, which no
+/// sandbox uses.
+fn start_template(config: &ProcessConfig, layout: &IdLayout, sandboxes: usize) -> Option<Template> {
+    let devices = config.state_dir.join("devices");
+    if let Err(e) = std::fs::create_dir_all(&devices) {
+        tracing::warn!(error = %e, "no template: making {}", devices.display());
+        return None;
+    }
+    // Twice the pool (an index is held past its sandbox while a process may survive),
+    // within what one id map can hold (two lines per sandbox).
+    let slots = (sandboxes * 2).min(TEMPLATE_SLOTS_MAX);
+    let ids: Vec<HostIds> = (0..slots).map(|i| layout.ids_of(i).0).collect();
+    match Template::start(config.id_base + 1, &devices, &ids) {
+        Ok(template) => {
+            tracing::info!("sandboxes are forked from a template");
+            Some(template)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "no template: each sandbox is made by a jail");
+            None
+        }
+    }
+}
+
 /// Starts the jail: this binary with the jail argument, the channel on descriptor 3.
-async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), ProcessError> {
+async fn start(spec: &JailSpec) -> Result<(Leader, UnixStream, pipe::Receiver), ProcessError> {
     let spec_json = serde_json::to_string(spec).map_err(ProcessError::Spec)?;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(ProcessError::Spawn)?;
     let theirs = OwnedFd::from(theirs);
@@ -422,9 +505,11 @@ async fn start(spec: &JailSpec) -> Result<(Child, UnixStream, ChildStderr), Proc
     let mut child = cmd.spawn().map_err(ProcessError::Spawn)?;
     drop(theirs);
     let stderr = child.stderr.take().ok_or(ProcessError::NoStderr)?;
+    let stderr = stderr.into_owned_fd().map_err(ProcessError::Spawn)?;
+    let stderr = pipe::Receiver::from_owned_fd(stderr).map_err(ProcessError::Spawn)?;
     ours.set_nonblocking(true).map_err(ProcessError::Spawn)?;
     let channel = UnixStream::from_std(ours).map_err(ProcessError::Spawn)?;
-    Ok((child, channel, stderr))
+    Ok((Leader::Jail(child), channel, stderr))
 }
 
 /// One warm sandbox: its jail process, its cgroup and the channel to its agent.
@@ -434,9 +519,9 @@ pub struct ProcessSandbox {
     /// Given back once the cgroup is gone, with every process in it.
     identity: Option<Identity>,
     identities: Arc<Identities>,
-    child: Child,
+    leader: Leader,
     channel: UnixStream,
-    stderr: Option<ChildStderr>,
+    stderr: Option<pipe::Receiver>,
     /// The cgroup's OOM kills before the current job.
     oom_kills: u64,
     /// Where its inline dependencies are mounted (none: it can have none).
@@ -475,8 +560,8 @@ impl ProcessSandbox {
     /// Turns a setup failure into the jail's own words where it left some, and
     /// destroys what was made.
     async fn fail(mut self, e: ProcessError) -> ProcessError {
-        let _ = self.child.start_kill();
-        let _ = self.child.wait().await;
+        self.leader.start_kill();
+        self.leader.wait().await;
         let mut said = String::new();
         if let Some(stderr) = self.stderr.take() {
             let _ = stderr.take(JAIL_STDERR_CAP).read_to_string(&mut said).await;
@@ -551,11 +636,11 @@ impl ProcessSandbox {
                 self.channel.as_raw_fd(),
                 nix::sys::socket::Shutdown::Both,
             );
-            let _ = tokio::time::timeout(SELF_END_GRACE, self.child.wait()).await;
+            let _ = tokio::time::timeout(SELF_END_GRACE, self.leader.wait()).await;
         }
-        let _ = self.child.start_kill();
+        self.leader.start_kill();
         let mut gone = remove_cgroup(cgroup).await;
-        let _ = self.child.wait().await;
+        self.leader.wait().await;
         if let Some(deps) = self.deps.take() {
             deps.release(self.id);
         }
