@@ -4,7 +4,8 @@ use crate::capture::Capture;
 use crate::identity::write_as_program_user;
 use crate::launch::{self, Prepared};
 use crate::outputs::{self, Seen};
-use crate::resident::{pidfd_open, Resident};
+use crate::process::Process;
+use crate::resident::Resident;
 use crate::tree::{end_tree, exit_code, reap_exited};
 use crate::watch::{CompileReport, Compiled, End, Watch};
 use crate::HOME;
@@ -13,7 +14,6 @@ use nix::unistd::Pid;
 use sandbox_protocol::agent::{Job, JobOutcome};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// How long output still in the pipes is read after the tree is gone.
@@ -204,14 +204,14 @@ fn compile(job: &Job, file: &Path) -> Result<Result<Before, JobOutcome>, JobErro
 }
 
 /// A watch on `child`'s output, within the job's caps, after what `before` holds.
-fn watch_of(child: &mut Child, job: &Job, before: Before) -> Result<Watch, JobError> {
+fn watch_of(child: &mut Process, job: &Job, before: Before) -> Result<Watch, JobError> {
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
         unreachable!("both streams are piped in spawn()");
     };
     Ok(Watch {
         program: Pid::from_raw(child.id() as i32),
-        exited: pidfd_open(child).map_err(JobError::Watch)?,
+        exited: child.pidfd().map_err(JobError::Watch)?,
         stdout: Capture::after(stdout, job.stdout_cap, before.stdout),
         stderr: Capture::after(stderr, job.stderr_cap, before.stderr),
         status: None,
@@ -222,7 +222,7 @@ fn watch_of(child: &mut Child, job: &Job, before: Before) -> Result<Watch, JobEr
 /// the compile timeout), then the program within the job's timeout.
 fn watch_spawned(
     job: &Job,
-    mut child: Child,
+    mut child: Process,
     report: Option<CompileReport>,
     before: Before,
     started: Instant,

@@ -4,6 +4,7 @@
 //! a session, as its [`Resident`](crate::resident::Resident) interpreter.
 
 use crate::identity::{as_program_user, become_program_user, program_user};
+use crate::process::Process;
 use crate::{HOME, HOME_C, PATH};
 use sandbox_jail::layout::PACKAGES;
 use sandbox_protocol::language::{LoaderKind, Recipe, BUILD, FILE, LOADER_FILE, LOADER_SOURCE};
@@ -13,7 +14,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 /// The descriptor a loader reads its requests from.
 const GO_FD: i32 = 3;
@@ -36,14 +37,14 @@ const PLOTS_BACKEND: &str = "module://sandbox_plots";
 pub struct Prepared {
     lang: Lang,
     kind: LoaderKind,
-    child: Child,
+    child: Process,
     go: File,
     done: OwnedFd,
 }
 
 /// A loader given its one-shot program: the process, and the pipe it reports on.
 pub(crate) struct Started {
-    pub(crate) child: Child,
+    pub(crate) child: Process,
     /// Where a compiling loader says whether the program compiled (`None`: it does not
     /// compile).
     pub(crate) report: Option<OwnedFd>,
@@ -69,14 +70,14 @@ impl Prepared {
     }
 
     /// Ends the waiting loader (the job is in another language).
-    pub(crate) fn discard(mut self) {
+    pub(crate) fn discard(self) {
         drop(self.go); // the loader reads no request and exits
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
     /// Its parts, for a session to keep it: language, process, request and report pipes.
-    pub(crate) fn into_parts(self) -> (Lang, Child, File, OwnedFd) {
+    pub(crate) fn into_parts(self) -> (Lang, Process, File, OwnedFd) {
         (self.lang, self.child, self.go, self.done)
     }
 }
@@ -107,7 +108,7 @@ pub(crate) fn cold(
     file: &Path,
     session: bool,
     python_paths: &[String],
-) -> io::Result<Child> {
+) -> io::Result<Process> {
     let mut args = fill(&recipe.run, file, None);
     if session && *lang == Lang::BASH && args.len() == 2 {
         args.splice(
@@ -119,7 +120,7 @@ pub(crate) fn cold(
 }
 
 /// Starts the compile command of `recipe` on `file`, in a build folder made empty.
-pub(crate) fn compile(recipe: &Recipe, file: &Path) -> io::Result<Child> {
+pub(crate) fn compile(recipe: &Recipe, file: &Path) -> io::Result<Process> {
     as_program_user(|| {
         let build = Path::new(BUILD_DIR);
         match std::fs::symlink_metadata(build) {
@@ -133,7 +134,7 @@ pub(crate) fn compile(recipe: &Recipe, file: &Path) -> io::Result<Child> {
 }
 
 /// Starts `args` as the program user, with the recipe's environment.
-fn spawn(args: &[String], recipe: &Recipe, python_paths: &[String]) -> io::Result<Child> {
+fn spawn(args: &[String], recipe: &Recipe, python_paths: &[String]) -> io::Result<Process> {
     let (program, rest) = args
         .split_first()
         .ok_or_else(|| io::Error::other("the language's command is empty"))?;
@@ -145,7 +146,7 @@ fn spawn(args: &[String], recipe: &Recipe, python_paths: &[String]) -> io::Resul
     unsafe {
         cmd.pre_exec(move || harden(user));
     }
-    cmd.spawn()
+    cmd.spawn().map(Process::from)
 }
 
 /// Starts the loader of `recipe`, if the language has one; a Python one imports
@@ -182,6 +183,19 @@ pub fn prepare(
         Ok((nix::unistd::pipe2(cloexec)?, nix::unistd::pipe2(cloexec)?))
     })?;
     let ((go_read, go_write), (done_read, done_write)) = pipes?;
+    #[cfg(feature = "embedded-python")]
+    if let Some(python) = crate::embedded::forkable(recipe) {
+        let ends = (go_read, done_write);
+        let user = program_user();
+        let child = crate::embedded::fork_loader(python, source, recipe, warm_imports, ends, user)?;
+        return Ok(Some(Prepared {
+            lang: lang.clone(),
+            kind: loader.kind,
+            child,
+            go: File::from(go_write),
+            done: done_read,
+        }));
+    }
     let mut cmd = command(program, recipe, &[]);
     cmd.args(rest);
     if loader.kind == LoaderKind::Python && !warm_imports.is_empty() {
@@ -198,7 +212,7 @@ pub fn prepare(
             harden(user)
         });
     }
-    let child = cmd.spawn()?;
+    let child = Process::from(cmd.spawn()?);
     drop::<OwnedFd>(go_read);
     drop::<OwnedFd>(done_write);
     Ok(Some(Prepared {
@@ -239,28 +253,39 @@ fn give(pairs: &[(i32, i32); 2]) -> io::Result<()> {
 fn command(program: &str, recipe: &Recipe, python_paths: &[String]) -> Command {
     let mut cmd = Command::new(program);
     cmd.env_clear()
-        .env("PATH", PATH)
-        .env("HOME", HOME)
-        .env("USER", "sandbox")
-        .env("LANG", "C.UTF-8")
-        .env("TMPDIR", "/tmp")
+        .envs(environment(recipe, python_paths))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .envs(&recipe.env);
+        .process_group(0);
+    cmd
+}
+
+/// A program's whole environment, in order (a later variable of the same name wins).
+pub(crate) fn environment(recipe: &Recipe, python_paths: &[String]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = [
+        ("PATH", PATH),
+        ("HOME", HOME),
+        ("USER", "sandbox"),
+        ("LANG", "C.UTF-8"),
+        ("TMPDIR", "/tmp"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    env.extend(recipe.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let packages = Path::new(PACKAGES).join("python");
     let mut path: Vec<&str> = python_paths.iter().map(String::as_str).collect();
     if packages.is_dir() {
         path.extend(packages.to_str());
     }
     if !path.is_empty() {
-        cmd.env("PYTHONPATH", path.join(":"));
+        env.push(("PYTHONPATH".into(), path.join(":")));
     }
     if packages.join(PLOTS_MODULE_FILE).is_file() {
-        cmd.env("MPLBACKEND", PLOTS_BACKEND);
+        env.push(("MPLBACKEND".into(), PLOTS_BACKEND.into()));
     }
-    cmd
+    env
 }
 
 /// When the sandbox runs out of memory, the kernel must kill the program, never the
@@ -272,7 +297,7 @@ fn command(program: &str, recipe: &Recipe, python_paths: &[String]) -> Command {
 ///
 /// It runs in the child of a multi-threaded process between fork and exec: raw system
 /// calls on static strings only, no allocation, no lock.
-fn harden(user: Option<(u32, u32)>) -> io::Result<()> {
+pub(crate) fn harden(user: Option<(u32, u32)>) -> io::Result<()> {
     nix::sys::prctl::set_dumpable(true)?;
     write_static(c"/proc/self/oom_score_adj", b"1000")?;
     if let Some(user) = user {

@@ -21,6 +21,8 @@
 //! back to killing the program's process group.
 
 mod capture;
+#[cfg(feature = "embedded-python")]
+mod embedded;
 mod files;
 mod hangup;
 mod identity;
@@ -29,6 +31,7 @@ mod job;
 mod launch;
 pub mod multicall;
 mod outputs;
+mod process;
 mod resident;
 mod serve;
 mod sink;

@@ -10,6 +10,7 @@
 //! agent reads until the report, and what is left in the pipes right after it.
 
 use crate::launch::Prepared;
+use crate::process::Process;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::unistd::Pid;
@@ -17,7 +18,7 @@ use sandbox_protocol::Lang;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::process::{Child, ChildStderr, ChildStdout};
+use std::process::{ChildStderr, ChildStdout};
 
 /// The longest report line read; a longer one (a program writing on descriptor 4)
 /// is not a report.
@@ -26,7 +27,7 @@ const REPORT_MAX: usize = 256;
 /// A started interpreter that serves the session's runs of its language.
 pub(crate) struct Resident {
     lang: Lang,
-    child: Child,
+    child: Process,
     exited: OwnedFd,
     go: File,
     done: File,
@@ -42,7 +43,7 @@ impl Resident {
     pub(crate) fn new(prepared: Prepared) -> io::Result<Resident> {
         let (lang, mut child, go, done) = prepared.into_parts();
         fcntl(&done, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
-        let exited = pidfd_open(&child)?;
+        let exited = child.pidfd()?;
         Ok(Resident {
             lang,
             stdout: child.stdout.take(),
@@ -147,18 +148,6 @@ fn parse_report(line: &[u8]) -> Option<(u64, Report)> {
             compile_error,
         },
     ))
-}
-
-/// A descriptor that becomes readable when `child` exits.
-pub(crate) fn pidfd_open(child: &Child) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1;
-    // it touches no memory of ours.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
 }
 
 #[cfg(test)]

@@ -58,6 +58,39 @@ pub struct TemplateSpec {
     pub devices: PathBuf,
     /// How many sandbox indices get device nodes.
     pub slots: usize,
+    /// The interpreter it starts (once confined), from which the sandboxes' Python
+    /// programs are forked; none: they are executed, as a jail's are.
+    pub python: Option<PythonSpec>,
+}
+
+/// The interpreter a template holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonSpec {
+    /// Its shared library (`libpython3.X.so.1.0`).
+    pub library: PathBuf,
+    /// The interpreter it stands for (`/usr/bin/python3`): `sys.executable`, and the
+    /// only command a loader it replaces may name.
+    pub program: String,
+}
+
+impl PythonSpec {
+    /// The spec of `program` (`/usr/bin/python3`), if this binary can embed it and the
+    /// host has its shared library.
+    pub fn of(program: &Path) -> Option<PythonSpec> {
+        #[cfg(feature = "embedded-python")]
+        {
+            let library = sandbox_pyembed::shared_library_of(program).ok()??;
+            Some(PythonSpec {
+                library,
+                program: program.to_str()?.to_owned(),
+            })
+        }
+        #[cfg(not(feature = "embedded-python"))]
+        {
+            let _ = program;
+            None
+        }
+    }
 }
 
 /// Why the template stopped.
@@ -111,6 +144,9 @@ fn serve() -> Result<(), TemplateError> {
         .map_err(|e| TemplateError::Receive(e.into()))?;
     let spec: TemplateSpec = serde_json::from_slice(&first[..n]).map_err(TemplateError::Spec)?;
     confine(&spec)?;
+    if let Some(python) = &spec.python {
+        start_python(python);
+    }
     announce_ready()?;
     loop {
         reap();
@@ -128,6 +164,20 @@ fn serve() -> Result<(), TemplateError> {
             _ => drop(request),
         }
     }
+}
+
+/// Starts the interpreter; where it cannot be, the sandboxes' Python programs are
+/// executed (said on standard error, which the runner logs).
+fn start_python(spec: &PythonSpec) {
+    #[cfg(feature = "embedded-python")]
+    if let Err(e) = crate::embedded::start(spec) {
+        eprintln!("sandbox-template: no embedded Python ({e}): Python programs are executed");
+    }
+    #[cfg(not(feature = "embedded-python"))]
+    eprintln!(
+        "sandbox-template: this binary cannot embed {}: Python programs are executed",
+        spec.program
+    );
 }
 
 /// Reaps every fork whose sandbox has ended.

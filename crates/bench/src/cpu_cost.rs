@@ -132,7 +132,12 @@ async fn in_groups(
         &bins.runner,
         token,
         sizes.pool_size,
-        &["--warm-imports", ""],
+        &[
+            "--warm-imports",
+            "",
+            "--templates",
+            &std::env::var("BENCH_TEMPLATES").unwrap_or("false".into()),
+        ],
     )
     .await;
     direct_group.join()?;

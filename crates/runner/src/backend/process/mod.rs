@@ -16,6 +16,7 @@ use deps::{DepsMountError, DepsMounts};
 use identity::{IdLayout, Identities, Identity};
 use leader::Leader;
 use rootless::{RootlessError, RootlessSetup};
+use sandbox_agent::template::PythonSpec;
 use sandbox_jail::{owner, HostIds, JailSpec};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::Lang;
@@ -471,7 +472,12 @@ fn start_template(config: &ProcessConfig, layout: &IdLayout, sandboxes: usize) -
     // within what one id map can hold (two lines per sandbox).
     let slots = (sandboxes * 2).min(TEMPLATE_SLOTS_MAX);
     let ids: Vec<HostIds> = (0..slots).map(|i| layout.ids_of(i).0).collect();
-    match Template::start(config.id_base + 1, &devices, &ids) {
+    let python = config
+        .languages
+        .get("python")
+        .ok()
+        .and_then(|_| PythonSpec::of(Path::new("/usr/bin/python3")));
+    match Template::start(config.id_base + 1, &devices, &ids, python) {
         Ok(template) => {
             tracing::info!("sandboxes are forked from a template");
             Some(template)

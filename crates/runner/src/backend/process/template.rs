@@ -4,7 +4,9 @@
 //! [`sandbox_jail::forked`] that need host root (joining the cgroup, writing the id maps).
 
 use nix::sys::socket::MsgFlags;
-use sandbox_agent::template::{devices_of, Ceilings, TemplateSpec, AGENT_NAME, TEMPLATE_ARG};
+use sandbox_agent::template::{
+    devices_of, Ceilings, PythonSpec, TemplateSpec, AGENT_NAME, TEMPLATE_ARG,
+};
 use sandbox_jail::{HostIds, JailError, JailSpec};
 use std::io::{IoSlice, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -90,12 +92,14 @@ impl Template {
         id: u32,
         devices: &Path,
         sandboxes: &[HostIds],
+        python: Option<PythonSpec>,
     ) -> Result<Template, TemplateError> {
         let slots = sandboxes.len();
         let spec = TemplateSpec {
             id,
             devices: devices.to_owned(),
             slots,
+            python,
         };
         let spec_json = serde_json::to_string(&spec).map_err(TemplateError::Spec)?;
         let (ours, theirs) = seqpacket_pair()?;
@@ -106,6 +110,9 @@ impl Template {
         cmd.arg0(AGENT_NAME)
             .arg(TEMPLATE_ARG)
             .env_clear()
+            // What its interpreter reads at start: the sandboxes' locale and home.
+            .env("LANG", "C.UTF-8")
+            .env("HOME", sandbox_jail::layout::HOME)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

@@ -1,0 +1,193 @@
+//! Python programs forked from the template's interpreter (issue 16), instead of a
+//! `python3` executed for each.
+//!
+//! A template started with a [`PythonSpec`] loads the host's libpython and starts its
+//! interpreter once, confined as the template is; every sandbox forked from the template
+//! holds a copy of it. When the agent of such a sandbox prepares a Python loader, it
+//! forks a child from that copy instead of executing `python3 -c LOADER`; the child
+//! takes the descriptors, process group, user and folder the executed one would have,
+//! sets up what the command line and environment would have set up (`sys.argv`,
+//! `sys.path` from `PYTHONPATH`, `os.environ`, the signal dispositions CPython installs at
+//! start), draws new seeds for the random generators it holds ([`RESEED`]), and runs the
+//! same loader. What differs from an executed `python3`, as a program can see it:
+//! `/proc/self/exe` (the runner's binary), the mappings of `/proc/self/maps`,
+//! `sys.flags` and `sys.orig_argv`, and the hash seed, shared by every sandbox of the
+//! template (docs/security.md).
+
+use crate::launch::{environment, harden};
+use crate::process::Process;
+use crate::template::PythonSpec;
+use sandbox_protocol::language::{LoaderKind, Recipe, LOADER_SOURCE};
+use sandbox_pyembed::{EmbedError, Forked, Python, RESEED};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::OnceLock;
+
+/// The interpreter of this process (a template, or a copy of one).
+static PYTHON: OnceLock<Python> = OnceLock::new();
+
+/// Starts the interpreter `spec` names in this process (once).
+pub(crate) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
+    let python = Python::start(&spec.library, &spec.program)?;
+    let _ = PYTHON.set(python);
+    let _ = PROGRAM.set(spec.program.clone());
+    Ok(())
+}
+
+/// The interpreter's program, as its spec named it.
+static PROGRAM: OnceLock<String> = OnceLock::new();
+
+/// The interpreter, if this process holds one and `recipe`'s loader is the standard
+/// Python one run by it (`python3 -c LOADER`, no variable of the recipe's that the
+/// interpreter reads at start): only then does a fork stand for the executed loader.
+/// Not while the agent has another thread (a session's output sink): a fork would
+/// leave it behind, so the loader is executed.
+pub(crate) fn forkable(recipe: &Recipe) -> Option<&'static Python> {
+    let python = PYTHON.get()?;
+    if sandbox_pyembed::thread_count().ok()? != 1 {
+        return None;
+    }
+    let loader = recipe.loader.as_ref()?;
+    let program = PROGRAM.get()?;
+    let named = |arg: &str| arg == "python3" || arg == program;
+    let standard = loader.kind == LoaderKind::Python
+        && loader.command.len() == 3
+        && named(&loader.command[0])
+        && loader.command[1] == "-c"
+        && loader.command[2] == LOADER_SOURCE;
+    let start_env = recipe.env.keys().any(|k| k.starts_with("PYTHON"));
+    (standard && !start_env).then_some(python)
+}
+
+/// Forks the loader `source` from `python`, as `python3 -c source [warm]` would start,
+/// with `go` on descriptor 3 and `done` on 4, running as `user`.
+pub(crate) fn fork_loader(
+    python: &Python,
+    source: &str,
+    recipe: &Recipe,
+    warm_imports: &[String],
+    (go, done): (OwnedFd, OwnedFd),
+    user: Option<(u32, u32)>,
+) -> io::Result<Process> {
+    let env = environment(recipe, &[]);
+    let mut argv = vec!["-c".to_owned()];
+    if !warm_imports.is_empty() {
+        argv.push(warm_imports.join(","));
+    }
+    let program = prelude(&env, &argv)? + RESEED + source;
+    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+    let (out_read, out_write) = nix::unistd::pipe2(cloexec)?;
+    let (err_read, err_write) = nix::unistd::pipe2(cloexec)?;
+    let null = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    match python.fork().map_err(io::Error::other)? {
+        Forked::Child => {
+            let fds = [
+                (null.as_raw_fd(), 0),
+                (out_write.as_raw_fd(), 1),
+                (err_write.as_raw_fd(), 2),
+                (go.as_raw_fd(), 3),
+                (done.as_raw_fd(), 4),
+            ];
+            let code = match child_setup(&fds, user) {
+                Ok(()) => match python.run(&program) {
+                    Ok(()) => 0,
+                    Err(_) => 1,
+                },
+                Err(e) => {
+                    eprintln!("sandbox-agent: starting the forked interpreter: {e}");
+                    127
+                }
+            };
+            // SAFETY: _exit ends this child at once; the interpreter has already
+            // finished the program (a SystemExit ends the process inside `run`).
+            unsafe { libc::_exit(code) }
+        }
+        Forked::Parent(pid) => Ok(Process::forked(pid as u32, out_read, err_read)),
+    }
+}
+
+/// What `python3 -c` with the environment `env` and arguments `argv` would have set up
+/// before running its code, as Python source.
+fn prelude(env: &[(String, String)], argv: &[String]) -> io::Result<String> {
+    let config = serde_json::json!({
+        "env": env.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+        "argv": argv,
+    });
+    // A JSON string is a Python string literal.
+    let literal = serde_json::to_string(&config.to_string()).map_err(io::Error::other)?;
+    Ok(format!(
+        "def _sandbox_start(config):
+    import json, os, signal, sys
+    config = json.loads(config)
+    os.environ.clear()
+    os.environ.update(config['env'])
+    paths = [p for p in config['env'].get('PYTHONPATH', '').split(':') if p]
+    sys.path[:0] = [''] + paths
+    sys.argv[:] = config['argv']
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+_sandbox_start({literal})
+del _sandbox_start
+"
+    ))
+}
+
+/// In the forked child: its descriptors in place (every other one closed), its own
+/// process group, then what an executed program's child does before exec (`harden`).
+fn child_setup(fds: &[(RawFd, RawFd); 5], user: Option<(u32, u32)>) -> io::Result<()> {
+    let mut copies = [0; 5];
+    for (copy, (from, _)) in copies.iter_mut().zip(fds) {
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes descriptors and touches no memory.
+        *copy = unsafe { libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10) };
+        if *copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    for (copy, (_, to)) in copies.iter().zip(fds) {
+        // SAFETY: dup2 takes descriptors and touches no memory.
+        if unsafe { libc::dup2(*copy, *to) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: close_range only closes descriptors; those above 4 (the agent's channel,
+    // the pipes' other ends, the copies) are never used by this child again.
+    if unsafe { libc::syscall(libc::SYS_close_range, 5, u32::MAX, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+    set_command_line(COMMAND_LINE)?;
+    harden(user)
+}
+
+/// What the forked interpreter's `/proc/self/cmdline` says: an executed loader's first
+/// two arguments (its third, the loader's source, is left out).
+const COMMAND_LINE: &[u8] = b"python3\0-c\0";
+
+/// Writes `line` over this process's argument area (the memory `/proc/self/cmdline`
+/// reads), the rest of it zeroed; an area too small is left as it is.
+fn set_command_line(line: &[u8]) -> io::Result<()> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // arg_start and arg_end are fields 48 and 49 of stat(5); `fields` starts at 3.
+    let number = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<usize>().ok());
+    let (Some(start), Some(end)) = (number(48), number(49)) else {
+        return Err(io::Error::other("no argument area in /proc/self/stat"));
+    };
+    if end < start + line.len() {
+        return Ok(());
+    }
+    // SAFETY: [start, end) is this process's argument area, on its own stack, mapped
+    // and writable for its whole life; nothing of this forked child reads the old
+    // arguments again.
+    unsafe {
+        let area = std::slice::from_raw_parts_mut(start as *mut u8, end - start);
+        area.fill(0);
+        area[..line.len()].copy_from_slice(line);
+    }
+    Ok(())
+}
