@@ -14,7 +14,7 @@
 //! `sys.flags` and `sys.orig_argv`, and the hash seed, shared by every sandbox of the
 //! template (docs/security.md).
 
-use crate::launch::{environment, harden};
+use crate::launch::{environment, harden, PYTHON_LOADER};
 use crate::process::Process;
 use crate::template::PythonSpec;
 use sandbox_protocol::language::{LoaderKind, Recipe, LOADER_SOURCE};
@@ -26,19 +26,43 @@ use std::sync::OnceLock;
 /// The interpreter of this process (a template, or a copy of one).
 static PYTHON: OnceLock<Python> = OnceLock::new();
 
-/// What the loader and [`prelude`] import, imported once in the template; then every
-/// object made so far leaves the collector's sight (`gc.freeze`), so that a forked
-/// program's collections neither walk nor write to the pages it shares with the
+/// What the template runs once its interpreter has started: the imports of the loader
+/// and of [`START`], the definitions of both (so that a forked child compiles neither),
+/// then every object made so far leaves the collector's sight (`gc.freeze`), so that a
+/// forked program's collections neither walk nor write to the pages it shares with the
 /// template.
-const WARM_START: &str = "\
-import atexit, gc, importlib, importlib.machinery, json, os, select, signal, sys, threading
-gc.freeze()
+fn template_source() -> String {
+    let imports = "import atexit, gc, importlib, importlib.machinery, json, os, select, signal, \
+                   sys, threading\n";
+    let loader = PYTHON_LOADER
+        .trim_end()
+        .strip_suffix(LOADER_CALL)
+        .unwrap_or(PYTHON_LOADER);
+    format!("{imports}{START}{loader}\ngc.freeze()\n")
+}
+
+/// The call that ends the loader's source.
+const LOADER_CALL: &str = "_sandbox_loader()";
+
+/// What `python3 -c` with a given environment and arguments sets up before running its
+/// code (the JSON of `{"env": {...}, "argv": [...]}` in, once per forked child).
+const START: &str = "\
+def _sandbox_start(config):
+    import json, os, signal, sys
+    config = json.loads(config)
+    os.environ.clear()
+    os.environ.update(config['env'])
+    paths = [p for p in config['env'].get('PYTHONPATH', '').split(':') if p]
+    sys.path[:0] = [''] + paths
+    sys.argv[:] = config['argv']
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 ";
 
 /// Starts the interpreter `spec` names in this process (once).
 pub(crate) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
     let python = Python::start(&spec.library, &spec.program)?;
-    python.run(WARM_START)?;
+    python.run(&template_source())?;
     let _ = PYTHON.set(python);
     let _ = PROGRAM.set(spec.program.clone());
     Ok(())
@@ -69,11 +93,10 @@ pub(crate) fn forkable(recipe: &Recipe) -> Option<&'static Python> {
     (standard && !start_env).then_some(python)
 }
 
-/// Forks the loader `source` from `python`, as `python3 -c source [warm]` would start,
-/// with `go` on descriptor 3 and `done` on 4, running as `user`.
+/// Forks the Python loader from `python`, as `python3 -c LOADER [warm]` would start, with
+/// `go` on descriptor 3 and `done` on 4, running as `user`.
 pub(crate) fn fork_loader(
     python: &Python,
-    source: &str,
     recipe: &Recipe,
     warm_imports: &[String],
     (go, done): (OwnedFd, OwnedFd),
@@ -84,7 +107,7 @@ pub(crate) fn fork_loader(
     if !warm_imports.is_empty() {
         argv.push(warm_imports.join(","));
     }
-    let program = prelude(&env, &argv)? + RESEED + source;
+    let program = child_source(&env, &argv)?;
     let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
     let (out_read, out_write) = nix::unistd::pipe2(cloexec)?;
     let (err_read, err_write) = nix::unistd::pipe2(cloexec)?;
@@ -119,9 +142,8 @@ pub(crate) fn fork_loader(
     }
 }
 
-/// What `python3 -c` with the environment `env` and arguments `argv` would have set up
-/// before running its code, as Python source.
-fn prelude(env: &[(String, String)], argv: &[String]) -> io::Result<String> {
+/// What a forked child runs: [`START`] with `env` and `argv`, [`RESEED`], the loader.
+fn child_source(env: &[(String, String)], argv: &[String]) -> io::Result<String> {
     let config = serde_json::json!({
         "env": env.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "argv": argv,
@@ -129,19 +151,7 @@ fn prelude(env: &[(String, String)], argv: &[String]) -> io::Result<String> {
     // A JSON string is a Python string literal.
     let literal = serde_json::to_string(&config.to_string()).map_err(io::Error::other)?;
     Ok(format!(
-        "def _sandbox_start(config):
-    import json, os, signal, sys
-    config = json.loads(config)
-    os.environ.clear()
-    os.environ.update(config['env'])
-    paths = [p for p in config['env'].get('PYTHONPATH', '').split(':') if p]
-    sys.path[:0] = [''] + paths
-    sys.argv[:] = config['argv']
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-_sandbox_start({literal})
-del _sandbox_start
-"
+        "_sandbox_start({literal})\n{RESEED}{LOADER_CALL}\n"
     ))
 }
 
@@ -169,7 +179,10 @@ fn child_setup(fds: &[(RawFd, RawFd); 5], user: Option<(u32, u32)>) -> io::Resul
     }
     nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
     set_command_line(COMMAND_LINE)?;
-    harden(user)
+    harden(user)?;
+    // What an exec would do after the change of user: the program owns its /proc files
+    // (the change made the process not dumpable).
+    nix::sys::prctl::set_dumpable(true).map_err(io::Error::from)
 }
 
 /// What the forked interpreter's `/proc/self/cmdline` says: an executed loader's first

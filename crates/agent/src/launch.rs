@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 const GO_FD: i32 = 3;
 /// The descriptor a loader reports on: a session's program's end, a compile's result.
 const DONE_FD: i32 = 4;
-const PYTHON_LOADER: &str = include_str!("loader/python.py");
+pub(crate) const PYTHON_LOADER: &str = include_str!("loader/python.py");
 const NODE_LOADER: &str = include_str!("loader/node.js");
 const JAVA_LOADER: &str = include_str!("loader/SandboxLoader.java");
 const BASH_SESSION: &str = include_str!("loader/bash_session.sh");
@@ -187,7 +187,7 @@ pub fn prepare(
     if let Some(python) = crate::embedded::forkable(recipe) {
         let ends = (go_read, done_write);
         let user = program_user();
-        let child = crate::embedded::fork_loader(python, source, recipe, warm_imports, ends, user)?;
+        let child = crate::embedded::fork_loader(python, recipe, warm_imports, ends, user)?;
         return Ok(Some(Prepared {
             lang: lang.clone(),
             kind: loader.kind,

@@ -71,10 +71,11 @@ pub struct SandboxArgs {
     /// Host uid/gid that sandbox root maps to; the sandbox user is this + 1000.
     #[arg(long, env = "RUNNER_ID_BASE", default_value_t = 1_000_000)]
     pub id_base: u32,
-    /// Make process sandboxes from forks of a template (issue 16) where the host allows
-    /// it (a root runner whose kernel lets an unprivileged user make user namespaces);
-    /// `false`: each from a fresh jail process.
-    #[arg(long, env = "RUNNER_TEMPLATES", default_value_t = false, action = clap::ArgAction::Set)]
+    /// Make process sandboxes from forks of a template, Python programs from forks of its
+    /// interpreter, where the host allows it (a root runner whose kernel lets an
+    /// unprivileged user make user namespaces; the host's libpython for Python); `false`:
+    /// each from a fresh jail process, each program executed.
+    #[arg(long, env = "RUNNER_TEMPLATES", default_value_t = true, action = clap::ArgAction::Set)]
     pub templates: bool,
     /// The runner's state folder.
     #[arg(long, env = "RUNNER_STATE_DIR", default_value = "/run/sandbox-runner")]

@@ -323,3 +323,51 @@ pub fn host_processes_with(marker: &str) -> Vec<String> {
     }
     found
 }
+
+/// Host pids whose `/proc/<pid>/comm` is `name`.
+pub fn host_pids_named(name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+        })
+        .collect()
+}
+
+/// Host pids whose parent is `parent` and whose command line contains `marker`.
+pub fn children_with(parent: u32, marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let ppid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))
+                .and_then(|p| p.trim().parse::<u32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(marker)
+        })
+        .collect()
+}
+
+/// POST /run of `code` in `lang` to the runner at `url` (for a task of its own); the
+/// answer's body, which must be 200.
+pub async fn post_run(client: &reqwest::Client, url: &str, lang: &str, code: &str) -> Value {
+    let resp = client
+        .post(format!("{url}/run"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"lang": lang, "code": code}))
+        .send()
+        .await
+        .expect("POST /run");
+    assert_eq!(resp.status().as_u16(), 200, "POST /run answered");
+    resp.json().await.expect("a JSON body")
+}

@@ -14,6 +14,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -28,6 +29,9 @@ pub enum TemplateError {
     /// A socket, pipe or the process could not be made.
     #[error("{0}: {1}")]
     Io(&'static str, std::io::Error),
+    /// The sandbox's first processes said why its setup failed.
+    #[error("{0}")]
+    Said(String),
     /// The template said why it could not start.
     #[error("the template did not start: {0}")]
     Start(String),
@@ -51,6 +55,9 @@ pub struct Template {
     devices: PathBuf,
     slots: usize,
     shares: Shares,
+    /// False once a request could not be sent (the template is gone): sandboxes are then
+    /// made by jails.
+    alive: AtomicBool,
 }
 
 /// Each sandbox's part of the template's [`Ceilings`] (`None`: the jail's default fits
@@ -142,6 +149,7 @@ impl Template {
                     devices: devices.to_owned(),
                     slots,
                     shares: Shares::of(ceilings, slots),
+                    alive: AtomicBool::new(true),
                 })
             }
             Err(e) => {
@@ -160,9 +168,10 @@ impl Template {
         }
     }
 
-    /// Whether sandbox index `index` has device nodes in this template.
+    /// Whether the template makes sandbox index `index` (it has device nodes for it, and
+    /// is still there).
     pub fn serves(&self, index: usize) -> bool {
-        index < self.slots
+        index < self.slots && self.alive.load(Ordering::Relaxed)
     }
 
     /// Makes a sandbox of index `index` from `spec` (its `cgroup_procs` joined by the
@@ -190,11 +199,15 @@ impl Template {
             [&OwnedFd::from(channel_theirs), &stderr_theirs, &ctl_theirs],
         )?;
         drop((stderr_theirs, ctl_theirs));
-        let leader = tokio::task::spawn_blocking(move || {
+        let setup = tokio::task::spawn_blocking(move || {
             sandbox_jail::forked::host_side(&ctl, &cgroup_procs)
         })
         .await
-        .map_err(TemplateError::Task)??;
+        .map_err(TemplateError::Task)?;
+        let leader = match setup {
+            Ok(leader) => leader,
+            Err(e) => return Err(said_or(&stderr, e.into())),
+        };
         Ok(Forked {
             leader,
             channel,
@@ -209,15 +222,37 @@ impl Template {
             .requests
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        sendmsg::<()>(
+        let sent = sendmsg::<()>(
             requests.as_raw_fd(),
             &[IoSlice::new(body)],
             &[ControlMessage::ScmRights(&raw)],
             MsgFlags::MSG_NOSIGNAL,
             None,
-        )
-        .map_err(|e| TemplateError::Io("asking the template", e.into()))?;
+        );
+        if let Err(e) = sent {
+            if self.alive.swap(false, Ordering::Relaxed) {
+                tracing::error!(error = %e, "the template is gone: sandboxes are made by jails from now on");
+            }
+            return Err(TemplateError::Io("asking the template", e.into()));
+        }
         Ok(())
+    }
+}
+
+/// What the sandbox's processes wrote on `stderr` before they ended (a failing step
+/// says which it was), else `error`.
+fn said_or(stderr: &OwnedFd, error: TemplateError) -> TemplateError {
+    let _ = nix::fcntl::fcntl(
+        stderr,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    let mut buf = vec![0u8; STDERR_CAP as usize];
+    let n = nix::unistd::read(stderr, &mut buf).unwrap_or(0);
+    let said = String::from_utf8_lossy(&buf[..n]).trim().to_owned();
+    if said.is_empty() {
+        error
+    } else {
+        TemplateError::Said(said)
     }
 }
 

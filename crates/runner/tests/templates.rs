@@ -1,0 +1,234 @@
+//! Sandboxes forked from a template, Python programs forked from its interpreter (issue
+//! 16): that they are, what siblings must not share, where written memory is charged,
+//! that a program cannot reach the template, and that jails take over without it. The
+//! isolation, tenant, limit and API batteries run against template-made sandboxes too
+//! (the runner's default), and against jail-made ones with `RUNNER_TEMPLATES=false`
+//! (scripts/test).
+
+mod common;
+
+use common::{exit_code, stdout, Options, Runner};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// A runner with or without templates, without warm imports (so that every sandbox
+/// of a language is made alike).
+fn runner(templates: bool, pool_size: usize) -> Runner {
+    Runner::with(Options {
+        pool_size,
+        env: vec![
+            ("RUNNER_TEMPLATES".into(), templates.to_string()),
+            ("RUNNER_WARM_IMPORTS".into(), String::new()),
+        ],
+        ..Default::default()
+    })
+}
+
+/// What a sandbox's first process is: the template's fork or a jail's exec.
+const FIRST_PROCESS: &str = "tr '\\0' ' ' < /proc/1/cmdline";
+
+#[tokio::test]
+async fn sandboxes_are_forked_from_the_template_and_python_from_its_interpreter() {
+    // One sandbox at a time, the first prepared for Python (and forked from the
+    // interpreter), the next for the language of the run it replaces.
+    let runner = runner(true, 1);
+    // A forked program is no executed python3: its executable is the runner's binary,
+    // while what it sees of its start is an executed one's.
+    let out = runner
+        .run(
+            "python",
+            "import os, sys\nprint(os.path.realpath('/proc/self/exe') != \
+             os.path.realpath(sys.executable), sys.executable, sys.argv)\n\
+             print(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[:2])",
+        )
+        .await;
+    assert_eq!(
+        stdout(&out),
+        "True /usr/bin/python3 ['/home/sandbox/main.py']\n[b'python3', b'-c']\n",
+        "{out}"
+    );
+    let out = runner.run("bash", FIRST_PROCESS).await;
+    assert_eq!(
+        stdout(&out).trim(),
+        "sandbox-agent __sandbox-template",
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn without_templates_sandboxes_are_jails() {
+    let runner = runner(false, 1);
+    let out = runner.run("bash", FIRST_PROCESS).await;
+    assert_eq!(
+        stdout(&out).trim(),
+        "sandbox-agent __sandbox-agent",
+        "{out}"
+    );
+}
+
+/// Prints every random value a sibling could share: Python's `random`, `os.urandom`,
+/// `secrets`, `uuid4`, `tempfile`'s names, and numpy's global generator where the
+/// package set has numpy.
+const RANDOM: &str = r#"import os, random, secrets, sys, tempfile, uuid
+sys.path.append("/opt/packages/python")
+values = [random.random(), random.getrandbits(64), os.urandom(8).hex(), secrets.token_hex(8),
+          str(uuid.uuid4()), next(tempfile._get_candidate_names())]
+try:
+    import numpy
+    values.append(float(numpy.random.random()))
+except ImportError:
+    values.append("no numpy")
+print(" ".join(map(str, values)))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn siblings_share_no_random_state() {
+    let runner = runner(true, 2);
+    let mut seen: Vec<HashSet<String>> = vec![HashSet::new(); 7];
+    for _ in 0..6 {
+        let out = runner.run("python", RANDOM).await;
+        assert_eq!(exit_code(&out), 0, "{out}");
+        let values: Vec<&str> = stdout(&out).split_whitespace().collect();
+        assert_eq!(values.len(), 7, "{out}");
+        for (i, value) in values.iter().enumerate() {
+            if *value == "no" {
+                continue; // numpy missing: nothing to compare
+            }
+            assert!(
+                seen[i].insert(value.to_string()),
+                "two sandboxes drew the same value {value} (source {i}): {out}"
+            );
+        }
+    }
+}
+
+/// A program that optionally writes to every object it shares with the template, then
+/// names itself `marker` (so the test finds it on the host, and measures it) and waits.
+fn holder(marker: &str, touch: bool) -> String {
+    format!(
+        "import gc, time\n\
+         if {touch}:\n    gc.unfreeze()\n    kept = [id(o) for o in gc.get_objects()]\n\
+         open('/proc/self/comm', 'w').write('{marker}')\n\
+         print('holding', flush=True)\ntime.sleep(3)\n",
+        touch = if touch { "True" } else { "False" }
+    )
+}
+
+/// The anonymous memory charged to the cgroup of the host process named `marker`,
+/// once it runs (v1 `rss`, v2 `anon`).
+async fn charged_to(marker: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(bytes) = common::host_pids_named(marker)
+            .into_iter()
+            .find_map(anon_bytes_of_cgroup)
+        {
+            return bytes;
+        }
+        assert!(Instant::now() < deadline, "no process named {marker}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn anon_bytes_of_cgroup(pid: u32) -> Option<u64> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let (dir, key) = match cgroups.lines().find_map(|l| l.split_once(":memory:")) {
+        Some((_, path)) => (format!("/sys/fs/cgroup/memory{path}"), "rss"),
+        None => {
+            let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
+            (format!("/sys/fs/cgroup{path}"), "anon")
+        }
+    };
+    let stat = std::fs::read_to_string(format!("{dir}/memory.stat")).ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_a_program_writes_is_charged_to_its_sandbox() {
+    // The template's pages are shared until written; a program that writes to all of
+    // them (each object's reference count) gets its own copies, charged to its own
+    // cgroup: never to the template's or to nobody.
+    let runner = runner(true, 2);
+    let tag = std::process::id() % 100_000;
+    let mut charged = Vec::new();
+    for touch in [false, true] {
+        let marker = format!("tpl{}{tag}", u8::from(touch));
+        let run = {
+            let (url, client) = (runner.url.clone(), runner.client.clone());
+            let code = holder(&marker, touch);
+            tokio::spawn(async move { common::post_run(&client, &url, "python", &code).await })
+        };
+        charged.push(charged_to(&marker).await);
+        let out: Value = run.await.expect("run task");
+        assert_eq!(stdout(&out), "holding\n", "{out}");
+    }
+    let (untouched, touched) = (charged[0], charged[1]);
+    eprintln!("charged to the sandbox: {untouched} bytes untouched, {touched} touched");
+    assert!(
+        touched > untouched + 2 * 1024 * 1024,
+        "writing to the template's objects charged {touched} bytes against {untouched} \
+         untouched: the copies are not the sandbox's"
+    );
+}
+
+#[tokio::test]
+async fn a_program_cannot_reach_the_template() {
+    // Everything a program can name it may signal: only its own sandbox. After the
+    // worst it can do, the next sandbox is still the template's.
+    let runner = runner(true, 1);
+    let hostile =
+        "kill -9 -1 2>/dev/null; for p in $(seq 2 4096); do kill -9 $p 2>/dev/null; done; \
+                   ls /proc | grep -c '^[0-9]'";
+    let out = runner.run("bash", hostile).await;
+    assert_eq!(
+        exit_code(&out),
+        137,
+        "the program survived kill -9 -1: {out}"
+    );
+    let out = runner.run("bash", FIRST_PROCESS).await;
+    assert_eq!(
+        stdout(&out).trim(),
+        "sandbox-agent __sandbox-template",
+        "{out}"
+    );
+    let out = runner
+        .run(
+            "python",
+            "import os\nprint(sorted(os.listdir('/proc/self/fd')))",
+        )
+        .await;
+    assert_eq!(stdout(&out), "['0', '1', '2', '3']\n", "{out}");
+}
+
+#[tokio::test]
+async fn jails_take_over_when_the_template_is_gone() {
+    let runner = runner(true, 1);
+    let out = runner.run("bash", FIRST_PROCESS).await;
+    assert_eq!(
+        stdout(&out).trim(),
+        "sandbox-agent __sandbox-template",
+        "{out}"
+    );
+    let template = common::children_with(runner.pid(), "__sandbox-template");
+    assert_eq!(template.len(), 1, "one template: {template:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(template[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("killing the template");
+    // The warm sandbox made before is still the template's; at most one call fails
+    // while the runner learns the template is gone; then jails make every sandbox.
+    let mut first_processes = Vec::new();
+    for _ in 0..4 {
+        let out = runner.run("bash", FIRST_PROCESS).await;
+        first_processes.push(stdout(&out).trim().to_owned());
+    }
+    assert_eq!(
+        first_processes.last().map(String::as_str),
+        Some("sandbox-agent __sandbox-agent"),
+        "{first_processes:?}"
+    );
+}
