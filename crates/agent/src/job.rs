@@ -9,7 +9,6 @@ use crate::resident::Resident;
 use crate::tree::{end_tree, exit_code, reap_exited};
 use crate::watch::{CompileReport, Compiled, End, Watch};
 use crate::HOME;
-use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use sandbox_protocol::agent::{Job, JobOutcome};
 use std::io;
@@ -191,7 +190,7 @@ fn compile(job: &Job, file: &Path) -> Result<Result<Before, JobOutcome>, JobErro
     };
     watch.drain(Instant::now() + DRAIN_LIMIT)?;
     watch.sink();
-    let (exit_code, signal) = exit_code(status.unwrap_or(WaitStatus::StillAlive));
+    let (exit_code, signal) = exit_code(status);
     if exit_code == 0 && !timed_out && !watch.ended_whole(false) {
         return Ok(Ok(Before {
             stdout: watch.stdout.into_bytes(),
@@ -271,7 +270,7 @@ fn watch_spawned(
         watch.drain(Instant::now() + DRAIN_LIMIT)?;
         status
     };
-    let (exit_code, signal) = exit_code(status.unwrap_or(WaitStatus::StillAlive));
+    let (exit_code, signal) = exit_code(status);
     let mut outcome = watch.outcome(exit_code, signal, duration_ms, timed_out, false);
     outcome.compile_error = compile_error;
     Ok(outcome)
@@ -339,8 +338,7 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
             // running stays, as after any session run.
             watch.drain_written()?;
             watch.sink();
-            let status = watch.status.unwrap_or(WaitStatus::StillAlive);
-            let (exit_code, signal) = exit_code(status);
+            let (exit_code, signal) = exit_code(watch.status);
             Ok(watch.outcome(exit_code, signal, duration_ms, false, true))
         }
         _ => {
@@ -351,7 +349,7 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
             kept.residents.clear();
             let (exit_code, signal) = match (end, status) {
                 (End::Reported(report), _) => (report.code, None),
-                (_, status) => exit_code(status.unwrap_or(WaitStatus::StillAlive)),
+                (_, status) => exit_code(status),
             };
             Ok(watch.outcome(exit_code, signal, duration_ms, timed_out, true))
         }

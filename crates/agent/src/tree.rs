@@ -2,7 +2,6 @@
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getpid, Pid};
 
 /// Kills every process of the sandbox but the agent.
@@ -77,30 +76,52 @@ pub(crate) fn resume_all() {
 /// What a non-blocking reap found.
 pub(crate) struct Reaped {
     /// The program's status, if the program was among the reaped.
-    pub(crate) program: Option<WaitStatus>,
+    pub(crate) program: Option<Ended>,
     /// No child is left at all.
     pub(crate) none_left: bool,
 }
 
-/// Reaps every child that has exited, without blocking.
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// It exited with this code.
+    Exited(i32),
+    /// This signal killed it (any number: a real-time one too).
+    Signaled(i32),
+}
+
+impl Ended {
+    fn of(status: libc::c_int) -> Ended {
+        if libc::WIFSIGNALED(status) {
+            Ended::Signaled(libc::WTERMSIG(status))
+        } else {
+            Ended::Exited(libc::WEXITSTATUS(status))
+        }
+    }
+}
+
+/// Reaps every child that has exited, without blocking. The raw call, not nix's: its
+/// status type holds no real-time signal, and a child killed by one would be reaped
+/// with its status lost.
 pub(crate) fn reap_exited(program: Pid) -> Reaped {
     let mut reaped = Reaped {
         program: None,
         none_left: false,
     };
     loop {
-        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => return reaped,
-            Ok(status) => {
-                if status.pid() == Some(program) {
-                    reaped.program = Some(status);
-                }
-            }
-            Err(Errno::EINTR) => continue,
-            Err(_) => {
+        let mut status: libc::c_int = 0;
+        // SAFETY: waitpid writes the status into a live local integer; WNOHANG never
+        // blocks.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        match pid {
+            0 => return reaped,
+            -1 if Errno::last() == Errno::EINTR => continue,
+            -1 => {
                 reaped.none_left = true;
                 return reaped;
             }
+            pid if pid == program.as_raw() => reaped.program = Some(Ended::of(status)),
+            _ => {}
         }
     }
 }
@@ -108,7 +129,7 @@ pub(crate) fn reap_exited(program: Pid) -> Reaped {
 /// Kills and reaps until no child is left; returns the program's status if it was
 /// reaped here. Killing again on every round catches a process forked while the
 /// previous signal was being delivered.
-pub(crate) fn end_tree(program: Pid) -> Option<WaitStatus> {
+pub(crate) fn end_tree(program: Pid) -> Option<Ended> {
     let mut found = None;
     loop {
         kill_all(program);
@@ -121,12 +142,12 @@ pub(crate) fn end_tree(program: Pid) -> Option<WaitStatus> {
     }
 }
 
-/// The exit code reported for a status: the code, or 128 + signal.
-pub(crate) fn exit_code(status: WaitStatus) -> (i32, Option<i32>) {
-    match status {
-        WaitStatus::Exited(_, code) => (code, None),
-        WaitStatus::Signaled(_, sig, _) => (128 + sig as i32, Some(sig as i32)),
-        // Stopped/continued states are not requested (no WUNTRACED/WCONTINUED).
-        _ => (128 + Signal::SIGKILL as i32, Some(Signal::SIGKILL as i32)),
+/// The exit code reported for how the program ended: the code, or 128 + signal; a
+/// program whose end was not seen (it was killed with its sandbox's tree) as SIGKILL.
+pub(crate) fn exit_code(ended: Option<Ended>) -> (i32, Option<i32>) {
+    match ended {
+        Some(Ended::Exited(code)) => (code, None),
+        Some(Ended::Signaled(sig)) => (128 + sig, Some(sig)),
+        None => (128 + Signal::SIGKILL as i32, Some(Signal::SIGKILL as i32)),
     }
 }

@@ -4,10 +4,10 @@
 use crate::capture::Capture;
 use crate::resident::{Report, Resident};
 use crate::sink;
+use crate::tree::Ended;
 use crate::tree::{kill_all, reap_exited};
 use crate::JobError;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use sandbox_protocol::agent::JobOutcome;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -23,7 +23,7 @@ pub(crate) struct Watch {
     pub(crate) exited: OwnedFd,
     pub(crate) stdout: Capture<ChildStdout>,
     pub(crate) stderr: Capture<ChildStderr>,
-    pub(crate) status: Option<WaitStatus>,
+    pub(crate) status: Option<Ended>,
 }
 
 /// How a program's run ended.

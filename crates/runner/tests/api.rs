@@ -36,6 +36,18 @@ async fn hello_in_each_language() {
 }
 
 #[tokio::test]
+async fn a_program_killed_by_any_signal_says_so_at_once() {
+    // A real-time signal too (no name in most libraries): 128 + its number, reported when
+    // it happens, never as a timeout.
+    let runner = Runner::start();
+    for (code, expected) in [("kill -TERM $$", 143), ("kill -s RTMIN $$", 128 + 34)] {
+        let out = runner.run("bash", code).await;
+        assert_eq!(exit_code(&out), expected, "{code}: {out}");
+        assert_eq!(out["timedOut"], false, "{code}: {out}");
+    }
+}
+
+#[tokio::test]
 async fn bad_input_gets_400() {
     let runner = Runner::start();
     let cases = [

@@ -36,6 +36,14 @@ def _sandbox_loader():
             os.dup2(null, fd)
         os.close(null)
         cwd = sys.path.pop(0) if sys.path[:1] == [""] else None
+        # Math libraries loaded here start no thread of their own (they read these when
+        # they load; a program's environment is left as it was): a sandbox has half a CPU,
+        # and a program that blocks a signal in its one thread must not find another
+        # thread, which it never started, taking that signal.
+        threads = [k for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                   if k not in os.environ]
+        for k in threads:
+            os.environ[k] = "1"
         import select
         try:
             for name in names:
@@ -52,6 +60,8 @@ def _sandbox_loader():
                 except Exception:
                     pass
         finally:
+            for k in threads:
+                os.environ.pop(k, None)
             if cwd is not None:
                 sys.path.insert(0, cwd)
             for copy, fd in saved:
