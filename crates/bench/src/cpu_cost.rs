@@ -11,7 +11,9 @@
 //! either side: the kernel's own workers (a sandbox's network namespace is torn down by
 //! one), and the bench's HTTP client for POST /run. The runner runs without warm imports
 //! (`--warm-imports ""`): a python sandbox made at rest would otherwise import the data
-//! stack, a cost the first-plot figure shows apart.
+//! stack, a cost the first-plot figure shows apart. Two runners, one after the other: with
+//! templates (the default) and with `--templates false` (jails, executed programs); the
+//! direct spawns are measured again for each.
 
 use crate::cases::{Case, CASES};
 use crate::clients::{direct, RunnerApi};
@@ -57,8 +59,12 @@ pub struct CpuRow {
     pub lang: String,
     /// CPU per direct spawn, ms.
     pub direct_ms: f64,
-    /// CPU per POST /run, ms (the runner, the sandbox and its replacement).
+    /// CPU per POST /run, ms (the runner, the sandbox and its replacement), sandboxes
+    /// forked from a template (the runner's default).
     pub sandboxed_ms: f64,
+    /// The same with `--templates false`: each sandbox made by a jail, each program
+    /// executed.
+    pub jail_ms: f64,
 }
 
 /// A cpuacct group of the bench's own.
@@ -111,42 +117,51 @@ pub async fn measure(
         return Ok(None);
     }
     let (runner_group, direct_group) = (Acct::make("bench-runner")?, Acct::make("bench-direct")?);
-    let measured = in_groups(bins, token, sizes, &runner_group, &direct_group).await;
+    let groups = (&runner_group, &direct_group);
+    let measured = async {
+        let templates = in_groups(bins, token, sizes, groups, true).await?;
+        let jails = in_groups(bins, token, sizes, groups, false).await?;
+        anyhow::Ok((templates, jails))
+    }
+    .await;
     let back = join(Path::new(CPUACCT));
     let removed = runner_group.remove().and(direct_group.remove());
-    let figures = measured?;
+    let (mut figures, jails) = measured?;
     back?;
     removed?;
+    for (row, jail) in figures.rows.iter_mut().zip(jails.rows) {
+        row.jail_ms = jail.sandboxed_ms;
+    }
     Ok(Some(figures))
 }
 
+/// Every language's figures from one runner, with templates or without.
 async fn in_groups(
     bins: &Binaries,
     token: &str,
     sizes: &Sizes,
-    runner_group: &Acct,
-    direct_group: &Acct,
+    (runner_group, direct_group): (&Acct, &Acct),
+    templates: bool,
 ) -> anyhow::Result<CpuFigures> {
     runner_group.join()?;
-    let runner = Service::runner_with(
-        &bins.runner,
-        token,
-        sizes.pool_size,
-        &[
-            "--warm-imports",
-            "",
-            "--templates",
-            &std::env::var("BENCH_TEMPLATES").unwrap_or("false".into()),
-        ],
-    )
-    .await;
+    let flags = [
+        "--warm-imports",
+        "",
+        "--templates",
+        if templates { "true" } else { "false" },
+    ];
+    let runner = Service::runner_with(&bins.runner, token, sizes.pool_size, &flags).await;
     direct_group.join()?;
     let runner = runner?;
     let measured = async {
         let api = RunnerApi::new(&runner.url, token)?;
         let mut rows = Vec::with_capacity(CASES.len());
         for case in &CASES {
-            eprintln!("bench: CPU per run, {}", case.lang.as_str());
+            eprintln!(
+                "bench: CPU per run, {}, {}",
+                case.lang.as_str(),
+                if templates { "templates" } else { "jails" }
+            );
             rows.push(row(&api, case, sizes, runner_group, direct_group).await?);
         }
         anyhow::Ok(rows)
@@ -202,6 +217,7 @@ async fn row(
         lang: case.lang.as_str().to_owned(),
         direct_ms: per_run(direct_ns),
         sandboxed_ms: per_run(sandboxed_ns),
+        jail_ms: 0.0,
     })
 }
 

@@ -608,14 +608,18 @@ fn cpu_md(f: &CpuFigures, md: &mut String) {
          size {}, no warm imports) and the bench's during its direct spawns.\n",
         f.runs, f.concurrency, f.pool_size
     );
-    md.push_str("| lang | direct spawn | POST /run |\n|---|---|---|\n");
+    md.push_str(
+        "| lang | direct spawn | POST /run (templates) | POST /run (jails: `--templates false`) |\n\
+         |---|---|---|---|\n",
+    );
     for row in &f.rows {
         let _ = writeln!(
             md,
-            "| {} | {:.2} | {} |",
+            "| {} | {:.2} | {} | {} |",
             row.lang,
             row.direct_ms,
-            with_ratio(row.sandboxed_ms, row.direct_ms, 2)
+            with_ratio(row.sandboxed_ms, row.direct_ms, 2),
+            with_ratio(row.jail_ms, row.direct_ms, 2)
         );
     }
     md.push('\n');
@@ -894,11 +898,15 @@ mod tests {
                 lang: "python".into(),
                 direct_ms: 10.0,
                 sandboxed_ms: 20.0,
+                jail_ms: 40.0,
             }],
         };
         let mut md = String::new();
         cpu_md(&figures, &mut md);
-        assert!(md.contains("| python | 10.00 | 20.00 (2.00x) |"), "{md}");
+        assert!(
+            md.contains("| python | 10.00 | 20.00 (2.00x) | 40.00 (4.00x) |"),
+            "{md}"
+        );
         assert!(
             md.contains("200 runs per language and path, 8 at a time"),
             "{md}"
