@@ -18,6 +18,7 @@ pub(crate) struct Process {
 
 impl Process {
     /// A process forked by the agent itself, with its two output pipes' read ends.
+    #[cfg(feature = "embedded-python")]
     pub(crate) fn forked(pid: u32, stdout: OwnedFd, stderr: OwnedFd) -> Process {
         Process {
             pid,

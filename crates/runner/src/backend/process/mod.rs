@@ -231,11 +231,30 @@ impl ProcessBackend {
 
     /// Makes one sandbox and waits for its agent's Ready (and, with `prepare`, for its
     /// interpreter to wait for the program; with `warm`, a Python one imports the warm
-    /// imports meanwhile).
+    /// imports meanwhile). From the template where there is one; if the template fails
+    /// to make it, the template is left for good (logged) and a jail makes it.
     pub async fn create(
         &self,
         prepare: Option<Lang>,
         warm: bool,
+    ) -> Result<ProcessSandbox, ProcessError> {
+        match self.make(prepare.clone(), warm, true).await {
+            Err(ProcessError::Template(e)) => {
+                if let Some(template) = &self.template {
+                    template.leave(&e);
+                }
+                self.make(prepare, warm, false).await
+            }
+            made => made,
+        }
+    }
+
+    /// [`create`](Self::create), by the template only if `by_template`.
+    async fn make(
+        &self,
+        prepare: Option<Lang>,
+        warm: bool,
+        by_template: bool,
     ) -> Result<ProcessSandbox, ProcessError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let cgroup = match &self.hierarchy {
@@ -287,7 +306,7 @@ impl ProcessBackend {
             shared: self.config.languages.shared_paths().to_vec(),
         };
         let started = match &self.template {
-            Some(template) if template.serves(identity.index()) => {
+            Some(template) if by_template && template.serves(identity.index()) => {
                 self.fork(template, &spec, identity.index()).await
             }
             _ => start(&spec).await,

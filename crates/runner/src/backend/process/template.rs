@@ -215,6 +215,14 @@ impl Template {
         })
     }
 
+    /// Makes no more sandboxes: the template failed to make one (`error`, logged), and
+    /// jails make them from now on.
+    pub fn leave(&self, error: &TemplateError) {
+        if self.alive.swap(false, Ordering::Relaxed) {
+            tracing::error!(%error, "the template failed to make a sandbox: sandboxes are made by jails from now on");
+        }
+    }
+
     fn send(&self, body: &[u8], fds: [&OwnedFd; 3]) -> Result<(), TemplateError> {
         use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
         let raw = fds.map(|fd| fd.as_raw_fd());
