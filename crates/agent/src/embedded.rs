@@ -41,6 +41,50 @@ fn template_source() -> String {
     format!("{imports}{START}{loader}\ngc.freeze()\n")
 }
 
+/// What imports `modules` in the template, as a warm loader would in a sandbox: with the
+/// sandboxes' environment (the package set on the path, matplotlib's backend, the home
+/// folder's path, which is the template's own), math libraries single-threaded (a
+/// template must stay one thread to fork), each failure skipped, output discarded.
+fn warm_source(modules: &[String]) -> io::Result<String> {
+    let env: std::collections::BTreeMap<String, String> =
+        environment(&Default::default(), &[]).into_iter().collect();
+    let config = serde_json::json!({"env": env, "modules": modules});
+    let literal = serde_json::to_string(&config.to_string()).map_err(io::Error::other)?;
+    Ok(format!(
+        "def _sandbox_warm(config):
+    import importlib, json, os, sys
+    config = json.loads(config)
+    os.environ.update(config['env'])
+    for k in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+        os.environ[k] = '1'
+    paths = [p for p in config['env'].get('PYTHONPATH', '').split(':') if p]
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    null = os.open(os.devnull, os.O_WRONLY)
+    saved = [os.dup(1), os.dup(2)]
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    try:
+        for name in config['modules']:
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved + [null]:
+            os.close(fd)
+_sandbox_warm({literal})
+del _sandbox_warm
+"
+    ))
+}
+
 /// The call that ends the loader's source.
 const LOADER_CALL: &str = "_sandbox_loader()";
 
@@ -53,7 +97,7 @@ def _sandbox_start(config):
     os.environ.clear()
     os.environ.update(config['env'])
     paths = [p for p in config['env'].get('PYTHONPATH', '').split(':') if p]
-    sys.path[:0] = [''] + paths
+    sys.path[:0] = [''] + [p for p in paths if p not in sys.path]
     sys.argv[:] = config['argv']
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -62,6 +106,10 @@ def _sandbox_start(config):
 /// Starts the interpreter `spec` names in this process (once).
 pub(crate) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
     let python = Python::start(&spec.library, &spec.program)?;
+    if !spec.warm_imports.is_empty() {
+        let source = warm_source(&spec.warm_imports).map_err(|_| EmbedError::Raised)?;
+        python.run(&source)?;
+    }
     python.run(&template_source())?;
     let _ = PYTHON.set(python);
     let _ = PROGRAM.set(spec.program.clone());
@@ -102,7 +150,7 @@ pub(crate) fn fork_loader(
     (go, done): (OwnedFd, OwnedFd),
     user: Option<(u32, u32)>,
 ) -> io::Result<Process> {
-    let env = environment(recipe, &[]);
+    let env = environment(&recipe.env, &[]);
     let mut argv = vec!["-c".to_owned()];
     if !warm_imports.is_empty() {
         argv.push(warm_imports.join(","));

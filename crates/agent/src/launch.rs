@@ -9,6 +9,7 @@ use crate::{HOME, HOME_C, PATH};
 use sandbox_jail::layout::PACKAGES;
 use sandbox_protocol::language::{LoaderKind, Recipe, BUILD, FILE, LOADER_FILE, LOADER_SOURCE};
 use sandbox_protocol::Lang;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -253,7 +254,7 @@ fn give(pairs: &[(i32, i32); 2]) -> io::Result<()> {
 fn command(program: &str, recipe: &Recipe, python_paths: &[String]) -> Command {
     let mut cmd = Command::new(program);
     cmd.env_clear()
-        .envs(environment(recipe, python_paths))
+        .envs(environment(&recipe.env, python_paths))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -261,8 +262,13 @@ fn command(program: &str, recipe: &Recipe, python_paths: &[String]) -> Command {
     cmd
 }
 
-/// A program's whole environment, in order (a later variable of the same name wins).
-pub(crate) fn environment(recipe: &Recipe, python_paths: &[String]) -> Vec<(String, String)> {
+/// A program's whole environment, in order (a later variable of the same name wins):
+/// the fixed variables, its language's (`recipe_env`), the Python path and matplotlib's
+/// backend where the package set has them.
+pub(crate) fn environment(
+    recipe_env: &BTreeMap<String, String>,
+    python_paths: &[String],
+) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = [
         ("PATH", PATH),
         ("HOME", HOME),
@@ -273,7 +279,7 @@ pub(crate) fn environment(recipe: &Recipe, python_paths: &[String]) -> Vec<(Stri
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    env.extend(recipe.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(recipe_env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let packages = Path::new(PACKAGES).join("python");
     let mut path: Vec<&str> = python_paths.iter().map(String::as_str).collect();
     if packages.is_dir() {

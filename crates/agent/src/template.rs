@@ -71,6 +71,15 @@ pub struct PythonSpec {
     /// The interpreter it stands for (`/usr/bin/python3`): `sys.executable`, and the
     /// only command a loader it replaces may name.
     pub program: String,
+    /// The package set (a host folder holding `python/`), shown read-only at
+    /// [`PACKAGES`](sandbox_jail::layout::PACKAGES) in the template's mount namespace, as
+    /// in every sandbox: what the template imports has the paths a sandbox sees.
+    #[serde(default)]
+    pub packages: Option<PathBuf>,
+    /// Modules imported once, in the template (the runner's warm imports): every
+    /// sandbox forked from it has them, their pages shared until written.
+    #[serde(default)]
+    pub warm_imports: Vec<String>,
 }
 
 impl PythonSpec {
@@ -83,6 +92,8 @@ impl PythonSpec {
             Some(PythonSpec {
                 library,
                 program: program.to_str()?.to_owned(),
+                packages: None,
+                warm_imports: Vec::new(),
             })
         }
         #[cfg(not(feature = "embedded-python"))]
@@ -346,6 +357,10 @@ fn confine(spec: &TemplateSpec) -> Result<(), TemplateError> {
     mount(None::<&str>, "/", None::<&str>, slave, None::<&str>)
         .map_err(step("making its mounts slaves"))?;
     make_devices(spec)?;
+    make_home(spec.id)?;
+    if let Some(packages) = spec.python.as_ref().and_then(|p| p.packages.as_ref()) {
+        show_packages(packages)?;
+    }
     lift_shared_rlimits()?;
     nix::unistd::setgroups(&[]).map_err(step("dropping supplementary groups"))?;
     let (uid, gid) = (Uid::from_raw(spec.id), Gid::from_raw(spec.id));
@@ -385,6 +400,47 @@ fn make_devices(spec: &TemplateSpec) -> Result<(), TemplateError> {
         }
     }
     Ok(())
+}
+
+/// A tmpfs on `/home` (in the template's mount namespace: the host's homes are hidden
+/// from it) holding the sandboxes' home folder, the template's uid's alone: its
+/// interpreter's `HOME` is then the path every sandbox's is (matplotlib keeps the
+/// folders it found at import, and a forked program keeps what the template found).
+fn make_home(id: u32) -> Result<(), TemplateError> {
+    let failed =
+        |step: &'static str| move |source: io::Error| TemplateError::Confine { step, source };
+    let home = Path::new(sandbox_jail::layout::HOME);
+    let parent = home.parent().unwrap_or(Path::new("/home"));
+    std::fs::create_dir_all(parent).map_err(failed("making /home"))?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount(
+        Some("tmpfs"),
+        parent,
+        Some("tmpfs"),
+        flags,
+        Some("size=16m,mode=0755"),
+    )
+    .map_err(|e| failed("mounting its /home")(e.into()))?;
+    std::fs::create_dir(home).map_err(failed("making its home"))?;
+    std::os::unix::fs::chown(home, Some(id), Some(id))
+        .map_err(failed("making its home its own"))?;
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o700);
+    std::fs::set_permissions(home, private).map_err(failed("making its home private"))
+}
+
+/// The package set `packages` read-only at the sandboxes' path, in the template's mount
+/// namespace. The mount point is made on the host if missing (an empty folder).
+fn show_packages(packages: &Path) -> Result<(), TemplateError> {
+    let target = Path::new(sandbox_jail::layout::PACKAGES);
+    let failed =
+        |step: &'static str| move |source: io::Error| TemplateError::Confine { step, source };
+    std::fs::create_dir_all(target).map_err(failed("making the package set's mount point"))?;
+    let bind = MsFlags::MS_BIND | MsFlags::MS_REC;
+    mount(Some(packages), target, None::<&str>, bind, None::<&str>)
+        .map_err(|e| failed("showing the package set")(e.into()))?;
+    let read_only = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    mount(None::<&str>, target, None::<&str>, read_only, None::<&str>)
+        .map_err(|e| failed("making the package set read-only")(e.into()))
 }
 
 /// The per-user limits the kernel also counts at a user namespace's owner, lifted for

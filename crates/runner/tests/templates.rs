@@ -174,6 +174,35 @@ async fn memory_a_program_writes_is_charged_to_its_sandbox() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_imports_are_the_template_s_and_cost_a_sandbox_little() {
+    // The default warm imports (numpy, pandas, matplotlib.pyplot) are imported once, in
+    // the template: a python sandbox has them at once, and what it is charged for stays
+    // small (a sandbox that imported them itself was charged about 70 MiB).
+    common::require_packages();
+    let runner = Runner::with(Options {
+        pool_size: 2,
+        env: vec![("RUNNER_TEMPLATES".into(), "true".into())],
+        ..Default::default()
+    });
+    let marker = format!("tplw{}", std::process::id() % 100_000);
+    let code = format!(
+        "import sys\nprint(all(m in sys.modules for m in ('numpy', 'pandas', 'matplotlib.pyplot')))\n{}",
+        holder(&marker, false)
+    );
+    let run = {
+        let (url, client) = (runner.url.clone(), runner.client.clone());
+        tokio::spawn(async move { common::post_run(&client, &url, "python", &code).await })
+    };
+    let charged = charged_to(&marker).await;
+    let out: Value = run.await.expect("run task");
+    assert_eq!(stdout(&out), "True\nholding\n", "{out}");
+    assert!(
+        charged < 16 * 1024 * 1024,
+        "a warm python sandbox was charged {charged} bytes"
+    );
+}
+
 #[tokio::test]
 async fn a_program_cannot_reach_the_template() {
     // Everything a program can name it may signal: only its own sandbox. After the

@@ -495,7 +495,12 @@ fn start_template(config: &ProcessConfig, layout: &IdLayout, sandboxes: usize) -
         .languages
         .get("python")
         .ok()
-        .and_then(|_| PythonSpec::of(Path::new("/usr/bin/python3")));
+        .and_then(|_| PythonSpec::of(Path::new("/usr/bin/python3")))
+        .map(|spec| PythonSpec {
+            packages: config.packages.clone(),
+            warm_imports: config.warm_imports.clone(),
+            ..spec
+        });
     match Template::start(config.id_base + 1, &devices, &ids, python) {
         Ok(template) => {
             tracing::info!("sandboxes are forked from a template");
