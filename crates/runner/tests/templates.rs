@@ -241,13 +241,19 @@ async fn jails_take_over_when_the_template_is_gone() {
         "sandbox-agent __sandbox-template",
         "{out}"
     );
-    let template = common::children_with(runner.pid(), "__sandbox-template");
-    assert_eq!(template.len(), 1, "one template: {template:?}");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(template[0] as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("killing the template");
+    let templates = common::children_with(runner.pid(), "__sandbox-template");
+    assert_eq!(
+        templates.len(),
+        2,
+        "a plain and a Python template: {templates:?}"
+    );
+    for template in templates {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(template as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("killing a template");
+    }
     // The warm sandbox made before is still the template's; at most one call fails
     // while the runner learns the template is gone; then jails make every sandbox.
     let mut first_processes = Vec::new();

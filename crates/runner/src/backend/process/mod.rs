@@ -19,6 +19,7 @@ use rootless::{RootlessError, RootlessSetup};
 use sandbox_agent::template::PythonSpec;
 use sandbox_jail::{owner, HostIds, JailSpec};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
+use sandbox_protocol::language::LoaderKind;
 use sandbox_protocol::Lang;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -164,6 +165,11 @@ pub struct ProcessBackend {
     deps: Option<Arc<DepsMounts>>,
     /// The template sandboxes are forked from, where there is one.
     template: Option<Template>,
+    /// The template holding Python's interpreter, for sandboxes prepared for Python
+    /// (whose programs are forked from it): a sandbox forked from a process that big
+    /// copies, and tears down, the page tables of its ~100 MiB, which only a Python
+    /// program makes up for.
+    python_template: Option<Template>,
 }
 
 impl ProcessBackend {
@@ -209,17 +215,16 @@ impl ProcessBackend {
             // folder may not be), hidden by the mount from nothing that the jail needs.
             Privilege::User(_) => PathBuf::from(rootless::STAGE_DIR),
         };
-        let template = match privilege {
+        let (template, python_template) = match privilege {
             Privilege::Root {
                 unprivileged_owner: true,
-            } if config.templates => {
-                start_template(&config, &IdLayout::root(config.id_base), sandboxes)
-            }
-            _ => None,
+            } if config.templates => start_templates(&config, sandboxes),
+            _ => (None, None),
         };
         Ok(ProcessBackend {
             identities: Arc::new(Identities::new(layout)),
             template,
+            python_template,
             config,
             hierarchy,
             stage_dir,
@@ -239,12 +244,7 @@ impl ProcessBackend {
         warm: bool,
     ) -> Result<ProcessSandbox, ProcessError> {
         match self.make(prepare.clone(), warm, true).await {
-            Err(ProcessError::Template(e)) => {
-                if let Some(template) = &self.template {
-                    template.leave(&e);
-                }
-                self.make(prepare, warm, false).await
-            }
+            Err(ProcessError::Template(_)) => self.make(prepare, warm, false).await,
             made => made,
         }
     }
@@ -305,11 +305,18 @@ impl ProcessBackend {
             sigpending: None,
             shared: self.config.languages.shared_paths().to_vec(),
         };
-        let started = match &self.template {
-            Some(template) if by_template && template.serves(identity.index()) => {
-                self.fork(template, &spec, identity.index()).await
+        let template = self
+            .template_for(prepare.as_ref())
+            .filter(|t| by_template && t.serves(identity.index()));
+        let started = match template {
+            Some(template) => {
+                let forked = self.fork(template, &spec, identity.index()).await;
+                if let Err(ProcessError::Template(e)) = &forked {
+                    template.leave(e);
+                }
+                forked
             }
-            _ => start(&spec).await,
+            None => start(&spec).await,
         };
         match started {
             Ok((child, channel, stderr)) => {
@@ -352,6 +359,19 @@ impl ProcessBackend {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// The template a sandbox prepared for `prepare` is forked from: Python's for a
+    /// language whose loader is Python's, the plain one otherwise.
+    fn template_for(&self, prepare: Option<&Lang>) -> Option<&Template> {
+        let python = prepare
+            .and_then(|lang| self.config.languages.get(lang.as_str()).ok())
+            .and_then(|language| language.recipe.loader.as_ref())
+            .is_some_and(|loader| loader.kind == LoaderKind::Python);
+        match (python, &self.python_template) {
+            (true, Some(template)) if template.alive() => Some(template),
+            _ => self.template.as_ref(),
         }
     }
 
@@ -478,19 +498,16 @@ fn unprivileged_owner(first_id: u32) -> bool {
     }
 }
 
-/// The template, if it starts: a warning says why not (sandboxes are then made by
-/// fresh jails). It runs as the second host id of sandbox index 0's range, which no
-/// sandbox uses.
-fn start_template(config: &ProcessConfig, layout: &IdLayout, sandboxes: usize) -> Option<Template> {
-    let devices = config.state_dir.join("devices");
-    if let Err(e) = std::fs::create_dir_all(&devices) {
-        tracing::warn!(error = %e, "no template: making {}", devices.display());
-        return None;
-    }
-    // Twice the pool (an index is held past its sandbox while a process may survive),
-    // within what one id map can hold (two lines per sandbox).
-    let slots = (sandboxes * 2).min(TEMPLATE_SLOTS_MAX);
-    let ids: Vec<HostIds> = (0..slots).map(|i| layout.ids_of(i).0).collect();
+/// The templates that start (a warning says why one does not: its sandboxes are then made
+/// by the other, or by jails): the plain one, and Python's where the host has its
+/// library. They run as the second and third host ids of sandbox index 0's range, which
+/// no sandbox uses.
+fn start_templates(
+    config: &ProcessConfig,
+    sandboxes: usize,
+) -> (Option<Template>, Option<Template>) {
+    let layout = IdLayout::root(config.id_base);
+    let plain = start_template(config, &layout, sandboxes, 1, None);
     let python = config
         .languages
         .get("python")
@@ -501,13 +518,36 @@ fn start_template(config: &ProcessConfig, layout: &IdLayout, sandboxes: usize) -
             warm_imports: config.warm_imports.clone(),
             ..spec
         });
-    match Template::start(config.id_base + 1, &devices, &ids, python) {
+    let python = python.and_then(|spec| start_template(config, &layout, sandboxes, 2, Some(spec)));
+    (plain, python)
+}
+
+/// A template, if it starts (a warning says why not), as host id `id_base + offset`,
+/// holding `python`'s interpreter if given.
+fn start_template(
+    config: &ProcessConfig,
+    layout: &IdLayout,
+    sandboxes: usize,
+    offset: u32,
+    python: Option<PythonSpec>,
+) -> Option<Template> {
+    let kind = if python.is_some() { "python" } else { "plain" };
+    let devices = config.state_dir.join(format!("devices-{kind}"));
+    if let Err(e) = std::fs::create_dir_all(&devices) {
+        tracing::warn!(error = %e, "no template: making {}", devices.display());
+        return None;
+    }
+    // Twice the pool (an index is held past its sandbox while a process may survive),
+    // within what one id map can hold (two lines per sandbox).
+    let slots = (sandboxes * 2).min(TEMPLATE_SLOTS_MAX);
+    let ids: Vec<HostIds> = (0..slots).map(|i| layout.ids_of(i).0).collect();
+    match Template::start(config.id_base + offset, &devices, &ids, python) {
         Ok(template) => {
-            tracing::info!("sandboxes are forked from a template");
+            tracing::info!(template = kind, "sandboxes are forked from a template");
             Some(template)
         }
         Err(e) => {
-            tracing::warn!(error = %e, "no template: each sandbox is made by a jail");
+            tracing::warn!(template = kind, error = %e, "no template: its sandboxes are made otherwise");
             None
         }
     }

@@ -171,7 +171,7 @@ impl Template {
     /// Whether the template makes sandbox index `index` (it has device nodes for it, and
     /// is still there).
     pub fn serves(&self, index: usize) -> bool {
-        index < self.slots && self.alive.load(Ordering::Relaxed)
+        index < self.slots && self.alive()
     }
 
     /// Makes a sandbox of index `index` from `spec` (its `cgroup_procs` joined by the
@@ -213,6 +213,11 @@ impl Template {
             channel,
             stderr,
         })
+    }
+
+    /// Whether it still makes sandboxes.
+    pub fn alive(&self) -> bool {
+        self.alive.load(Ordering::Relaxed)
     }
 
     /// Makes no more sandboxes: the template failed to make one (`error`, logged), and
