@@ -99,6 +99,10 @@ struct Args {
     /// A few runs of everything, for CI: fails on any failed run, asserts no timing.
     #[arg(long)]
     smoke: bool,
+    /// `--templates` for every runner the bench starts (the CPU-per-run section measures
+    /// both anyway); absent: the runner's default (templates).
+    #[arg(long)]
+    runner_templates: Option<bool>,
 }
 
 /// A part of the bench that `--only` can pick.
@@ -250,6 +254,9 @@ impl Plan {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let plan = Plan::from(&args);
+    if let Some(templates) = args.runner_templates {
+        services::set_runner_templates(templates);
+    }
     let bins = Binaries::find(args.bin_dir.as_deref())?;
     let mut report = Report {
         setup: setup(&args, &plan),
@@ -427,6 +434,7 @@ fn setup(args: &Args, plan: &Plan) -> Setup {
         plot_rounds: plan.plot.rounds,
         lang_rounds: plan.languages.rounds,
         sections: plan.sections.clone(),
+        runner_templates: args.runner_templates,
         direct_cgroup: None,
     }
 }

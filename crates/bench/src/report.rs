@@ -48,6 +48,8 @@ pub struct Setup {
     pub lang_rounds: usize,
     /// The sections measured (`--only`).
     pub sections: Vec<Section>,
+    /// `--templates` given to the runners (`--runner-templates`); none: their default.
+    pub runner_templates: Option<bool>,
     /// The CPU cgroup the bench and its direct spawns ran in (see `cpu_group`).
     pub direct_cgroup: Option<String>,
 }
@@ -244,6 +246,9 @@ impl Report {
                 })
                 .collect();
             let _ = write!(md, "; only {}", names.join(", "));
+        }
+        if let Some(templates) = s.runner_templates {
+            let _ = write!(md, "; runners with --templates {templates}");
         }
         let _ = writeln!(
             md,

@@ -59,6 +59,15 @@ pub struct Service {
     pub started_in: Duration,
 }
 
+/// `--templates` for every runner started (unless its own flags say), when the bench's
+/// command line gives it.
+static RUNNER_TEMPLATES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Makes every runner the bench starts from now on use `--templates templates`.
+pub fn set_runner_templates(templates: bool) {
+    let _ = RUNNER_TEMPLATES.set(templates);
+}
+
 impl Service {
     /// Starts `sandbox-runner serve` with `pool_size` sandboxes.
     pub async fn runner(bin: &Path, token: &str, pool_size: usize) -> anyhow::Result<Service> {
@@ -91,6 +100,9 @@ impl Service {
             .arg(pool_size.to_string())
             .args(extra)
             .env("SANDBOX_RUNNER_TOKEN", token);
+        if let Some(templates) = RUNNER_TEMPLATES.get().filter(|_| !extra.contains(&"--templates")) {
+            cmd.args(["--templates", if *templates { "true" } else { "false" }]);
+        }
         Service::start(cmd, "sandbox-runner listening on ").await
     }
 
