@@ -14,7 +14,7 @@
 //! `sys.flags` and `sys.orig_argv`, and the hash seed, shared by every sandbox of the
 //! template (docs/security.md).
 
-use crate::launch::{environment, harden, PYTHON_LOADER};
+use crate::launch::{environment, give, harden, PYTHON_LOADER};
 use crate::process::Process;
 use crate::template::PythonSpec;
 use sandbox_protocol::language::{LoaderKind, Recipe, LOADER_SOURCE};
@@ -206,20 +206,7 @@ fn child_source(env: &[(String, String)], argv: &[String]) -> io::Result<String>
 /// In the forked child: its descriptors in place (every other one closed), its own
 /// process group, then what an executed program's child does before exec (`harden`).
 fn child_setup(fds: &[(RawFd, RawFd); 5], user: Option<(u32, u32)>) -> io::Result<()> {
-    let mut copies = [0; 5];
-    for (copy, (from, _)) in copies.iter_mut().zip(fds) {
-        // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes descriptors and touches no memory.
-        *copy = unsafe { libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10) };
-        if *copy < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    for (copy, (_, to)) in copies.iter().zip(fds) {
-        // SAFETY: dup2 takes descriptors and touches no memory.
-        if unsafe { libc::dup2(*copy, *to) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    give(fds)?;
     // SAFETY: close_range only closes descriptors; those above 4 (the agent's channel,
     // the pipes' other ends, the copies) are never used by this child again.
     if unsafe { libc::syscall(libc::SYS_close_range, 5, u32::MAX, 0) } != 0 {

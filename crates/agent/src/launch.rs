@@ -225,11 +225,13 @@ pub fn prepare(
     }))
 }
 
-/// In the child, between fork and exec: makes each `(from, to)` descriptor `from`
-/// available as `to` across exec. Each is first copied above every target, so that
-/// placing one never overwrites another still to be placed. Raw calls only.
-fn give(pairs: &[(i32, i32); 2]) -> io::Result<()> {
-    let mut copies = [0; 2];
+/// In a forked child: makes each `(from, to)` descriptor `from` available as `to`
+/// (across an exec too). Each is first copied above every target, so that placing one
+/// never overwrites another still to be placed; the copies are close-on-exec (an exec, or
+/// the caller's `close_range`, ends them). Raw calls only, no allocation: fit for
+/// between fork and exec.
+pub(crate) fn give<const N: usize>(pairs: &[(i32, i32); N]) -> io::Result<()> {
+    let mut copies = [0; N];
     for (copy, (from, _)) in copies.iter_mut().zip(pairs) {
         // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes descriptors and touches no memory.
         *copy = unsafe { libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10) };

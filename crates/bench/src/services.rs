@@ -100,7 +100,10 @@ impl Service {
             .arg(pool_size.to_string())
             .args(extra)
             .env("SANDBOX_RUNNER_TOKEN", token);
-        if let Some(templates) = RUNNER_TEMPLATES.get().filter(|_| !extra.contains(&"--templates")) {
+        if let Some(templates) = RUNNER_TEMPLATES
+            .get()
+            .filter(|_| !extra.contains(&"--templates"))
+        {
             cmd.args(["--templates", if *templates { "true" } else { "false" }]);
         }
         Service::start(cmd, "sandbox-runner listening on ").await

@@ -301,28 +301,13 @@ fn leader(request: Request) -> ! {
 
 /// Channel on 3, standard error on 2, the control socket on [`CTL_FD`] (returned), and
 /// nothing else above 2: the template's request socket and every other request's
-/// descriptors are closed. Each is first copied above every target, so that placing one
-/// never overwrites another still to be placed.
+/// descriptors are closed.
 fn place_descriptors(request: &Request) -> io::Result<OwnedFd> {
-    let pairs = [
+    crate::launch::give(&[
         (request.channel.as_raw_fd(), sandbox_jail::CHANNEL_FD),
         (request.stderr.as_raw_fd(), 2),
         (request.ctl.as_raw_fd(), CTL_FD),
-    ];
-    let mut copies = [0; 3];
-    for (copy, (from, _)) in copies.iter_mut().zip(pairs) {
-        // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes descriptors and touches no memory.
-        *copy = unsafe { libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 10) };
-        if *copy < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    for (copy, (_, to)) in copies.iter().zip(pairs) {
-        // SAFETY: dup2 takes descriptors and touches no memory.
-        if unsafe { libc::dup2(*copy, to) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    ])?;
     // SAFETY: close_range only closes descriptors; the ones kept are 0 to 4, and the
     // OwnedFds of the request (all above 4) are never used again: the caller only exits.
     if unsafe { libc::syscall(libc::SYS_close_range, CTL_FD + 1, u32::MAX, 0) } != 0 {

@@ -324,14 +324,21 @@ pub fn host_processes_with(marker: &str) -> Vec<String> {
     found
 }
 
-/// Host pids whose `/proc/<pid>/comm` is `name`.
-pub fn host_pids_named(name: &str) -> Vec<u32> {
+/// Every host pid now.
+fn host_pids() -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .collect()
+}
+
+/// Host pids whose `/proc/<pid>/comm` is `name`.
+pub fn host_pids_named(name: &str) -> Vec<u32> {
+    host_pids()
+        .into_iter()
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
         })
@@ -340,12 +347,8 @@ pub fn host_pids_named(name: &str) -> Vec<u32> {
 
 /// Host pids whose parent is `parent` and whose command line contains `marker`.
 pub fn children_with(parent: u32, marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+    host_pids()
+        .into_iter()
         .filter(|pid| {
             let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
             let ppid = status
