@@ -1,26 +1,23 @@
-//! A sandbox made from a fork of a template (issue 16) rather than from a fresh jail
+//! A sandbox cloned from a template (issue 16) rather than made by a fresh jail
 //! process: both halves of the exchange that sets it up.
 //!
 //! A template is a long-lived process that has done, once, what every sandbox of its
-//! language would repeat (an interpreter started). It runs as a host uid of its own,
-//! without any capability, so every step that needs host root is the runner's, told
-//! through a control socket (`SOCK_SEQPACKET`) made for this sandbox alone, or is done
-//! by the template's root in the template's user namespace:
+//! kind would repeat (an interpreter started). It runs as root of a user namespace of its
+//! own that maps only the sandboxes' host ids (see sandbox-agent's `template`), so the
+//! steps that need host root are the runner's, told through a control socket
+//! (`SOCK_SEQPACKET`) made for this sandbox alone:
 //!
-//! 1. the fork (**leader**) sends a pidfd of itself; the runner moves that process into
-//!    the sandbox's cgroups ([`host_side`]) and answers;
-//! 2. the leader clones into new user, PID, mount, network, IPC, UTS and cgroup
-//!    namespaces (the cgroup namespace rooted at the sandbox's cgroup, which it is
-//!    already in) with the sandbox's host identity as its effective ids, so that the
-//!    sandbox's user namespace is that identity's, as with a jail (the template's user
-//!    namespace maps the sandbox ids, and only those: see sandbox-agent's `template`);
-//!    back to the template's root, it writes the child's id maps (sandbox root and user
-//!    to the sandbox's two host ids), which only a process of the parent namespace may;
-//! 3. the child makes the stage inside its namespaces, with device nodes the template
-//!    made for this sandbox index ([`JailSpec::devices`]), and takes the same steps as
-//!    the jail's child ([`crate::setup`] 6 to 9 and the seccomp filter); it is then the
-//!    sandbox's agent-to-be, and [`fork_jail`] returns [`Role::Agent`] in it;
-//! 4. the leader waits for it and returns its exit code ([`Role::Leader`]).
+//! 1. the template clones the sandbox's first process ([`clone_sandbox`]) into new user,
+//!    PID, mount, network, IPC and UTS namespaces with the sandbox's host identity as its
+//!    effective ids, so that the sandbox's user namespace is that identity's, as with a
+//!    jail; it writes the child's id maps (sandbox root and user to the sandbox's two host
+//!    ids) and sends the runner a pidfd of it ([`announce`]);
+//! 2. the runner moves that process into the sandbox's cgroups ([`host_side`]) and
+//!    answers it;
+//! 3. the process takes a cgroup namespace rooted at its cgroup, makes the stage inside
+//!    its namespaces, with device nodes the template made for this sandbox index
+//!    ([`JailSpec::devices`]), and takes the jail's steps 6 to 9 and the seccomp filter
+//!    ([`become_sandbox`]): it is then the sandbox's agent-to-be. The template reaps it.
 //!
 //! The sandbox's user namespace is owned by the sandbox's own host identity, as with a
 //! jail; its parent is the template's user namespace (owned by the template's uid), where
@@ -28,65 +25,53 @@
 //! it against the template's uid, whose per-user rlimits are lifted: each sandbox's own
 //! rlimits are its bounds, and no sandbox's use is another's.
 
-use crate::setup::{
-    clone_as_owner, enter, pipe, wait_exit_code, wait_for_parent, write_id_maps, JailSpec,
-};
+use crate::setup::{clone_as_owner, enter, write_id_maps, JailSpec};
 use crate::JailError;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
-use std::fs::{self, File};
-use std::io::{self, IoSlice, IoSliceMut, Write};
+use std::fs;
+use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
-/// What [`fork_jail`] returns in each process.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Role {
-    /// The sandbox's first process, confined: it goes on as the agent.
-    Agent,
-    /// The leader, once the sandbox's first process has ended: its exit code.
-    Leader(i32),
+/// In the template (root of its user namespace, one thread): clones the sandbox's first
+/// process into new user, PID, mount, network, IPC and UTS namespaces, with the sandbox's
+/// host identity as its effective ids (so the sandbox's user namespace is that
+/// identity's). `Some(pid)` in the template, which then calls [`announce`]; `None` in the
+/// child, which calls [`become_sandbox`].
+pub fn clone_sandbox(spec: &JailSpec) -> Result<Option<nix::unistd::Pid>, JailError> {
+    clone_as_owner(Some(spec.ids.root), false)
 }
 
-/// The leader's side (in a fresh fork of a template, with `ctl` the sandbox's control
-/// socket): steps 1 to 4 above.
-pub fn fork_jail(spec: &JailSpec, ctl: OwnedFd) -> Result<Role, JailError> {
-    send_pidfd(&ctl, b'L', nix::unistd::getpid().as_raw())?;
+/// In the template, once `child` is cloned: writes its id maps (only a process of the
+/// parent namespace may; the template is dumpable, so the child's /proc files are the
+/// sandbox identity's, which the template's root may write) and sends a pidfd of it to
+/// the runner on `ctl`.
+pub fn announce(child: nix::unistd::Pid, spec: &JailSpec, ctl: &OwnedFd) -> Result<(), JailError> {
+    write_id_maps(child, spec.ids, spec.gids)?;
+    send_pidfd(ctl, SANDBOX, child.as_raw())
+}
+
+/// In the sandbox's first process: waits until the runner has moved it into the
+/// sandbox's cgroups (the template had written its maps before it told the runner),
+/// takes a cgroup namespace rooted there, and the jail's steps 6 to 10 but the exec; it
+/// is then the agent-to-be. It does not die with the template: the runner ends it (its
+/// cgroup), or it ends when its channel closes.
+pub fn become_sandbox(spec: &JailSpec, ctl: OwnedFd) -> Result<(), JailError> {
     await_go(&ctl)?;
     drop(ctl);
-    let (ready_rx, ready_tx) = pipe()?;
-    let (cloned_rx, cloned_tx) = pipe()?;
-    match clone_as_owner(Some(spec.ids.root))? {
-        None => {
-            drop((ready_tx, cloned_rx));
-            // Its /proc files are then its identity's, which the template's root may
-            // write (not host root's, as for a process that is not dumpable); its first
-            // change of ids, in `enter`, makes it not dumpable again.
-            nix::sys::prctl::set_dumpable(true).map_err(JailError::NsRoot)?;
-            File::from(cloned_tx)
-                .write_all(b"1")
-                .map_err(JailError::Sync)?;
-            wait_for_parent(ready_rx)?;
-            enter(spec, None)?;
-            Ok(Role::Agent)
-        }
-        Some(child) => {
-            drop((ready_rx, cloned_tx));
-            wait_for_parent(cloned_rx)?;
-            write_id_maps(child, spec.ids, spec.gids)?;
-            File::from(ready_tx)
-                .write_all(b"1")
-                .map_err(JailError::Sync)?;
-            Ok(Role::Leader(wait_exit_code(child)?))
-        }
-    }
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).map_err(JailError::MountNs)?;
+    enter(spec, None, false)
 }
 
-/// The runner's side, as host root: moves the leader into `cgroup_procs` and returns a
-/// pidfd of it (it lives as long as the sandbox). The socket's receive timeout bounds
-/// the wait.
+/// The tag of the message that carries the sandbox's pidfd.
+const SANDBOX: u8 = b'S';
+
+/// The runner's side, as host root: moves the sandbox's first process into
+/// `cgroup_procs` and returns a pidfd of it (it lives as long as the sandbox). The
+/// socket's receive timeout bounds the wait.
 pub fn host_side(ctl: &OwnedFd, cgroup_procs: &[PathBuf]) -> Result<OwnedFd, JailError> {
-    let leader = receive_pidfd(ctl, b'L')?;
-    let pid = pid_of(&leader)?;
+    let sandbox = receive_pidfd(ctl, SANDBOX)?;
+    let pid = pid_of(&sandbox)?;
     for path in cgroup_procs {
         fs::write(path, pid.to_string()).map_err(|source| JailError::JoinCgroup {
             path: path.clone(),
@@ -94,7 +79,7 @@ pub fn host_side(ctl: &OwnedFd, cgroup_procs: &[PathBuf]) -> Result<OwnedFd, Jai
         })?;
     }
     go(ctl)?;
-    Ok(leader)
+    Ok(sandbox)
 }
 
 /// The pid (in this process's PID namespace) of the process `pidfd` refers to.

@@ -310,7 +310,7 @@ fn run(spec_json: &str) -> Result<i32, JailError> {
     };
     let (ready_rx, ready_tx) = pipe()?;
     let owner = (spec.unprivileged_owner && spec.rootless.is_none()).then_some(spec.ids.root);
-    match clone_as_owner(owner)? {
+    match clone_as_owner(owner, true)? {
         None => {
             drop(ready_tx);
             Ok(inside(&spec, stage, exe, ready_rx))
@@ -368,16 +368,24 @@ pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
 /// Step 4: [`clone_namespaces`] with the effective ids of `owner` (uid and gid), when
 /// given, so that the new user namespace is owned by it; the parent then returns to
 /// host root (its real and saved ids never left it) to write the id maps.
-pub(crate) fn clone_as_owner(owner: Option<u32>) -> Result<Option<Pid>, JailError> {
+pub(crate) fn clone_as_owner(
+    owner: Option<u32>,
+    cgroup_ns: bool,
+) -> Result<Option<Pid>, JailError> {
     let Some(id) = owner else {
-        return clone_namespaces();
+        return clone_namespaces(cgroup_ns);
     };
     let keep_uid = Uid::from_raw(u32::MAX);
     let keep_gid = Gid::from_raw(u32::MAX);
     let taken = setresgid(keep_gid, Gid::from_raw(id), keep_gid)
         .and_then(|()| setresuid(keep_uid, Uid::from_raw(id), keep_uid));
     taken.map_err(|source| JailError::Owner { uid: id, source })?;
-    let cloned = clone_namespaces();
+    // The change of ids made this process not dumpable; the child would inherit that,
+    // and its /proc files would be host root's, which only host root may write (a
+    // template's root may not). Dumpable, they are its identity's; its own first change
+    // of ids (to sandbox root) makes it not dumpable again.
+    nix::sys::prctl::set_dumpable(true).map_err(|source| JailError::Owner { uid: id, source })?;
+    let cloned = clone_namespaces(cgroup_ns);
     if let Ok(None) = cloned {
         return cloned; // the child: it becomes sandbox root once the maps are written
     }
@@ -389,15 +397,18 @@ pub(crate) fn clone_as_owner(owner: Option<u32>) -> Result<Option<Pid>, JailErro
     cloned
 }
 
-/// `Some(child)` in the parent, `None` in the child.
-fn clone_namespaces() -> Result<Option<Pid>, JailError> {
-    let flags = CloneFlags::CLONE_NEWUSER
+/// `Some(child)` in the parent, `None` in the child; a cgroup namespace too with
+/// `cgroup_ns` (else the child unshares one once it is in its cgroups).
+fn clone_namespaces(cgroup_ns: bool) -> Result<Option<Pid>, JailError> {
+    let mut flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWNET
         | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
+        | CloneFlags::CLONE_NEWUTS;
+    if cgroup_ns {
+        flags |= CloneFlags::CLONE_NEWCGROUP;
+    }
     // SAFETY: a clone without CLONE_VM and with a null stack behaves like fork: the child
     // gets a copy of this single-threaded process's memory and continues on its own copy
     // of the stack. No lock can be held by another thread, since there is none.
@@ -485,7 +496,7 @@ pub(crate) fn wait_exit_code(child: Pid) -> Result<i32, JailError> {
 fn inside(spec: &JailSpec, stage: Option<Stage>, exe: OwnedFd, ready: OwnedFd) -> i32 {
     let result = (|| -> Result<(), JailError> {
         wait_for_parent(ready)?;
-        enter(spec, stage)?;
+        enter(spec, stage, true)?;
         exec_agent(&exe)
     })();
     match result {
@@ -499,13 +510,21 @@ fn inside(spec: &JailSpec, stage: Option<Stage>, exe: OwnedFd, ready: OwnedFd) -
 
 /// Steps 6 to 10 but the exec, in the new namespaces once the ids are mapped: the
 /// process is then the sandbox's agent-to-be, confined as the agent is. Without a
-/// `stage` (the jail could not make one as host root), it is made here.
-pub(crate) fn enter(spec: &JailSpec, stage: Option<Stage>) -> Result<(), JailError> {
+/// `stage` (the jail could not make one as host root), it is made here. With
+/// `die_with_parent` the sandbox ends when its parent (the jail) does.
+pub(crate) fn enter(
+    spec: &JailSpec,
+    stage: Option<Stage>,
+    die_with_parent: bool,
+) -> Result<(), JailError> {
     setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0)).map_err(JailError::NsRoot)?;
     setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).map_err(JailError::NsRoot)?;
-    // The sandbox ends with the jail (a change of ids cleared any earlier setting):
-    // its first process dies, and with it every process of its PID namespace.
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(JailError::NsRoot)?;
+    if die_with_parent {
+        // The sandbox ends with the jail (a change of ids cleared any earlier setting):
+        // its first process dies, and with it every process of its PID namespace.
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+            .map_err(JailError::NsRoot)?;
+    }
     sethostname("sandbox").map_err(JailError::Hostname)?;
     let stage = match stage {
         Some(stage) => stage,

@@ -15,11 +15,11 @@
 //!
 //! Each later message asks for one sandbox: the sandbox's [`JailSpec`] as
 //! JSON, with three descriptors: the agent channel, the sandbox's standard error, and its
-//! control socket. The template forks; the fork (the sandbox's leader) puts the channel
-//! on descriptor 3 and standard error on 2, closes everything else the template held, and
-//! takes the steps of [`sandbox_jail::forked`], the runner doing the privileged ones; the
-//! sandbox's first process then serves as its agent, in-process, exactly as the agent a
-//! jail executes. The template holds no secret (its environment is empty and it reads
+//! control socket. The template clones the sandbox's first process and announces it
+//! ([`sandbox_jail::forked`]); the clone puts the channel on descriptor 3 and standard
+//! error on 2, closes everything else the template held, takes the jail's steps once the
+//! runner has moved it into its cgroups, and then serves as its agent, in-process,
+//! exactly as the agent a jail executes. The template holds no secret (its environment is empty and it reads
 //! nothing but its spec and the requests), so a fork of it has none.
 //!
 //! End of file on descriptor 3 ends the template; its forks end with their sandboxes.
@@ -29,7 +29,7 @@ mod confine;
 pub use confine::Ceilings;
 
 use confine::confine;
-use sandbox_jail::forked::{fork_jail, Role};
+use sandbox_jail::forked::{announce, become_sandbox, clone_sandbox};
 use sandbox_jail::JailSpec;
 use serde::{Deserialize, Serialize};
 use std::io::{self, IoSliceMut};
@@ -47,7 +47,8 @@ const REQUESTS_FD: RawFd = 3;
 const REQUEST_MAX: usize = 64 * 1024;
 /// How often, at most, forks whose sandboxes ended are reaped while no request comes.
 const REAP_EVERY_MS: u16 = 1000;
-/// Where the leader keeps the control socket until the jail's steps take it.
+/// Where the sandbox's first process keeps the control socket until the jail's steps
+/// take it.
 const CTL_FD: RawFd = 4;
 
 /// What the template is told at start.
@@ -117,9 +118,6 @@ pub enum TemplateError {
     /// Reading a request failed.
     #[error("reading a request: {0}")]
     Receive(io::Error),
-    /// fork(2) failed.
-    #[error("fork: {0}")]
-    Fork(io::Error),
     /// A step of its own confinement failed.
     #[error("{step}: {source}")]
     Confine {
@@ -171,14 +169,34 @@ fn serve() -> Result<(), TemplateError> {
         let Some(request) = receive()? else {
             return Ok(());
         };
-        // SAFETY: this process has one thread (the runner starts it, and nothing in it
-        // starts another), so the child is a whole copy of it.
-        match unsafe { libc::fork() } {
-            -1 => return Err(TemplateError::Fork(io::Error::last_os_error())),
-            0 => leader(request),
-            _ => drop(request),
-        }
+        make(request);
     }
+}
+
+/// Makes the sandbox `request` asks for: clones its first process, which becomes the
+/// sandbox (never returns there); here, tells the runner. A failure is written on the
+/// sandbox's standard error, where the runner reads why its setup failed.
+fn make(request: Request) {
+    let spec = match &request.spec {
+        Ok(spec) => spec,
+        Err(e) => return refuse(&request, &format!("sandbox-template: bad jail spec: {e}")),
+    };
+    match clone_sandbox(spec) {
+        Ok(None) => sandbox(&request, spec),
+        Ok(Some(child)) => {
+            if let Err(e) = announce(child, spec, &request.ctl) {
+                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+                refuse(&request, &format!("sandbox-jail: {e}"));
+            }
+        }
+        Err(e) => refuse(&request, &format!("sandbox-jail: {e}")),
+    }
+}
+
+/// Says why on the sandbox's standard error (the runner then finds its control socket
+/// closed).
+fn refuse(request: &Request, why: &str) {
+    let _ = nix::unistd::write(&request.stderr, format!("{why}\n").as_bytes());
 }
 
 /// Starts the interpreter; where it cannot be, the sandboxes' Python programs are
@@ -268,31 +286,24 @@ fn receive() -> Result<Option<Request>, TemplateError> {
     }
 }
 
-/// The fork: its descriptors in place, the jail's steps, then the agent (in the
-/// sandbox's first process) or the wait for it (in the leader). Never returns.
-fn leader(request: Request) -> ! {
-    let code = match place_descriptors(&request) {
+/// The sandbox's first process, just cloned: its descriptors in place, the jail's
+/// steps, then the agent. Never returns.
+fn sandbox(request: &Request, spec: &JailSpec) -> ! {
+    let code = match place_descriptors(request) {
         Err(e) => {
             eprintln!("sandbox-template: placing the sandbox's descriptors: {e}");
             1
         }
-        Ok(ctl) => match request.spec {
-            Err(e) => {
-                eprintln!("sandbox-template: bad jail spec: {e}");
-                1
-            }
-            Ok(spec) => {
-                restore_signals();
-                match fork_jail(&spec, ctl) {
-                    Ok(Role::Leader(code)) => code,
-                    Ok(Role::Agent) => crate::multicall::jailed_agent(),
-                    Err(e) => {
-                        eprintln!("sandbox-jail: {e}");
-                        1
-                    }
+        Ok(ctl) => {
+            restore_signals();
+            match become_sandbox(spec, ctl) {
+                Ok(()) => crate::multicall::jailed_agent(),
+                Err(e) => {
+                    eprintln!("sandbox-jail: {e}");
+                    1
                 }
             }
-        },
+        }
     };
     // SAFETY: _exit ends the process at once, without running the template's exit
     // handlers (they belong to the template, not to this copy of it).

@@ -1,5 +1,6 @@
 //! The process that lives as long as a sandbox: the jail the runner started (its
-//! child), or the leader a template forked (known by a pidfd; the template reaps it).
+//! child), or the first process of a sandbox a template cloned (known by a pidfd; the
+//! template reaps it).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;

@@ -83,7 +83,7 @@ impl Shares {
 
 /// A sandbox the template forked, set up and waiting as its agent.
 pub struct Forked {
-    /// A pidfd of its leader, the process that lives as long as the sandbox.
+    /// A pidfd of its first process (PID 1 inside), which lives as long as the sandbox.
     pub leader: OwnedFd,
     /// The agent channel.
     pub channel: std::os::unix::net::UnixStream,
