@@ -116,6 +116,11 @@ pub(crate) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
     Ok(())
 }
 
+/// Whether this process holds an interpreter (a Python template, or a copy of one).
+pub(crate) fn holds_python() -> bool {
+    PYTHON.get().is_some()
+}
+
 /// The interpreter's program, as its spec named it.
 static PROGRAM: OnceLock<String> = OnceLock::new();
 

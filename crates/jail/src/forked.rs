@@ -56,11 +56,34 @@ pub fn announce(child: nix::unistd::Pid, spec: &JailSpec, ctl: &OwnedFd) -> Resu
 /// takes a cgroup namespace rooted there, and the jail's steps 6 to 10 but the exec; it
 /// is then the agent-to-be. It does not die with the template: the runner ends it (its
 /// cgroup), or it ends when its channel closes.
-pub fn become_sandbox(spec: &JailSpec, ctl: OwnedFd) -> Result<(), JailError> {
+///
+/// It was made outside its cgroups and moved in, and a move is not held to `pids.max`:
+/// with `probe`, it first makes one process there (a fork that exits at once), so that a
+/// sandbox whose cgroups allow no process fails here, as a jail's would, rather than
+/// later with each program (a sandbox whose agent forks a loader before Ready, as the
+/// Python template's do, needs no probe).
+pub fn become_sandbox(spec: &JailSpec, ctl: OwnedFd, probe: bool) -> Result<(), JailError> {
     await_go(&ctl)?;
     drop(ctl);
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).map_err(JailError::MountNs)?;
+    if probe {
+        probe_fork()?;
+    }
     enter(spec, None, false)
+}
+
+/// Makes one process (which exits at once) and reaps it.
+fn probe_fork() -> Result<(), JailError> {
+    // SAFETY: this process has one thread; the child only calls _exit.
+    match unsafe { libc::fork() } {
+        -1 => Err(JailError::Clone(io::Error::last_os_error())),
+        // SAFETY: _exit ends the child at once, touching nothing of the parent's.
+        0 => unsafe { libc::_exit(0) },
+        pid => {
+            crate::setup::wait_exit_code(nix::unistd::Pid::from_raw(pid))?;
+            Ok(())
+        }
+    }
 }
 
 /// The tag of the message that carries the sandbox's pidfd.

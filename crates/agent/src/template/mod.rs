@@ -193,6 +193,20 @@ fn make(request: Request) {
     }
 }
 
+/// Whether this template's sandboxes probe that they can make a process (see
+/// `become_sandbox`): all but those of a template holding Python's interpreter, which
+/// fork their loader before they say Ready.
+fn probes() -> bool {
+    #[cfg(feature = "embedded-python")]
+    {
+        !crate::embedded::holds_python()
+    }
+    #[cfg(not(feature = "embedded-python"))]
+    {
+        true
+    }
+}
+
 /// Says why on the sandbox's standard error (the runner then finds its control socket
 /// closed).
 fn refuse(request: &Request, why: &str) {
@@ -296,7 +310,7 @@ fn sandbox(request: &Request, spec: &JailSpec) -> ! {
         }
         Ok(ctl) => {
             restore_signals();
-            match become_sandbox(spec, ctl) {
+            match become_sandbox(spec, ctl, probes()) {
                 Ok(()) => crate::multicall::jailed_agent(),
                 Err(e) => {
                     eprintln!("sandbox-jail: {e}");
