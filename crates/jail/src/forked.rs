@@ -25,6 +25,7 @@
 //! it against the template's uid, whose per-user rlimits are lifted: each sandbox's own
 //! rlimits are its bounds, and no sandbox's use is another's.
 
+use crate::rootfs::HostView;
 use crate::setup::{clone_as_owner, enter, write_id_maps, JailSpec};
 use crate::JailError;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
@@ -61,15 +62,20 @@ pub fn announce(child: nix::unistd::Pid, spec: &JailSpec, ctl: &OwnedFd) -> Resu
 /// with `probe`, it first makes one process there (a fork that exits at once), so that a
 /// sandbox whose cgroups allow no process fails here, as a jail's would, rather than
 /// later with each program (a sandbox whose agent forks a loader before Ready, as the
-/// Python template's do, needs no probe).
-pub fn become_sandbox(spec: &JailSpec, ctl: OwnedFd, probe: bool) -> Result<(), JailError> {
+/// Python template's do, needs no probe). `host` is the host as the template read it.
+pub fn become_sandbox(
+    spec: &JailSpec,
+    host: &HostView,
+    ctl: OwnedFd,
+    probe: bool,
+) -> Result<(), JailError> {
     await_go(&ctl)?;
     drop(ctl);
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).map_err(JailError::MountNs)?;
     if probe {
         probe_fork()?;
     }
-    enter(spec, None, false)
+    enter(spec, host, None, false)
 }
 
 /// Makes one process (which exits at once) and reaps it.

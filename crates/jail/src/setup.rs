@@ -35,7 +35,7 @@
 //! 1, so the runner can say exactly which layer could not be set up.
 
 use crate::layout::{HOME, SANDBOX_UID};
-use crate::rootfs::{self, prepare, remount, Stage};
+use crate::rootfs::{self, prepare, remount, HostView, Stage};
 use crate::seccomp::{self, SeccompError};
 use nix::mount::{umount2, MntFlags, MsFlags};
 use nix::sched::CloneFlags;
@@ -308,12 +308,13 @@ fn run(spec_json: &str) -> Result<i32, JailError> {
         None => Some(Stage::make(&spec.stage_dir)?),
         Some(_) => None,
     };
+    let host = HostView::read()?;
     let (ready_rx, ready_tx) = pipe()?;
     let owner = (spec.unprivileged_owner && spec.rootless.is_none()).then_some(spec.ids.root);
     match clone_as_owner(owner, true)? {
         None => {
             drop(ready_tx);
-            Ok(inside(&spec, stage, exe, ready_rx))
+            Ok(inside(&spec, &host, stage, exe, ready_rx))
         }
         Some(child) => {
             drop(ready_rx);
@@ -493,10 +494,16 @@ pub(crate) fn wait_exit_code(child: Pid) -> Result<i32, JailError> {
 }
 
 /// The child's side: steps 6 to 10. Returns only on failure, with the exit code.
-fn inside(spec: &JailSpec, stage: Option<Stage>, exe: OwnedFd, ready: OwnedFd) -> i32 {
+fn inside(
+    spec: &JailSpec,
+    host: &HostView,
+    stage: Option<Stage>,
+    exe: OwnedFd,
+    ready: OwnedFd,
+) -> i32 {
     let result = (|| -> Result<(), JailError> {
         wait_for_parent(ready)?;
-        enter(spec, stage, true)?;
+        enter(spec, host, stage, true)?;
         exec_agent(&exe)
     })();
     match result {
@@ -511,9 +518,11 @@ fn inside(spec: &JailSpec, stage: Option<Stage>, exe: OwnedFd, ready: OwnedFd) -
 /// Steps 6 to 10 but the exec, in the new namespaces once the ids are mapped: the
 /// process is then the sandbox's agent-to-be, confined as the agent is. Without a
 /// `stage` (the jail could not make one as host root), it is made here. With
-/// `die_with_parent` the sandbox ends when its parent (the jail) does.
+/// `die_with_parent` the sandbox ends when its parent (the jail) does. `host` is the
+/// host as its maker read it before the clone.
 pub(crate) fn enter(
     spec: &JailSpec,
+    host: &HostView,
     stage: Option<Stage>,
     die_with_parent: bool,
 ) -> Result<(), JailError> {
@@ -530,7 +539,7 @@ pub(crate) fn enter(
         Some(stage) => stage,
         None => Stage::make_inside(&spec.stage_dir, spec.devices.as_deref())?,
     };
-    rootfs::build_root(spec, &stage)?;
+    rootfs::build_root(spec, &stage, host)?;
     enter_root(&stage.root())?;
     crate::net::loopback_up().map_err(JailError::Loopback)?;
     set_rlimits(spec)?;

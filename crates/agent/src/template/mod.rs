@@ -25,11 +25,14 @@
 //! End of file on descriptor 3 ends the template; its forks end with their sandboxes.
 
 mod confine;
+#[cfg(feature = "embedded-python")]
+mod pages;
 
 pub use confine::Ceilings;
 
 use confine::confine;
 use sandbox_jail::forked::{announce, become_sandbox, clone_sandbox};
+use sandbox_jail::rootfs::HostView;
 use sandbox_jail::JailSpec;
 use serde::{Deserialize, Serialize};
 use std::io::{self, IoSliceMut};
@@ -126,9 +129,9 @@ pub enum TemplateError {
         /// What failed underneath.
         source: io::Error,
     },
-    /// A device node could not be made.
+    /// A step of the jail's failed: a device node, or reading the host.
     #[error(transparent)]
-    Device(#[from] sandbox_jail::JailError),
+    Jail(#[from] sandbox_jail::JailError),
 }
 
 /// One request as it arrived.
@@ -157,6 +160,7 @@ fn serve() -> Result<(), TemplateError> {
         .map_err(|e| TemplateError::Receive(e.into()))?;
     let spec: TemplateSpec = serde_json::from_slice(&first[..n]).map_err(TemplateError::Spec)?;
     confine(&spec)?;
+    let host = HostView::read()?;
     if let Some(python) = &spec.python {
         start_python(python);
     }
@@ -169,20 +173,20 @@ fn serve() -> Result<(), TemplateError> {
         let Some(request) = receive()? else {
             return Ok(());
         };
-        make(request);
+        make(request, &host);
     }
 }
 
 /// Makes the sandbox `request` asks for: clones its first process, which becomes the
 /// sandbox (never returns there); here, tells the runner. A failure is written on the
 /// sandbox's standard error, where the runner reads why its setup failed.
-fn make(request: Request) {
+fn make(request: Request, host: &HostView) {
     let spec = match &request.spec {
         Ok(spec) => spec,
         Err(e) => return refuse(&request, &format!("sandbox-template: bad jail spec: {e}")),
     };
     match clone_sandbox(spec) {
-        Ok(None) => sandbox(&request, spec),
+        Ok(None) => sandbox(&request, spec, host),
         Ok(Some(child)) => {
             if let Err(e) = announce(child, spec, &request.ctl) {
                 let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
@@ -213,12 +217,16 @@ fn refuse(request: &Request, why: &str) {
     let _ = nix::unistd::write(&request.stderr, format!("{why}\n").as_bytes());
 }
 
-/// Starts the interpreter; where it cannot be, the sandboxes' Python programs are
-/// executed (said on standard error, which the runner logs).
+/// Starts the interpreter, its heap then in huge pages where it can be (see [`pages`]);
+/// where it cannot be started, the sandboxes' Python programs are executed (said on
+/// standard error, which the runner logs).
 fn start_python(spec: &PythonSpec) {
     #[cfg(feature = "embedded-python")]
-    if let Err(e) = crate::embedded::start(spec) {
-        eprintln!("sandbox-template: no embedded Python ({e}): Python programs are executed");
+    match crate::embedded::start(spec) {
+        Ok(()) => pages::collapse(),
+        Err(e) => {
+            eprintln!("sandbox-template: no embedded Python ({e}): Python programs are executed")
+        }
     }
     #[cfg(not(feature = "embedded-python"))]
     eprintln!(
@@ -302,7 +310,7 @@ fn receive() -> Result<Option<Request>, TemplateError> {
 
 /// The sandbox's first process, just cloned: its descriptors in place, the jail's
 /// steps, then the agent. Never returns.
-fn sandbox(request: &Request, spec: &JailSpec) -> ! {
+fn sandbox(request: &Request, spec: &JailSpec, host: &HostView) -> ! {
     let code = match place_descriptors(request) {
         Err(e) => {
             eprintln!("sandbox-template: placing the sandbox's descriptors: {e}");
@@ -310,7 +318,7 @@ fn sandbox(request: &Request, spec: &JailSpec) -> ! {
         }
         Ok(ctl) => {
             restore_signals();
-            match become_sandbox(spec, ctl, probes()) {
+            match become_sandbox(spec, host, ctl, probes()) {
                 Ok(()) => crate::multicall::jailed_agent(),
                 Err(e) => {
                     eprintln!("sandbox-jail: {e}");

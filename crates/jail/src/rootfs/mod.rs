@@ -17,6 +17,12 @@
 //!   `/etc`, a new `/proc` with the host-wide information files masked, a minimal
 //!   `/dev`, and size-capped `/tmp` and home.
 
+mod host;
+mod proc;
+
+pub use host::HostView;
+use host::SharedPath;
+
 use crate::layout::{self, DEPS, HOME, NODE_MODULES, PACKAGES, SANDBOX_UID};
 use crate::setup::{JailError, JailSpec};
 use nix::mount::{mount, MsFlags};
@@ -25,95 +31,8 @@ use std::fs::{self, File};
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Host folders shown read-only in every sandbox, through a private overlay each
-/// (symlinks, as on merged-/usr hosts, are copied as symlinks).
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
-];
-/// Host paths under /etc that programs need: folders are overlaid, files copied
-/// (`/etc/fonts`: fontconfig, which matplotlib asks for the system's fonts).
-const ETC_PATHS: &[&str] = &[
-    "/etc/ld.so.cache",
-    "/etc/alternatives",
-    "/etc/localtime",
-    "/etc/fonts",
-];
 /// Devices every sandbox gets, made anew for each (`/dev/<name>`).
 pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
-/// Host-wide files in /proc that tell of the host or of other tenants, shown empty
-/// (runc's and crun's masked paths, and more of the same kind).
-const MASKED_PROC_FILES: &[&str] = &[
-    "cmdline",
-    "config.gz",
-    "kallsyms",
-    "kcore",
-    "keys",
-    "key-users",
-    "timer_list",
-    "timer_stats",
-    "sched_debug",
-    "schedstat",
-    "latency_stats",
-    "modules",
-    "kmsg",
-    "kpagecount",
-    "kpageflags",
-    "kpagecgroup",
-    "sysrq-trigger",
-    "iomem",
-    "ioports",
-    "vmallocinfo",
-    "slabinfo",
-    "pagetypeinfo",
-    "buddyinfo",
-    "zoneinfo",
-    "interrupts",
-    "softirqs",
-    "locks",
-    "diskstats",
-    "partitions",
-    "swaps",
-    "devices",
-    "mtrr",
-    "dma",
-    "misc",
-    "consoles",
-    "bootconfig",
-    "mdstat",
-    "execdomains",
-    "crypto",
-    "program_cpu",
-];
-/// Host-wide folders in /proc, shown empty.
-const MASKED_PROC_DIRS: &[&str] = &[
-    "acpi",
-    "asound",
-    "scsi",
-    "bus",
-    "fs",
-    "irq",
-    "driver",
-    "tty",
-    "pressure",
-    "dynamic_debug",
-    "device-tree",
-];
-/// Per-user-namespace counts set to zero in every sandbox's user namespace: a second
-/// bar, behind the seccomp filter, against the kernel objects a sandbox may not make.
-const ZERO_USER_COUNTS: &[&str] = &[
-    "max_inotify_instances",
-    "max_inotify_watches",
-    "max_fanotify_groups",
-    "max_fanotify_marks",
-    "max_user_namespaces",
-    "max_mnt_namespaces",
-    "max_pid_namespaces",
-    "max_net_namespaces",
-    "max_ipc_namespaces",
-    "max_uts_namespaces",
-    "max_cgroup_namespaces",
-    "max_time_namespaces",
-];
 
 /// The jail's private staging area (see the module documentation).
 pub struct Stage {
@@ -209,13 +128,11 @@ pub fn make_device(name: &str, path: &Path) -> Result<(), JailError> {
 
 /// Inside the new namespaces (sandbox root, all capabilities there): the whole tree on
 /// the stage's root mount point.
-pub fn build_root(spec: &JailSpec, stage: &Stage) -> Result<(), JailError> {
+pub fn build_root(spec: &JailSpec, stage: &Stage, host: &HostView) -> Result<(), JailError> {
     let root = stage.root();
     make_mounts_slaves()?;
     mount_tmpfs(&root, "size=4m,nr_inodes=4096,mode=0755", MsFlags::empty())?;
-    for dir in SYSTEM_DIRS {
-        share_system_path(&root, Path::new(dir), stage)?;
-    }
+    host.share_system(&root, stage)?;
     if let Some(packages) = &spec.packages {
         share_packages(&root, packages, stage)?;
     }
@@ -224,14 +141,11 @@ pub fn build_root(spec: &JailSpec, stage: &Stage) -> Result<(), JailError> {
     }
     make_dir(&root.join("etc"), 0o755)?;
     write_etc(&root)?;
-    for path in ETC_PATHS {
-        share_system_path(&root, Path::new(path), stage)?;
+    host.share_etc(&root, stage)?;
+    for path in spec.shared.iter().filter_map(|path| SharedPath::read(path)) {
+        path.place(&root, stage)?;
     }
-    for path in &spec.shared {
-        share_system_path(&root, path, stage)?;
-    }
-    share_python_etc(&root, stage)?;
-    build_proc(&root, stage)?;
+    proc::build_proc(&root, stage, host)?;
     build_dev(&root, stage)?;
     let tmp = format!("size={},nr_inodes=16384,mode=1777", spec.tmp_bytes);
     let private = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
@@ -242,28 +156,6 @@ pub fn build_root(spec: &JailSpec, stage: &Stage) -> Result<(), JailError> {
         spec.home_bytes
     );
     mount_tmpfs(&home, &home_opts, private)
-}
-
-/// A host path in the sandbox: a folder through a read-only overlay of its own, a file
-/// copied, a symlink copied as a symlink; nothing when the host has no such path.
-fn share_system_path(root: &Path, host: &Path, stage: &Stage) -> Result<(), JailError> {
-    let Ok(meta) = fs::symlink_metadata(host) else {
-        return Ok(());
-    };
-    let target = root.join(host.strip_prefix("/").unwrap_or(host));
-    if let Some(parent) = target.parent().filter(|p| !p.exists()) {
-        make_dir(parent, 0o755)?;
-    }
-    if meta.file_type().is_symlink() {
-        let link = fs::read_link(host).map_err(|source| prepare(host, source))?;
-        symlink(&link, &target).map_err(|source| prepare(&target, source))
-    } else if meta.is_dir() {
-        make_dir(&target, 0o755)?;
-        overlay(host, &target, stage)
-    } else {
-        fs::copy(host, &target).map_err(|source| prepare(&target, source))?;
-        set_mode(&target, 0o444)
-    }
 }
 
 /// A read-only overlay of `lower` on `target`. Its inodes are this mount's own, so a
@@ -315,75 +207,12 @@ fn under(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
-/// Debian's Python reads its site configuration from /etc/python3 and /etc/python3.X.
-fn share_python_etc(root: &Path, stage: &Stage) -> Result<(), JailError> {
-    let entries = fs::read_dir("/etc").map_err(|source| prepare(Path::new("/etc"), source))?;
-    for entry in entries.filter_map(Result::ok) {
-        if entry.file_name().to_string_lossy().starts_with("python3") {
-            share_system_path(root, &entry.path(), stage)?;
-        }
-    }
-    Ok(())
-}
-
 fn write_etc(root: &Path) -> Result<(), JailError> {
     for (name, content) in layout::etc_files() {
         let path = root.join("etc").join(name);
         fs::write(&path, content).map_err(|source| prepare(&path, source))?;
     }
     Ok(())
-}
-
-/// A new /proc for the sandbox's PID namespace: the per-namespace counts zeroed, the
-/// host-wide information files and folders masked, `/proc/sys` read-only.
-fn build_proc(root: &Path, stage: &Stage) -> Result<(), JailError> {
-    let proc_dir = root.join("proc");
-    make_dir(&proc_dir, 0o555)?;
-    let noexec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount_at(Some("proc"), &proc_dir, Some("proc"), noexec, None)?;
-    zero_user_counts(&proc_dir)?;
-    for name in MASKED_PROC_FILES {
-        mask(&proc_dir.join(name), &stage.blank())?;
-    }
-    for name in MASKED_PROC_DIRS {
-        mask(&proc_dir.join(name), &stage.empty_dir())?;
-    }
-    let sys = proc_dir.join("sys");
-    mount_at(
-        Some(&sys),
-        &sys,
-        None,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None,
-    )?;
-    remount(&sys, MsFlags::MS_RDONLY | noexec)
-}
-
-/// Writes 0 to each of [`ZERO_USER_COUNTS`] this kernel has, for the sandbox's user
-/// namespace (its root may: it holds CAP_SYS_RESOURCE there until the privileges drop).
-fn zero_user_counts(proc_dir: &Path) -> Result<(), JailError> {
-    for name in ZERO_USER_COUNTS {
-        let path = proc_dir.join("sys/user").join(name);
-        if path.exists() {
-            fs::write(&path, "0").map_err(|source| prepare(&path, source))?;
-        }
-    }
-    Ok(())
-}
-
-/// Shows `source` (an empty file or folder of the stage) in place of `target`, when the
-/// kernel has `target` and a program could open it (a file only root may read or write,
-/// such as `kcore` or `kmsg`, is closed to the sandbox user already). The source is host
-/// root's and read-only to everyone (0444, 0555), on the stage's nosuid, noexec mount:
-/// the program can neither write nor change it, so no read-only remount is needed.
-fn mask(target: &Path, source: &Path) -> Result<(), JailError> {
-    let Ok(meta) = fs::symlink_metadata(target) else {
-        return Ok(());
-    };
-    if meta.is_file() && meta.permissions().mode() & 0o006 == 0 {
-        return Ok(());
-    }
-    mount_at(Some(source), target, None, MsFlags::MS_BIND, None)
 }
 
 /// A tmpfs /dev with this sandbox's own device nodes bound in, the usual links, and
