@@ -293,3 +293,64 @@ async fn jails_take_over_when_the_template_is_gone() {
         "{first_processes:?}"
     );
 }
+
+/// The line of `/proc/<pid>/status` that starts with `key`, its fields.
+fn status_fields(pid: u32, key: &str) -> Vec<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn templates_hold_no_host_privilege() {
+    // What a template would have if its own confinement failed is what a compromised
+    // one could use: host root, host capabilities, the host's namespaces, a map to
+    // host ids beyond its own and the sandboxes'.
+    let runner = runner(true, 2);
+    let out = runner.run("bash", "echo up").await;
+    assert_eq!(stdout(&out), "up\n", "{out}");
+    let templates = common::children_with(runner.pid(), "__sandbox-template");
+    assert_eq!(templates.len(), 2, "{templates:?}");
+    let mut uids = HashSet::new();
+    for pid in templates {
+        let uid = status_fields(pid, "Uid:");
+        assert!(
+            uid.len() == 4 && uid.iter().all(|u| u == &uid[0]) && uid[0] != "0",
+            "template {pid} runs as {uid:?}: every id must be one host uid, not root's"
+        );
+        let gid = status_fields(pid, "Gid:");
+        assert!(gid.iter().all(|g| g != "0"), "template {pid}: gids {gid:?}");
+        assert!(status_fields(pid, "Groups:").is_empty(), "template {pid}");
+        assert_eq!(status_fields(pid, "NoNewPrivs:"), ["1"], "template {pid}");
+        uids.insert(uid[0].clone());
+        for ns in ["user", "mnt", "net", "ipc", "uts"] {
+            let of = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/{ns}")).expect("ns");
+            assert_ne!(
+                of(&pid.to_string()),
+                of("self"),
+                "template {pid} shares the host's {ns} namespace"
+            );
+        }
+        let map = std::fs::read_to_string(format!("/proc/{pid}/uid_map")).expect("uid_map");
+        let mut lines = map.lines().map(|l| {
+            let f: Vec<u64> = l.split_whitespace().map(|n| n.parse().unwrap()).collect();
+            (f[0], f[1], f[2])
+        });
+        let own: u64 = uid[0].parse().unwrap();
+        assert_eq!(lines.next(), Some((0, own, 1)), "template {pid}: {map}");
+        // Each sandbox index's two ids, mapped to themselves, all at or above the
+        // runner's id base (RUNNER_ID_BASE, 1000000 here): no system or login user's.
+        for (inside, outside, count) in lines {
+            assert!(
+                inside == outside && outside >= 1_000_000 && outside != own && count == 1,
+                "template {pid} maps a host id that is no sandbox's: {map}"
+            );
+        }
+    }
+    assert_eq!(uids.len(), 2, "the two templates share a uid: {uids:?}");
+}
