@@ -25,12 +25,13 @@
 //! it against the template's uid, whose per-user rlimits are lifted: each sandbox's own
 //! rlimits are its bounds, and no sandbox's use is another's.
 
+use crate::fdpass;
 use crate::rootfs::HostView;
 use crate::setup::{clone_as_owner, enter, write_id_maps, JailSpec};
 use crate::JailError;
-use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
+use nix::sys::socket::MsgFlags;
 use std::fs;
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
@@ -130,50 +131,20 @@ fn send_pidfd(ctl: &OwnedFd, tag: u8, pid: i32) -> Result<(), JailError> {
     }
     // SAFETY: the descriptor was just made and nothing else owns it.
     let pidfd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
-    let fds = [pidfd.as_raw_fd()];
-    sendmsg::<()>(
-        ctl.as_raw_fd(),
-        &[IoSlice::new(&[tag])],
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    )
-    .map_err(|e| JailError::Sync(e.into()))?;
-    Ok(())
+    fdpass::send(ctl.as_raw_fd(), &[tag], &[pidfd.as_raw_fd()]).map_err(JailError::Sync)
 }
 
 fn receive_pidfd(ctl: &OwnedFd, tag: u8) -> Result<OwnedFd, JailError> {
     let mut byte = [0u8; 1];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let mut iov = [IoSliceMut::new(&mut byte)];
-    let msg = recvmsg::<()>(
-        ctl.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(|e| JailError::Sync(e.into()))?;
-    let mut fds = Vec::new();
-    for cmsg in msg.cmsgs().map_err(|e| JailError::Sync(e.into()))? {
-        if let ControlMessageOwned::ScmRights(received) = cmsg {
-            fds.extend(received);
-        }
-    }
-    // SAFETY: each descriptor arrived with the message and is owned by nothing else.
-    let mut owned: Vec<OwnedFd> = fds
-        .into_iter()
-        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
-        .collect();
-    let bytes = msg.bytes;
-    match (bytes, owned.len()) {
-        (1, 1) if byte[0] == tag => Ok(owned.remove(0)),
+    let mut msg = fdpass::receive::<1>(ctl.as_raw_fd(), &mut byte).map_err(JailError::Sync)?;
+    match (msg.bytes, msg.fds.len()) {
+        (1, 1) if byte[0] == tag => Ok(msg.fds.remove(0)),
         (0, _) => Err(JailError::Sync(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "the sandbox's first process went away during its setup",
         ))),
-        _ => Err(JailError::Sync(io::Error::other(format!(
-            "unexpected setup message ({bytes} bytes, {} descriptors)",
-            owned.len()
+        (bytes, count) => Err(JailError::Sync(io::Error::other(format!(
+            "unexpected setup message ({bytes} bytes, {count} descriptors)"
         )))),
     }
 }

@@ -11,7 +11,8 @@
 //! - [`forked`]: the same sandbox made from a fork of a template (issue 16), with the
 //!   runner doing the steps that need host root;
 //! - [`rootfs`]: the sandbox's file system (overlays, `/etc`, masked `/proc`, `/dev`);
-//! - [`seccomp`]: the system-call filters;
+//! - [`seccomp`]: the system-call filter;
+//! - [`fdpass`]: descriptors passed over a Unix socket;
 //! - [`cgroup`]: per-sandbox control groups, v1 and v2, used by the runner on a host
 //!   and by the init inside a guest;
 //! - [`owner`]: the probe for user namespaces made by an unprivileged identity;
@@ -19,6 +20,7 @@
 //! - [`net`]: the loopback interface.
 
 pub mod cgroup;
+pub mod fdpass;
 pub mod forked;
 pub mod layout;
 pub mod net;

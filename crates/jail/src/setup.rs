@@ -545,8 +545,7 @@ pub(crate) fn enter(
     set_rlimits(spec)?;
     redirect_stdio()?;
     agent_privileges()?;
-    let programs = seccomp::programs()?;
-    Ok(seccomp::install(&programs)?)
+    Ok(seccomp::install(&seccomp::program()?)?)
 }
 
 pub(crate) fn wait_for_parent(ready: OwnedFd) -> Result<(), JailError> {

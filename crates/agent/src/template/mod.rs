@@ -35,7 +35,7 @@ use sandbox_jail::forked::{announce, become_sandbox, clone_sandbox};
 use sandbox_jail::rootfs::HostView;
 use sandbox_jail::JailSpec;
 use serde::{Deserialize, Serialize};
-use std::io::{self, IoSliceMut};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
@@ -262,43 +262,20 @@ fn readable(fd: RawFd) -> Result<bool, TemplateError> {
 /// The next request; `None` at end of file. A request without its three descriptors is
 /// dropped (the runner then sees its sockets close).
 fn receive() -> Result<Option<Request>, TemplateError> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     loop {
         let mut data = vec![0u8; REQUEST_MAX];
-        let mut space = nix::cmsg_space!([RawFd; 3]);
-        let mut iov = [IoSliceMut::new(&mut data)];
-        let msg = match recvmsg::<()>(
-            REQUESTS_FD,
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        ) {
-            Ok(msg) => msg,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(TemplateError::Receive(e.into())),
-        };
-        let (bytes, truncated) = (msg.bytes, msg.flags.contains(MsgFlags::MSG_TRUNC));
-        let mut fds = Vec::new();
-        for cmsg in msg.cmsgs().map_err(|e| TemplateError::Receive(e.into()))? {
-            if let ControlMessageOwned::ScmRights(received) = cmsg {
-                fds.extend(received);
-            }
-        }
-        // SAFETY: each descriptor arrived with the message and nothing else owns it.
-        let mut fds: Vec<OwnedFd> = fds
-            .into_iter()
-            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
-            .collect();
-        if bytes == 0 && fds.is_empty() {
+        let mut msg = sandbox_jail::fdpass::receive::<3>(REQUESTS_FD, &mut data)
+            .map_err(TemplateError::Receive)?;
+        if msg.bytes == 0 && msg.fds.is_empty() {
             return Ok(None);
         }
-        if fds.len() != 3 || truncated {
+        if msg.fds.len() != 3 || msg.truncated {
             continue;
         }
-        let spec = serde_json::from_slice(&data[..bytes]);
-        let ctl = fds.pop().expect("three descriptors");
-        let stderr = fds.pop().expect("three descriptors");
-        let channel = fds.pop().expect("three descriptors");
+        let spec = serde_json::from_slice(&data[..msg.bytes]);
+        let ctl = msg.fds.pop().expect("three descriptors");
+        let stderr = msg.fds.pop().expect("three descriptors");
+        let channel = msg.fds.pop().expect("three descriptors");
         return Ok(Some(Request {
             spec,
             channel,

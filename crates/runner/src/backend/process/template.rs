@@ -8,7 +8,7 @@ use sandbox_agent::template::{
     devices_of, Ceilings, PythonSpec, TemplateSpec, AGENT_NAME, TEMPLATE_ARG,
 };
 use sandbox_jail::{HostIds, JailError, JailSpec};
-use std::io::{IoSlice, Read};
+use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -229,24 +229,17 @@ impl Template {
     }
 
     fn send(&self, body: &[u8], fds: [&OwnedFd; 3]) -> Result<(), TemplateError> {
-        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
         let raw = fds.map(|fd| fd.as_raw_fd());
         let requests = self
             .requests
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let sent = sendmsg::<()>(
-            requests.as_raw_fd(),
-            &[IoSlice::new(body)],
-            &[ControlMessage::ScmRights(&raw)],
-            MsgFlags::MSG_NOSIGNAL,
-            None,
-        );
+        let sent = sandbox_jail::fdpass::send(requests.as_raw_fd(), body, &raw);
         if let Err(e) = sent {
             if self.alive.swap(false, Ordering::Relaxed) {
                 tracing::error!(error = %e, "the template is gone: sandboxes are made by jails from now on");
             }
-            return Err(TemplateError::Io("asking the template", e.into()));
+            return Err(TemplateError::Io("asking the template", e));
         }
         Ok(())
     }
