@@ -81,12 +81,17 @@ mod tests {
         )
         .expect("socketpair");
         let file = std::fs::File::open("/dev/null").expect("/dev/null");
-        send(a.as_raw_fd(), b"hello", &[file.as_raw_fd(), a.as_raw_fd()]).expect("send");
+        send(
+            a.as_raw_fd(),
+            b"hello",
+            &[file.as_raw_fd(), file.as_raw_fd()],
+        )
+        .expect("send");
         let mut data = [0u8; 3];
         let got = receive::<2>(b.as_raw_fd(), &mut data).expect("receive");
         assert_eq!((got.bytes, got.truncated, got.fds.len()), (3, true, 2));
         assert_eq!(&data, b"hel");
-        drop(a);
+        drop((a, got));
         let got = receive::<2>(b.as_raw_fd(), &mut data).expect("receive");
         assert_eq!((got.bytes, got.fds.len()), (0, 0));
     }
