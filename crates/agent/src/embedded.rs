@@ -28,7 +28,8 @@ static PYTHON: OnceLock<Python> = OnceLock::new();
 
 /// What the template runs once its interpreter has started: the imports of the loader
 /// and of [`START`], the definitions of both (so that a forked child compiles neither),
-/// then every object made so far leaves the collector's sight (`gc.freeze`), so that a
+/// then every object made so far leaves the collector's sight (`gc.freeze`; the warm
+/// imports that follow are hidden likewise by `_sandbox_warm`), so that a
 /// forked program's collections neither walk nor write to the pages it shares with the
 /// template.
 fn template_source() -> String {
@@ -41,46 +42,26 @@ fn template_source() -> String {
     format!("{imports}{START}{loader}\ngc.freeze()\n")
 }
 
-/// What imports `modules` in the template, as a warm loader would in a sandbox: with the
+/// What imports `modules` in the template, as a warm loader would in a sandbox (the
+/// loader's own `_sandbox_warm`, which [`template_source`] defined): with the
 /// sandboxes' environment (the package set on the path, matplotlib's backend, the home
 /// folder's path, which is the template's own), math libraries single-threaded (a
 /// template must stay one thread to fork), each failure skipped, output discarded.
 fn warm_source(modules: &[String]) -> io::Result<String> {
     let env: std::collections::BTreeMap<String, String> =
         environment(&Default::default(), &[]).into_iter().collect();
-    let config = serde_json::json!({"env": env, "modules": modules});
+    let config = serde_json::json!({"env": env, "modules": modules.join(",")});
     let literal = serde_json::to_string(&config.to_string()).map_err(io::Error::other)?;
     Ok(format!(
-        "def _sandbox_warm(config):
-    import importlib, json, os, sys
+        "def _sandbox_template_warm(config):
+    import json, os, sys
     config = json.loads(config)
     os.environ.update(config['env'])
-    for k in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
-        os.environ[k] = '1'
     paths = [p for p in config['env'].get('PYTHONPATH', '').split(':') if p]
     sys.path[:0] = [p for p in paths if p not in sys.path]
-    null = os.open(os.devnull, os.O_WRONLY)
-    saved = [os.dup(1), os.dup(2)]
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    try:
-        for name in config['modules']:
-            try:
-                importlib.import_module(name)
-            except BaseException:
-                pass
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in saved + [null]:
-            os.close(fd)
-_sandbox_warm({literal})
-del _sandbox_warm
+    _sandbox_warm(config['modules'])
+_sandbox_template_warm({literal})
+del _sandbox_template_warm
 "
     ))
 }
@@ -106,11 +87,11 @@ def _sandbox_start(config):
 /// Starts the interpreter `spec` names in this process (once).
 pub(crate) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
     let python = Python::start(&spec.library, &spec.program)?;
+    python.run(&template_source())?;
     if !spec.warm_imports.is_empty() {
         let source = warm_source(&spec.warm_imports).map_err(|_| EmbedError::Raised)?;
         python.run(&source)?;
     }
-    python.run(&template_source())?;
     let _ = PYTHON.set(python);
     let _ = PROGRAM.set(spec.program.clone());
     Ok(())

@@ -15,63 +15,66 @@
 # writes {"exit": CODE, "run": N} (N from the request) on descriptor 4 and waits for
 # the next request; an uncaught exception or SystemExit ends the run, not the
 # interpreter.
+def _sandbox_warm(modules, stop=None):
+    # Imports MODULES (comma-separated) silently, skipping any that fails, until
+    # stop() says to (a request waiting), then hides what they made from the collector.
+    # The loader calls it; so does a template, once (crates/agent/src/embedded.rs).
+    import os, sys
+    names = [n.strip() for n in modules.split(",") if n.strip()]
+    if not names:
+        return
+    import importlib
+    try:
+        saved = [(os.dup(fd), fd) for fd in (1, 2)]
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    for _, fd in saved:
+        os.dup2(null, fd)
+    os.close(null)
+    cwd = sys.path.pop(0) if sys.path[:1] == [""] else None
+    # Math libraries loaded here start no thread of their own (they read these when
+    # they load; a program's environment is left as it was): a sandbox has half a CPU,
+    # and a program that blocks a signal in its one thread must not find another
+    # thread, which it never started, taking that signal.
+    threads = [k for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+               if k not in os.environ]
+    for k in threads:
+        os.environ[k] = "1"
+    try:
+        for name in names:
+            if stop is not None and stop():
+                break
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+    finally:
+        for k in threads:
+            os.environ.pop(k, None)
+        if cwd is not None:
+            sys.path.insert(0, cwd)
+        for copy, fd in saved:
+            os.dup2(copy, fd)
+            os.close(copy)
+    # What the imports made lives as long as the interpreter: out of the collector's
+    # sight, so that the program's collections (and the one at its end) walk only
+    # the program's own objects.
+    import gc
+    gc.freeze()
+
+
 def _sandbox_loader():
     import json, os, sys
     import __main__
     from importlib.machinery import SourceFileLoader
 
     pending = bytearray()
-
-    def warm(modules):
-        names = [n.strip() for n in modules.split(",") if n.strip()]
-        if not names:
-            return
-        import importlib
-        try:
-            saved = [(os.dup(fd), fd) for fd in (1, 2)]
-            null = os.open(os.devnull, os.O_WRONLY)
-        except OSError:
-            return
-        for _, fd in saved:
-            os.dup2(null, fd)
-        os.close(null)
-        cwd = sys.path.pop(0) if sys.path[:1] == [""] else None
-        # Math libraries loaded here start no thread of their own (they read these when
-        # they load; a program's environment is left as it was): a sandbox has half a CPU,
-        # and a program that blocks a signal in its one thread must not find another
-        # thread, which it never started, taking that signal.
-        threads = [k for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-                   if k not in os.environ]
-        for k in threads:
-            os.environ[k] = "1"
-        import select
-        try:
-            for name in names:
-                # A request waiting: the program goes first; it imports what it needs.
-                if select.select([3], [], [], 0)[0]:
-                    break
-                try:
-                    importlib.import_module(name)
-                except BaseException:
-                    pass
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-        finally:
-            for k in threads:
-                os.environ.pop(k, None)
-            if cwd is not None:
-                sys.path.insert(0, cwd)
-            for copy, fd in saved:
-                os.dup2(copy, fd)
-                os.close(copy)
-        # What the imports made lives as long as the interpreter: out of the collector's
-        # sight, so that the program's collections (and the one at its end) walk only
-        # the program's own objects.
-        import gc
-        gc.freeze()
 
     def request():
         while b"\n" not in pending:
@@ -141,7 +144,12 @@ def _sandbox_loader():
                 status = status or 120
         os._exit(status)
 
-    warm(sys.argv[1] if len(sys.argv) > 1 else "")
+    def request_waiting():
+        # A request waiting: the program goes first; it imports what it needs.
+        import select
+        return bool(select.select([3], [], [], 0)[0])
+
+    _sandbox_warm(sys.argv[1] if len(sys.argv) > 1 else "", request_waiting)
     first = request()
     if not first:
         sys.exit(0)
