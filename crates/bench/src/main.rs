@@ -103,6 +103,12 @@ struct Args {
     /// both anyway); absent: the runner's default (templates).
     #[arg(long)]
     runner_templates: Option<bool>,
+    /// `--warm-imports` for every runner the bench starts that does not set its own (the
+    /// CPU-per-run runners and the time to first plot's cold one do; its warm one does
+    /// not: use with `--only paths` and the like); absent: the runner's default (numpy,
+    /// pandas, matplotlib.pyplot); empty: none.
+    #[arg(long)]
+    runner_warm_imports: Option<String>,
 }
 
 /// A part of the bench that `--only` can pick.
@@ -254,9 +260,10 @@ impl Plan {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let plan = Plan::from(&args);
-    if let Some(templates) = args.runner_templates {
-        services::set_runner_templates(templates);
-    }
+    services::set_runner_flags(services::RunnerFlags {
+        templates: args.runner_templates,
+        warm_imports: args.runner_warm_imports.clone(),
+    });
     let bins = Binaries::find(args.bin_dir.as_deref())?;
     let mut report = Report {
         setup: setup(&args, &plan),
@@ -435,6 +442,7 @@ fn setup(args: &Args, plan: &Plan) -> Setup {
         lang_rounds: plan.languages.rounds,
         sections: plan.sections.clone(),
         runner_templates: args.runner_templates,
+        runner_warm_imports: args.runner_warm_imports.clone(),
         direct_cgroup: None,
     }
 }

@@ -50,6 +50,9 @@ pub struct Setup {
     pub sections: Vec<Section>,
     /// `--templates` given to the runners (`--runner-templates`); none: their default.
     pub runner_templates: Option<bool>,
+    /// `--warm-imports` given to the runners (`--runner-warm-imports`); none: their
+    /// default.
+    pub runner_warm_imports: Option<String>,
     /// The CPU cgroup the bench and its direct spawns ran in (see `cpu_group`).
     pub direct_cgroup: Option<String>,
 }
@@ -249,6 +252,9 @@ impl Report {
         }
         if let Some(templates) = s.runner_templates {
             let _ = write!(md, "; runners with --templates {templates}");
+        }
+        if let Some(warm) = &s.runner_warm_imports {
+            let _ = write!(md, "; runners with --warm-imports {warm:?}");
         }
         let _ = writeln!(
             md,

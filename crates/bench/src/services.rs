@@ -59,13 +59,21 @@ pub struct Service {
     pub started_in: Duration,
 }
 
-/// `--templates` for every runner started (unless its own flags say), when the bench's
-/// command line gives it.
-static RUNNER_TEMPLATES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+/// Flags for every runner the bench starts, from the bench's command line; each applies
+/// unless the runner's own flags name it.
+#[derive(Debug, Default, Clone)]
+pub struct RunnerFlags {
+    /// `--templates`.
+    pub templates: Option<bool>,
+    /// `--warm-imports`.
+    pub warm_imports: Option<String>,
+}
 
-/// Makes every runner the bench starts from now on use `--templates templates`.
-pub fn set_runner_templates(templates: bool) {
-    let _ = RUNNER_TEMPLATES.set(templates);
+static RUNNER_FLAGS: std::sync::OnceLock<RunnerFlags> = std::sync::OnceLock::new();
+
+/// Makes every runner the bench starts from now on take `flags`.
+pub fn set_runner_flags(flags: RunnerFlags) {
+    let _ = RUNNER_FLAGS.set(flags);
 }
 
 impl Service {
@@ -100,11 +108,15 @@ impl Service {
             .arg(pool_size.to_string())
             .args(extra)
             .env("SANDBOX_RUNNER_TOKEN", token);
-        if let Some(templates) = RUNNER_TEMPLATES
-            .get()
-            .filter(|_| !extra.contains(&"--templates"))
+        let flags = RUNNER_FLAGS.get().cloned().unwrap_or_default();
+        if let Some(templates) = flags.templates.filter(|_| !extra.contains(&"--templates")) {
+            cmd.args(["--templates", if templates { "true" } else { "false" }]);
+        }
+        if let Some(warm) = flags
+            .warm_imports
+            .filter(|_| !extra.contains(&"--warm-imports"))
         {
-            cmd.args(["--templates", if *templates { "true" } else { "false" }]);
+            cmd.args(["--warm-imports", &warm]);
         }
         Service::start(cmd, "sandbox-runner listening on ").await
     }
