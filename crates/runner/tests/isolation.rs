@@ -201,6 +201,89 @@ for name, args in calls.items():
     }
 }
 
+/// The filter is one program chained from five parts (jail `seccomp::chain`): a call each
+/// part answers must get that part's answer, wherever it sits in the chain, and a call
+/// no part matches must pass all of them. x86_64 numbers: clone 56, clone3 435, seccomp
+/// 317, getpid 39 (and its x32 number, 0x40000000 + 39), socket 41, modify_ldt 154.
+#[tokio::test]
+async fn every_part_of_the_seccomp_filter_answers_and_the_rest_passes() {
+    let runner = Runner::start();
+    let code = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(name, *args):
+    ctypes.set_errno(0)
+    rc = libc.syscall(*[ctypes.c_long(a) for a in args])
+    if rc == 0 and name == "clone_newuser":
+        os._exit(0)  # a child the filter should never have let be made
+    err = ctypes.get_errno()
+    print(name, "ok" if rc >= 0 else os.strerror(err))
+call("clone_newuser", 56, 0x10000000 | 17, 0, 0, 0, 0)
+call("clone3", 435, 0, 0)
+call("seccomp_listener", 317, 1, 8, 0)
+call("modify_ldt", 154, 0, 0, 0)
+call("socket_packet", 41, 17, 3, 0)
+call("x32_getpid", 0x40000000 + 39)
+call("getpid", 39)
+fd = libc.syscall(ctypes.c_long(41), ctypes.c_long(2), ctypes.c_long(1), ctypes.c_long(0))
+print("socket_inet", "ok" if fd >= 0 else os.strerror(ctypes.get_errno()))
+"#;
+    let out = runner.run("python", code).await;
+    let text = stdout(&out);
+    let expected = [
+        "clone_newuser Operation not permitted",
+        "clone3 Function not implemented",
+        "seccomp_listener Operation not permitted",
+        "modify_ldt Function not implemented",
+        "socket_packet Address family not supported by protocol",
+        "x32_getpid Function not implemented",
+        "getpid ok",
+        "socket_inet ok",
+    ];
+    assert_eq!(text.lines().collect::<Vec<_>>(), expected, "{out}");
+}
+
+/// Every host-wide `/proc` entry docs/security.md names is masked (an empty file or
+/// folder) or closed to the program, and every per-namespace count is zero, whatever
+/// the maker read of the host before the sandbox was made.
+#[tokio::test]
+async fn every_masked_proc_entry_is_empty_or_closed() {
+    let runner = Runner::start();
+    let code = r#"
+import os
+files = """cmdline config.gz kallsyms kcore keys key-users timer_list timer_stats sched_debug
+schedstat latency_stats modules kmsg kpagecount kpageflags kpagecgroup sysrq-trigger iomem
+ioports vmallocinfo slabinfo pagetypeinfo buddyinfo zoneinfo interrupts softirqs locks
+diskstats partitions swaps devices mtrr dma misc consoles bootconfig mdstat execdomains
+crypto""".split()
+folders = """acpi asound scsi bus fs irq driver tty pressure dynamic_debug
+device-tree""".split()
+for name in files:
+    path = "/proc/" + name
+    if not os.path.lexists(path):
+        continue
+    try:
+        with open(path, "rb") as f:
+            data = f.read(4096)
+        if data:
+            print("READ", path, len(data))
+    except OSError:
+        pass
+for name in folders:
+    path = "/proc/" + name
+    if os.path.isdir(path) and os.listdir(path):
+        print("LISTED", path, os.listdir(path)[:3])
+for name in sorted(os.listdir("/proc/sys/user")):
+    value = open("/proc/sys/user/" + name).read().strip()
+    if name.startswith("max_") and value != "0":
+        print("COUNT", name, value)
+print("done")
+"#;
+    let out = runner.run("python", code).await;
+    assert_eq!(stdout(&out), "done\n", "{out}");
+}
+
 /// The kernel's own interfaces are out of reach on every backend: no device but the
 /// harmless ones (no memory, kernel log or disk device, which a VM guest's /dev has), no
 /// /sys, and the writable kernel switches of /proc read-only or closed.
