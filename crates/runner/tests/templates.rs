@@ -197,41 +197,10 @@ async fn warm_imports_are_the_template_s_and_cost_a_sandbox_little() {
     let charged = charged_to(&marker).await;
     let out: Value = run.await.expect("run task");
     assert_eq!(stdout(&out), "True\nholding\n", "{out}");
-    // The Python template's heap is in huge pages (pages.rs), unless this kernel has
-    // them off. (Its forks share them until they write; a program's own view splits
-    // wherever it writes, so it is the template that shows them.)
-    if huge_pages_available() {
-        let python = common::children_with(runner.pid(), "__sandbox-template")
-            .into_iter()
-            .find(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/maps"))
-                    .is_ok_and(|maps| maps.contains("libpython"))
-            })
-            .expect("the Python template");
-        let huge_kib = status_fields_of(python, "smaps_rollup", "AnonHugePages:");
-        let huge_kib: u64 = huge_kib.first().and_then(|k| k.parse().ok()).unwrap_or(0);
-        assert!(
-            huge_kib >= 8 * 1024,
-            "the Python template holds {huge_kib} KiB in huge pages"
-        );
-    }
     assert!(
         charged < 16 * 1024 * 1024,
         "a warm python sandbox was charged {charged} bytes"
     );
-}
-
-/// Whether this kernel can put memory in transparent huge pages (`MADV_COLLAPSE` is
-/// Linux 6.1's; the setting "never" turns it off).
-fn huge_pages_available() -> bool {
-    let enabled = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut version = release
-        .trim()
-        .split(['.', '-'])
-        .map(|n| n.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
-    enabled.is_ok_and(|e| !e.contains("[never]")) && (major, minor) >= (6, 1)
 }
 
 #[tokio::test]
@@ -301,12 +270,7 @@ async fn jails_take_over_when_the_template_is_gone() {
 
 /// The line of `/proc/<pid>/status` that starts with `key`, its fields.
 fn status_fields(pid: u32, key: &str) -> Vec<String> {
-    status_fields_of(pid, "status", key)
-}
-
-/// The line of `/proc/<pid>/<file>` that starts with `key`, its fields.
-fn status_fields_of(pid: u32, file: &str, key: &str) -> Vec<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/{file}")).expect(file);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     status
         .lines()
         .find_map(|l| l.strip_prefix(key))

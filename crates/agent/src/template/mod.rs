@@ -25,8 +25,6 @@
 //! End of file on descriptor 3 ends the template; its forks end with their sandboxes.
 
 mod confine;
-#[cfg(feature = "embedded-python")]
-mod pages;
 
 pub use confine::Ceilings;
 
@@ -217,16 +215,12 @@ fn refuse(request: &Request, why: &str) {
     let _ = nix::unistd::write(&request.stderr, format!("{why}\n").as_bytes());
 }
 
-/// Starts the interpreter, its heap then in huge pages where it can be (see [`pages`]);
-/// where it cannot be started, the sandboxes' Python programs are executed (said on
-/// standard error, which the runner logs).
+/// Starts the interpreter; where it cannot be, the sandboxes' Python programs are
+/// executed (said on standard error, which the runner logs).
 fn start_python(spec: &PythonSpec) {
     #[cfg(feature = "embedded-python")]
-    match crate::embedded::start(spec) {
-        Ok(()) => pages::collapse(),
-        Err(e) => {
-            eprintln!("sandbox-template: no embedded Python ({e}): Python programs are executed")
-        }
+    if let Err(e) = crate::embedded::start(spec) {
+        eprintln!("sandbox-template: no embedded Python ({e}): Python programs are executed");
     }
     #[cfg(not(feature = "embedded-python"))]
     eprintln!(
