@@ -137,18 +137,12 @@ fn zero_user_counts(proc_dir: &Path) -> Result<(), JailError> {
 /// it, so no read-only remount is needed. A file masked onto a folder (or the reverse)
 /// fails: the lists say which is which.
 fn mask(target: &Path, source: &Path) -> Result<(), JailError> {
-    match nix::mount::mount(
-        Some(source),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    ) {
-        Err(Errno::ENOENT) => Ok(()),
-        result => result.map_err(|source| JailError::Mount {
-            target: target.to_owned(),
-            source,
-        }),
+    match mount_at(Some(source), target, None, MsFlags::MS_BIND, None) {
+        Err(JailError::Mount {
+            source: Errno::ENOENT,
+            ..
+        }) => Ok(()),
+        result => result,
     }
 }
 
