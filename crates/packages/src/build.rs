@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use crate::confine::{Confinement, Unconfined};
 use crate::key::set_key;
 use crate::npm::{NodePin, Npm};
 use crate::pip::{self, Pip};
@@ -263,6 +264,19 @@ pub enum BuildError {
     /// The spec asks for nothing.
     #[error("nothing to build: no python and no node packages")]
     Empty,
+    /// A package's metadata names a dependency by URL: nothing was fetched from it.
+    #[error(
+        "{package} names its dependency {dependency} by URL ({url}): packages are \
+         installed from the package index only, so {package} cannot be in a set"
+    )]
+    UrlDependency {
+        /// The package whose metadata names it.
+        package: String,
+        /// The dependency.
+        dependency: String,
+        /// The URL.
+        url: String,
+    },
 }
 
 impl BuildError {
@@ -276,6 +290,20 @@ impl BuildError {
             ToolError::Conflict { detail } => BuildError::Conflict { detail },
             ToolError::Output { path, reason } => BuildError::Output { path, reason },
             ToolError::Failed { step, detail } => BuildError::Failed { step, detail },
+            ToolError::UrlDependency {
+                package,
+                dependency,
+                url,
+                ..
+            } => BuildError::UrlDependency {
+                package,
+                dependency,
+                url,
+            },
+            ToolError::NoSpace => BuildError::Failed {
+                step,
+                detail: "no space left on the store's device".into(),
+            },
         }
     }
 }
@@ -301,14 +329,22 @@ pub async fn build(
         fs::create_dir_all(dir).map_err(io_error(dir))?;
     }
 
-    // 1-2. Resolve.
-    let python_version = pip::python_version(&spec.interpreter, &spec.env, deadline)
+    // 1-2. Resolve. pip's own files (its temporary folders, the report) go in a
+    // scratch of the store's `tmp/`, removed however the build ends.
+    let scratch = Unconfined::new(store.tmp_dir())
+        .scratch(0)
+        .map_err(|e| BuildError::Io {
+            path: e.path,
+            source: e.source,
+        })?;
+    let python_version = pip::python_version(&spec.interpreter, &spec.env, &*scratch, deadline)
         .await
         .map_err(BuildError::from_tool("asking the interpreter", timeout))?;
     let pip = Pip {
         interpreter: &spec.interpreter,
         env: &spec.env,
         python_version: &python_version,
+        scratch: &*scratch,
     };
     let python = if spec.python.is_empty() {
         Vec::new()
@@ -316,7 +352,7 @@ pub async fn build(
         progress(Progress::ResolvingPython {
             requirements: spec.python.len(),
         });
-        pip.resolve(work.path(), &spec.python, &[], deadline)
+        pip.resolve(&spec.python, &[], deadline)
             .await
             .map_err(BuildError::from_tool("resolving python packages", timeout))?
             .into_iter()
@@ -361,13 +397,13 @@ pub async fn build(
         progress(Progress::InstallingPython {
             wheels: python.len(),
         });
-        pip.install(work.path(), &python, &python_dir, deadline)
+        pip.install(&python, &python_dir, deadline)
             .await
             .map_err(BuildError::from_tool("installing wheels", timeout))?;
     }
     let plots = python_dir.join("sandbox_plots.py");
     fs::write(&plots, SANDBOX_PLOTS).map_err(io_error(&plots))?;
-    pip::compile(&spec.interpreter, &spec.env, &plots, deadline)
+    pip::compile(&spec.interpreter, &spec.env, &*scratch, &plots, deadline)
         .await
         .map_err(BuildError::from_tool("compiling sandbox_plots.py", timeout))?;
     if node.is_empty() {

@@ -10,9 +10,12 @@
 //!   under the operator's [`Policy`]: only what the base set lacks, installed under
 //!   `<root>/deps/<key>`, cached per request so that a repeat costs a file read.
 //!
-//! Only prebuilt wheels are installed (nothing is built from source on the host), each
-//! checked against the hash pip resolved; npm runs with install scripts off. Every pip
-//! and npm process is bounded in time and killed when its future is dropped.
+//! Only prebuilt wheels are installed (nothing is built from source on the host, and no
+//! requirement named by URL in a package's metadata is ever followed: pip runs through
+//! a guard), each checked against the hash pip resolved; npm runs with install scripts
+//! off. Every pip and npm process is bounded in time and killed when its future is
+//! dropped; a resolution's pip runs in a [`Scratch`] of a [`Confinement`] the caller
+//! gives (the runner's: its own user, cgroup and bounded tmpfs).
 //!
 //! This crate does not run sandboxes, mount anything or serve HTTP: the runner puts a
 //! set's [`PackageSet::python_dir`] and [`InlineSet::python_dir`] on `PYTHONPATH`, maps
@@ -23,6 +26,8 @@
 pub const DEFAULT_STORE: &str = "/var/lib/sandbox-runner/packages";
 
 mod build;
+mod confine;
+mod copy;
 mod key;
 mod metadata;
 mod names;
@@ -35,10 +40,11 @@ mod store;
 mod tree;
 
 pub use build::{build, human, BuildError, BuildReport, BuildSpec, Progress, SANDBOX_PLOTS};
+pub use confine::{pip_environment, ConfineError, Confinement, Scratch, Unconfined};
 pub use metadata::{parse_script_metadata, python_satisfies, MetadataError, ScriptMetadata};
 pub use names::normalize_name;
 pub use policy::{Policy, Refusal};
-pub use resolve::{DepsError, InlineSet, Resolver};
+pub use resolve::{DepsError, InlineSet, Resolver, MAX_CLOSURE, MAX_DEPENDENCIES, SCRATCH_MARGIN};
 pub use store::{
     Manifest, NodePackage, PackageSet, PythonPackage, Store, StoreError, MANIFEST_FILE,
 };
@@ -79,7 +85,14 @@ mod tests {
         let mut progress = |_: Progress| {};
         // Futures do nothing until polled: these are only looked at.
         is_send(&build(&store, &spec, &mut progress));
-        let resolver = Resolver::new(store, None, Policy::default(), "/usr/bin/python3");
+        let confinement = std::sync::Arc::new(Unconfined::new(dir.path()));
+        let resolver = Resolver::new(
+            store,
+            None,
+            Policy::default(),
+            "/usr/bin/python3",
+            confinement,
+        );
         let metadata = ScriptMetadata::default();
         is_send(&resolver.resolve(&metadata));
     }

@@ -1,8 +1,9 @@
 //! Running pip and npm: bounded in time, killed when dropped, output kept to a tail.
 //!
 //! Both are run with options under which they start no programs of their own
-//! (`--only-binary=:all:` builds nothing, `--ignore-scripts` runs no install scripts),
-//! so killing the one process ends the work.
+//! (`--only-binary=:all:` and pip's guard build nothing, `--ignore-scripts` runs no
+//! install scripts), so killing the one process ends the work; a confined scratch
+//! (crate::confine) also kills whatever else its processes left when it is dropped.
 
 use std::ffi::OsString;
 use std::process::{ExitStatus, Stdio};
@@ -103,6 +104,20 @@ pub(crate) enum ToolError {
     },
     /// The requirements contradict each other (or the base set's pins).
     Conflict { detail: String },
+    /// A package's metadata names a dependency by URL (direct, VCS, local path): pip
+    /// was stopped before it fetched anything.
+    UrlDependency {
+        /// The package whose metadata names it.
+        package: String,
+        /// Its file, as the index served it (may be empty).
+        distribution: String,
+        /// The dependency's name.
+        dependency: String,
+        /// The URL (cut to 300 characters).
+        url: String,
+    },
+    /// The scratch filled up: what pip was writing is larger than the space allowed.
+    NoSpace,
     /// Its report or lock file is not what was expected.
     Output {
         path: std::path::PathBuf,

@@ -228,7 +228,8 @@ impl Store {
         self.root.join("deps").join("requests").join(digest)
     }
 
-    pub(crate) fn tmp_dir(&self) -> PathBuf {
+    /// `<root>/tmp/`: work in progress (builds, copies, scratches of [`crate::Unconfined`]).
+    pub fn tmp_dir(&self) -> PathBuf {
         self.root.join("tmp")
     }
 

@@ -48,6 +48,7 @@ async fn inline_dependencies_are_installed_once_then_cached() {
         Some(base.clone()),
         Policy::default(),
         PYTHON,
+        t.unconfined(),
     );
 
     // humanize is new; six is the base set's and stays there.
@@ -102,6 +103,7 @@ async fn inline_dependencies_are_installed_once_then_cached() {
         Some(base.clone()),
         Policy::default(),
         PYTHON,
+        t.unconfined(),
     )
     .with_env(unreachable_index());
     assert!(
@@ -134,6 +136,7 @@ async fn concurrent_requests_run_pip_once() {
         None,
         Policy::default(),
         PYTHON,
+        t.unconfined(),
     ));
     let tasks: Vec<_> = (0..4)
         .map(|_| {
@@ -163,8 +166,14 @@ async fn the_policy_refuses_before_the_network() {
         ..Policy::default()
     };
     // The index is unreachable: a refusal that went to the network would say so.
-    let resolver =
-        Resolver::new(t.store.clone(), None, policy.clone(), PYTHON).with_env(unreachable_index());
+    let resolver = Resolver::new(
+        t.store.clone(),
+        None,
+        policy.clone(),
+        PYTHON,
+        t.unconfined(),
+    )
+    .with_env(unreachable_index());
     let started = Instant::now();
     let e = resolver
         .resolve(&deps(&["humanize", "six>=1"]))
@@ -188,7 +197,7 @@ async fn the_policy_refuses_before_the_network() {
     );
 
     // What a package pulls in is checked too (this one needs the index).
-    let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON);
+    let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON, t.unconfined());
     let e = resolver.resolve(&deps(&["requests"])).await.unwrap_err();
     assert_code(&e, "dependency_denied", 422);
     assert!(e.to_string().contains("needed by the requested"), "{e}");
@@ -200,7 +209,13 @@ async fn the_policy_refuses_before_the_network() {
 #[tokio::test]
 async fn missing_packages_and_wheels_are_named() {
     let t = TestStore::new();
-    let resolver = Resolver::new(t.store.clone(), None, Policy::default(), PYTHON);
+    let resolver = Resolver::new(
+        t.store.clone(),
+        None,
+        Policy::default(),
+        PYTHON,
+        t.unconfined(),
+    );
     let e = resolver
         .resolve(&deps(&["this-package-does-not-exist-xyz-123"]))
         .await
@@ -232,7 +247,7 @@ async fn too_large_sets_are_refused_and_removed() {
         max_bytes: 1,
         ..Policy::default()
     };
-    let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON);
+    let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON, t.unconfined());
     let e = resolver.resolve(&deps(&["humanize"])).await.unwrap_err();
     assert_code(&e, "dependency_too_large", 422);
     assert!(e.to_string().contains("humanize"), "{e}");
@@ -249,7 +264,7 @@ async fn slow_resolutions_time_out() {
             timeout,
             ..Policy::default()
         };
-        let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON);
+        let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON, t.unconfined());
         let started = Instant::now();
         let e = resolver.resolve(&deps(&["scipy"])).await.unwrap_err();
         assert_code(&e, "dependency_timeout", 422);
@@ -267,8 +282,14 @@ async fn slow_resolutions_time_out() {
 #[tokio::test]
 async fn an_unreachable_index_is_told_apart() {
     let t = TestStore::new();
-    let resolver = Resolver::new(t.store.clone(), None, Policy::default(), PYTHON)
-        .with_env(unreachable_index());
+    let resolver = Resolver::new(
+        t.store.clone(),
+        None,
+        Policy::default(),
+        PYTHON,
+        t.unconfined(),
+    )
+    .with_env(unreachable_index());
     let e = resolver.resolve(&deps(&["six"])).await.unwrap_err();
     assert_code(&e, "index_unreachable", 422);
     assert!(
@@ -283,8 +304,14 @@ async fn an_unreachable_index_is_told_apart() {
 #[tokio::test]
 async fn bad_requests_are_refused_without_pip() {
     let t = TestStore::new();
-    let resolver = Resolver::new(t.store.clone(), None, Policy::default(), PYTHON)
-        .with_env(unreachable_index());
+    let resolver = Resolver::new(
+        t.store.clone(),
+        None,
+        Policy::default(),
+        PYTHON,
+        t.unconfined(),
+    )
+    .with_env(unreachable_index());
     for bad in [
         "six @ https://example.com/six.whl",
         "--index-url=http://evil",

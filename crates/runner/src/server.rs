@@ -16,6 +16,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// How long resolutions of inline dependencies have to end once told to stop (their
+/// pip is killed at once; this is the time to remove their scratches).
+const DEPS_STOP_TIME: Duration = Duration::from_secs(5);
 /// After the grace period, how long the callers of killed runs have to receive their
 /// answer; after the drain, how long the connections have to close.
 const KILLED_ANSWER_TIME: Duration = Duration::from_secs(2);
@@ -118,6 +121,9 @@ async fn stop<S: SandboxFactory>(state: &AppState<S>, mut serving: JoinHandle<()
         serving.abort();
     }
     state.sessions.close_all().await;
+    // Resolutions still in flight end now: their scratches and cgroups go before the
+    // backend removes this instance's folders.
+    state.base.deps.stop(DEPS_STOP_TIME).await;
     state.pool.shutdown().await;
     tracing::info!("stopped");
 }
@@ -136,6 +142,7 @@ async fn drain<S: SandboxFactory>(state: &AppState<S>, grace: Duration) {
             "grace period over: killing the runs still in flight"
         );
         state.pool.abort_runs();
+        state.base.deps.stop(DEPS_STOP_TIME).await;
         // Killed runs answer at once: let their callers hear it.
         let _ = tokio::time::timeout(KILLED_ANSWER_TIME, lifecycle.idle()).await;
     }

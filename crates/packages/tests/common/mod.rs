@@ -23,6 +23,12 @@ impl TestStore {
         TestStore { store, dir }
     }
 
+    /// The confinement of a resolver whose pip runs as this process, in the store's
+    /// `tmp/`.
+    pub fn unconfined(&self) -> std::sync::Arc<dyn sandbox_packages::Confinement> {
+        std::sync::Arc::new(sandbox_packages::Unconfined::new(self.store.tmp_dir()))
+    }
+
     pub fn root(&self) -> &Path {
         self.store.root()
     }

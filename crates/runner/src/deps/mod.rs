@@ -1,15 +1,22 @@
 //! A Python program's inline dependencies (a PEP 723 `# /// script` block): read from
 //! its code, resolved and installed on the host within the operator's policy (cached by
 //! what was asked), and mounted read-only into the sandbox for its run. The sandbox
-//! itself never reaches a package index.
+//! itself never reaches a package index; the host's pip runs confined ([`jail`]).
 
+mod jail;
+
+use crate::backend::process::ProcessConfig;
 use crate::backend::DepsMount;
-use crate::config::{PackagesConfig, SandboxConfig};
+use crate::config::{BackendConfig, PackagesConfig, SandboxConfig};
 use axum::http::StatusCode;
-use sandbox_packages::{parse_script_metadata, DepsError, Resolver, Store};
+pub use jail::{ResolverJail, RESOLVER_ID_OFFSET};
+use sandbox_jail::cgroup::{instance_name, Hierarchy};
+use sandbox_packages::{parse_script_metadata, ConfineError, DepsError, Resolver, Store};
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::api::{PackageVersion, Packages};
 use sandbox_protocol::Lang;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Work in the store's `tmp/` untouched this long is a killed build's or resolution's:
 /// longer than the build's default timeout and the longest resolution.
@@ -37,9 +44,12 @@ pub enum DepsRefusal {
          packages (GET /health lists them)"
     )]
     Unsupported(String),
-    /// The store could not be opened when the runner started.
-    #[error("this program declares inline dependencies ({0}), but the package store cannot be used: {1}")]
-    NoStore(String, String),
+    /// The store could not be opened, or the resolver confined, when the runner
+    /// started.
+    #[error(
+        "this program declares inline dependencies ({0}), but this runner cannot provide them: {1}"
+    )]
+    Unavailable(String, String),
 }
 
 impl DepsRefusal {
@@ -54,7 +64,7 @@ impl DepsRefusal {
             DepsRefusal::Unsupported(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "dependencies_unsupported")
             }
-            DepsRefusal::NoStore(..) => {
+            DepsRefusal::Unavailable(..) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "dependencies_unavailable")
             }
         }
@@ -97,13 +107,13 @@ pub enum InlineDeps {
     Resolve(Box<Resolver>),
     /// Refused, saying why (with the declared list in its message).
     Refuse(fn(String) -> DepsRefusal),
-    /// Refused: the store could not be opened.
-    NoStore(String),
+    /// Refused: the store could not be opened, or the resolver confined (why).
+    Unavailable(String),
 }
 
 impl InlineDeps {
-    /// From the sandbox settings: refused when turned off, on the vm backend, or without
-    /// a usable store (logged).
+    /// From the sandbox settings: refused when turned off, on the vm backend, without
+    /// root, or without a usable store or a confined resolver (logged).
     pub fn new(config: &SandboxConfig) -> InlineDeps {
         let packages = &config.packages;
         let Some(policy) = packages.deps.clone() else {
@@ -111,23 +121,43 @@ impl InlineDeps {
         };
         // The host cannot mount into a guest, and an ordinary user's runner cannot
         // mount at all.
-        let vm = config.backend.kind() == crate::config::BackendKind::Vm;
-        if vm || !nix::unistd::geteuid().is_root() {
+        let BackendConfig::Process(process) = &config.backend else {
+            return InlineDeps::Refuse(DepsRefusal::Unsupported);
+        };
+        if !nix::unistd::geteuid().is_root() {
             return InlineDeps::Refuse(DepsRefusal::Unsupported);
         }
-        match Store::open(&packages.store) {
-            Ok(store) => {
-                // Work trees of resolutions a killed runner left (one older than a
-                // build may take is no one's).
-                if let Err(e) = store.remove_stale_work(STALE_WORK) {
-                    tracing::warn!(error = %e, "leftovers in the package store");
-                }
-                let resolver = Resolver::new(store, packages.set.clone(), policy, PYTHON);
+        let store = match Store::open(&packages.store) {
+            Ok(store) => store,
+            Err(e) => {
+                tracing::warn!(error = %e, "the package store cannot be used: inline dependencies are refused");
+                return InlineDeps::Unavailable(format!("the package store cannot be used: {e}"));
+            }
+        };
+        // Work trees of resolutions a killed runner left (one older than a build may
+        // take is no one's).
+        if let Err(e) = store.remove_stale_work(STALE_WORK) {
+            tracing::warn!(error = %e, "leftovers in the package store");
+        }
+        match resolver_jail(process) {
+            Ok(jail) => {
+                let resolver =
+                    Resolver::new(store, packages.set.clone(), policy, PYTHON, Arc::new(jail));
                 InlineDeps::Resolve(Box::new(resolver))
             }
             Err(e) => {
-                tracing::warn!(error = %e, "the package store cannot be used: inline dependencies are refused");
-                InlineDeps::NoStore(e.to_string())
+                tracing::warn!(error = %e, "the resolver cannot be confined: inline dependencies are refused");
+                InlineDeps::Unavailable(format!("the resolver cannot be confined: {e}"))
+            }
+        }
+    }
+
+    /// Ends the resolutions in flight (they answer 503 `draining`) and refuses new
+    /// ones, waiting up to `within` for their scratches to be removed.
+    pub async fn stop(&self, within: Duration) {
+        if let InlineDeps::Resolve(resolver) = self {
+            if !resolver.stop(within).await {
+                tracing::warn!(?within, "resolutions of inline dependencies still ending");
             }
         }
     }
@@ -156,7 +186,9 @@ impl InlineDeps {
         let resolver = match self {
             InlineDeps::Resolve(resolver) => resolver,
             InlineDeps::Refuse(refusal) => return Err(refusal(declared())),
-            InlineDeps::NoStore(why) => return Err(DepsRefusal::NoStore(declared(), why.clone())),
+            InlineDeps::Unavailable(why) => {
+                return Err(DepsRefusal::Unavailable(declared(), why.clone()))
+            }
         };
         let set = resolver.resolve(&metadata).await?;
         tracing::info!(key = %set.key, cached = set.cached, "inline dependencies ready");
@@ -165,4 +197,28 @@ impl InlineDeps {
             source: set.dir,
         }))
     }
+}
+
+/// The resolver's confinement for a runner of this process backend: its scratches
+/// below the state folder, its cgroups beside the sandboxes' (none when the operator
+/// turned resource limits off), as host user `RUNNER_ID_BASE + 3`.
+fn resolver_jail(process: &ProcessConfig) -> Result<ResolverJail, ConfineError> {
+    let instance = instance_name();
+    let hierarchy = if process.unsafe_no_resource_limits {
+        None
+    } else {
+        let hierarchy =
+            Hierarchy::open(&process.cgroup_mount, &instance).map_err(|e| ConfineError {
+                step: "opening the cgroups under",
+                path: process.cgroup_mount.clone(),
+                source: std::io::Error::other(e),
+            })?;
+        Some(Arc::new(hierarchy))
+    };
+    ResolverJail::new(
+        &process.state_dir,
+        &instance,
+        process.id_base + RESOLVER_ID_OFFSET,
+        hierarchy,
+    )
 }
