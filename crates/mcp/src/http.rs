@@ -135,7 +135,7 @@ pub async fn serve(
     let app = router(&config, server, sessions_end.clone(), in_flight.clone());
     tracing::info!(
         addr = ?listener.local_addr().ok(),
-        runner = config.tools.runner.as_ref().map(|r| r.url.as_str()),
+        runner = config.tools.runner.as_ref().map(|r| r.url().as_str()),
         exec_enabled = config.tools.exec_enabled,
         default_timeout_ms = config.tools.default_timeout.map(|t| t.as_millis() as u64),
         allowed_origins = ?config.allowed_origins,

@@ -31,8 +31,8 @@ use super::{RunnerClient, RunnerError, RUN_MARGIN};
 
 mod member;
 
-use crate::config::RunnerTarget;
 use crate::handle::RunnerId;
+use crate::runner_target::RunnerTarget;
 use member::InFlight;
 pub(crate) use member::Probe;
 pub use member::{Member, MemberReport, MemberState, Seen};
@@ -146,10 +146,10 @@ impl Runners {
             }
         }
         let mut seen = HashSet::new();
-        wanted.retain(|t| seen.insert(t.url.to_string()));
+        wanted.retain(|t| seen.insert(t.url().to_string()));
         let mut next = Vec::with_capacity(wanted.len());
         for target in wanted {
-            let url = target.url.to_string();
+            let url = target.url().to_string();
             match current.iter().find(|m| m.client.url().as_str() == url) {
                 Some(member) => next.push(member.clone()),
                 None => match RunnerClient::new(target) {
@@ -324,7 +324,7 @@ fn is_leaving(error: &RunnerError) -> bool {
 /// with one address, one per address when the name has several; `None` when the name
 /// does not resolve now.
 async fn expand(target: &RunnerTarget) -> Option<Vec<RunnerTarget>> {
-    let url = &target.url;
+    let url = target.url();
     let Some(name) = url.host_str() else {
         return Some(vec![target.clone()]);
     };
@@ -350,10 +350,7 @@ async fn expand(target: &RunnerTarget) -> Option<Vec<RunnerTarget>> {
             .filter_map(|ip| {
                 let mut each = url.clone();
                 each.set_ip_host(ip).ok()?;
-                Some(RunnerTarget {
-                    url: each,
-                    token: target.token.clone(),
-                })
+                Some(target.at(each))
             })
             .collect(),
     )
