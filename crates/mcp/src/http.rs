@@ -98,7 +98,8 @@ fn router(
 
 /// The `/mcp` and `/health` routes for `config`, without the connection limits and the
 /// shutdown of [`serve`]: for mounting in another server, or for driving in-process (the
-/// fuzz target does). Cancelling `sessions_end` ends every session.
+/// fuzz target does). Cancelling `sessions_end` ends every session. Nothing polls the
+/// runners here (that is [`serve`]'s background task), so `/health` shows them `unknown`.
 pub fn app(config: &McpConfig, sessions_end: CancellationToken) -> Result<Router, ServeError> {
     let server = SandboxServer::with_max_calls(
         &config.tools,

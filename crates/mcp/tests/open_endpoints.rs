@@ -1,6 +1,8 @@
 //! The MCP server's endpoints that need no token, `GET /health` and `GET /metrics`, attacked
 //! as anyone who reaches the port can (issue 28), against the real binaries:
 //!
+//! - hammering `/health` sends nothing to the runners: it answers from the background poll,
+//!   which still shows a runner that went down within about one period;
 //! - a runner URL with a user name and password (`http://user:password@host`) never shows
 //!   them, in any encoding, in `/health`, `/metrics`, the log, tool errors, `--help` or a
 //!   start-up error, while every request to that runner still carries them (HTTP Basic).
@@ -15,9 +17,13 @@ mod observe;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::{call, connect, start_mcp_logging_to, text, tool, RecordingProxy};
+use common::{call, connect, start_mcp, start_mcp_logging_to, text, tool, RecordingProxy};
+use nix::sys::signal::{kill, Signal};
 use observe::{get_json, metrics};
-use serde_json::json;
+use serde_json::{json, Value};
+
+/// `SANDBOX_RUNNER_HEALTH_MS` of the poll test.
+const POLL_MS: u64 = 1000;
 
 /// A user name with an `@`, and a password with `@`, `:`, `/` and `#`, as written in a URL
 /// (percent-encoded) and as sent (decoded).
@@ -90,6 +96,71 @@ fn briefly(mut command: std::process::Command) -> std::process::Output {
     }
     let _ = child.kill();
     child.wait_with_output().expect("output")
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("HTTP client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_answered_from_the_background_poll() {
+    let runner = common::start_runner();
+    let proxy = RecordingProxy::start(runner.addr()).await;
+    let poll_ms = POLL_MS.to_string();
+    let mcp = start_mcp(&[
+        ("SANDBOX_RUNNER_URL", proxy.url.as_str()),
+        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
+        ("SANDBOX_RUNNER_HEALTH_MS", poll_ms.as_str()),
+    ]);
+    let health_url = format!("{}/health", mcp.base());
+    let client = http();
+    // 200 unauthenticated GET /health, 20 at a time.
+    let started = Instant::now();
+    let before = proxy.requests_to("/health");
+    for _ in 0..10 {
+        let answers = futures::future::join_all((0..20).map(|_| async {
+            let response = client.get(&health_url).send().await.expect("GET /health");
+            assert_eq!(response.status(), 200);
+            response.json::<Value>().await.expect("JSON")
+        }))
+        .await;
+        for health in answers {
+            assert_eq!(health["status"], "ok", "{health}");
+            assert_eq!(health["runnerReachable"], true, "{health}");
+            assert_eq!(health["runners"][0]["state"], "ok", "{health}");
+        }
+    }
+    let elapsed = started.elapsed();
+    let polled = proxy.requests_to("/health") - before;
+    // The background's own: a poll a period, the limits' refresh (every 10 s), and one of
+    // each already under way at either end.
+    let allowed = (elapsed.as_millis() as u64 / POLL_MS) as usize + 3;
+    assert!(
+        polled <= allowed,
+        "200 GET /health made {polled} requests to the runner's /health in {elapsed:?} \
+         (at most {allowed}: the background poll's)"
+    );
+    // The runner goes down: /health says so within about one period.
+    kill(runner.pid(), Signal::SIGTERM).expect("SIGTERM");
+    let stopped = Instant::now();
+    loop {
+        let health = get_json(health_url.clone()).await;
+        let state = &health["runners"][0]["state"];
+        if state == "unhealthy" || state == "unreachable" {
+            assert_eq!(health["status"], "degraded", "{health}");
+            assert_eq!(health["runnerReachable"], false, "{health}");
+            break;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_millis(POLL_MS + 1500),
+            "the stopped runner is still shown up after {:?}: {health}",
+            stopped.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -202,10 +202,14 @@ impl SandboxServer {
         true
     }
 
-    /// Asks the runner for its limits now and every [`catalog::REFRESH`] after, and
-    /// follows the runners (their names and health, see [`Runners::follow`]), until the
-    /// returned task is aborted.
+    /// Looks at the runners (their names and health, see [`Runners::look`]) and asks one
+    /// for its limits now, then follows both ([`Runners::follow`], and the limits every
+    /// [`catalog::REFRESH`]) until the returned task is aborted. `/health` answers from
+    /// these looks, so the first is done before this returns.
     pub async fn follow_runner_limits(&self) -> tokio::task::JoinHandle<()> {
+        if let Some(runners) = &self.shared.runner {
+            runners.look().await;
+        }
         self.refresh_limits().await;
         let server = self.clone();
         tokio::spawn(async move {
