@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 
 use crate::handle::HandleKey;
+use crate::runner_target::RunnerTarget;
 
 /// The largest `/mcp` request body accepted by default, in bytes: room for a program at the
 /// runner's 1 MiB code cap even when JSON escaping makes it several times longer.
@@ -29,9 +30,10 @@ pub enum ConfigError {
     #[error("MCP_AUTH_TOKEN is required: set it (or --auth-token) to the bearer token clients must send")]
     MissingAuthToken,
     /// `SANDBOX_RUNNER_URL` is not an `http://` URL.
-    #[error("SANDBOX_RUNNER_URL {url:?} is not usable: {reason}")]
+    #[error("SANDBOX_RUNNER_URL {url} is not usable: {reason}")]
     BadRunnerUrl {
-        /// The value given.
+        /// The value given, quoted, without its user name and password (or a note in its
+        /// place where they cannot be told apart).
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -91,38 +93,6 @@ impl AuthToken {
 impl fmt::Debug for AuthToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("AuthToken(<redacted>)")
-    }
-}
-
-/// Where the runner is and how to authenticate to it.
-#[derive(Clone, Debug)]
-pub struct RunnerTarget {
-    /// The runner's base URL, for example `http://127.0.0.1:8080`.
-    pub url: reqwest::Url,
-    /// The bearer token for `POST /run`, if the runner asks for one.
-    pub token: Option<String>,
-}
-
-impl RunnerTarget {
-    /// Parses and checks the runner's base URL.
-    pub fn new(url: &str, token: Option<String>) -> Result<Self, ConfigError> {
-        let bad = |reason: &str| ConfigError::BadRunnerUrl {
-            url: url.to_owned(),
-            reason: reason.to_owned(),
-        };
-        let parsed = reqwest::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
-        if parsed.scheme() != "http" {
-            return Err(bad(
-                "only http:// is supported (put TLS in front of both services)",
-            ));
-        }
-        if parsed.host().is_none() {
-            return Err(bad("it has no host"));
-        }
-        Ok(RunnerTarget {
-            url: parsed,
-            token: token.filter(|t| !t.is_empty()),
-        })
     }
 }
 
@@ -274,8 +244,9 @@ pub fn forget_empty_env_vars() {
 pub struct ToolArgs {
     /// Base URL of the sandbox runner, or a comma-separated list of them (a host name with
     /// several addresses stands for one runner per address); without it every call
-    /// explains that none is configured.
-    #[arg(long, env = "SANDBOX_RUNNER_URL")]
+    /// explains that none is configured. A user name and password in a URL are sent as
+    /// HTTP Basic authentication and never shown.
+    #[arg(long, env = "SANDBOX_RUNNER_URL", hide_env_values = true)]
     pub runner_url: Option<String>,
     /// How often runners' host names are resolved again, in milliseconds.
     #[arg(long, env = "SANDBOX_RUNNER_RESOLVE_MS", default_value_t = DEFAULT_RESOLVE_MS,

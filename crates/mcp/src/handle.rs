@@ -9,7 +9,7 @@
 //! | bytes | what |
 //! |---|---|
 //! | 1 | the format's version, 1 |
-//! | 8 | the runner: the first 8 bytes of SHA-256 of its URL ([`RunnerId`]) |
+//! | 8 | the runner: the first 8 bytes of SHA-256 of its URL without user name and password ([`RunnerId`]) |
 //! | 1 | the length of the runner's session id, 1 to 64 |
 //! | 1..=64 | the runner's session id (`[0-9A-Za-z_-]`) |
 //! | 16 | the tag: HMAC-SHA256 under the [`HandleKey`] of the bytes above followed by the [`Holder`], cut to 128 bits |
@@ -137,8 +137,9 @@ impl fmt::Debug for Holder {
     }
 }
 
-/// A configured runner, named by a digest of its URL: stable across restarts and
-/// replicas, and only ever compared with the runners configured here.
+/// A configured runner, named by a digest of its URL (the one without user name and
+/// password, see [`crate::runner_target`]): stable across restarts, replicas and password
+/// changes, and only ever compared with the runners configured here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RunnerId([u8; RUNNER_ID_LEN]);
 

@@ -1,5 +1,7 @@
 //! `GET /health`: whether this server is up and how its runners are doing; and
-//! `GET /metrics`: the runners' numbers in Prometheus's text format. No auth on either.
+//! `GET /metrics`: the runners' numbers in Prometheus's text format. No auth on either, so
+//! both only read what the background poll saw: neither sends anything to a runner, and
+//! runners are named by their URL without user name or password.
 
 use std::fmt::Write as _;
 
@@ -20,32 +22,25 @@ pub struct HealthReport {
     pub status: &'static str,
     /// Whether `SANDBOX_RUNNER_URL` is set.
     pub runner_configured: bool,
-    /// Whether some runner answered its `/health` just now.
+    /// Whether some runner answered 200 to its last health poll (at most about one
+    /// `SANDBOX_RUNNER_HEALTH_MS` ago) and has not refused a call since.
     pub runner_reachable: bool,
-    /// The runners seen now (one per address of a name with several), and their state.
+    /// The runners (one per address of a name with several), and their state at the last
+    /// poll.
     pub runners: Vec<MemberReport>,
     /// This server's version.
     pub version: &'static str,
 }
 
-/// Asks the runners (if any) and reports.
+/// Reports what the background poll last saw
+/// ([`Runners::look`](crate::runner_client::Runners::look)): answering sends
+/// nothing to any runner, however often it is asked.
 pub(crate) async fn health(State(server): State<SandboxServer>) -> Json<HealthReport> {
-    let (configured, reachable, runners) = match server.runner() {
-        None => (false, false, Vec::new()),
-        Some(runners) => {
-            // All at once: a runner that does not answer delays the answer by one
-            // health timeout, not one per such runner.
-            let mut polls = tokio::task::JoinSet::new();
-            for member in runners.members() {
-                polls.spawn(async move { member.poll_now().await });
-            }
-            let mut reachable = false;
-            while let Some(up) = polls.join_next().await {
-                reachable |= up.unwrap_or(false);
-            }
-            (true, reachable, runners.reports())
-        }
+    let (configured, runners) = match server.runner() {
+        None => (false, Vec::new()),
+        Some(runners) => (true, runners.reports()),
     };
+    let reachable = runners.iter().any(|r| r.seen.state == MemberState::Ok);
     Json(HealthReport {
         status: if configured && !reachable {
             "degraded"

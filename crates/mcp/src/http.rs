@@ -98,7 +98,8 @@ fn router(
 
 /// The `/mcp` and `/health` routes for `config`, without the connection limits and the
 /// shutdown of [`serve`]: for mounting in another server, or for driving in-process (the
-/// fuzz target does). Cancelling `sessions_end` ends every session.
+/// fuzz target does). Cancelling `sessions_end` ends every session. Nothing polls the
+/// runners here (that is [`serve`]'s background task), so `/health` shows them `unknown`.
 pub fn app(config: &McpConfig, sessions_end: CancellationToken) -> Result<Router, ServeError> {
     let server = SandboxServer::with_max_calls(
         &config.tools,
@@ -135,7 +136,7 @@ pub async fn serve(
     let app = router(&config, server, sessions_end.clone(), in_flight.clone());
     tracing::info!(
         addr = ?listener.local_addr().ok(),
-        runner = config.tools.runner.as_ref().map(|r| r.url.as_str()),
+        runner = config.tools.runner.as_ref().map(|r| r.url().as_str()),
         exec_enabled = config.tools.exec_enabled,
         default_timeout_ms = config.tools.default_timeout.map(|t| t.as_millis() as u64),
         allowed_origins = ?config.allowed_origins,

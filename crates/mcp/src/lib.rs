@@ -43,6 +43,7 @@ pub mod listen;
 pub mod outputs;
 pub mod report;
 pub mod runner_client;
+pub mod runner_target;
 pub mod sandbox_args;
 pub mod sandbox_report;
 pub mod sandbox_tools;
@@ -58,6 +59,7 @@ mod http;
 mod limits;
 mod origin;
 
-pub use config::{AuthToken, ConfigError, McpConfig, RunnerTarget, ToolConfig};
+pub use config::{AuthToken, ConfigError, McpConfig, ToolConfig};
 pub use http::{app, serve, ServeError};
+pub use runner_target::RunnerTarget;
 pub use stdio::{serve_stdio, StdioError};

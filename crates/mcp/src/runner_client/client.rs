@@ -9,8 +9,8 @@ use sandbox_protocol::api::Health;
 use super::answer::{error_from, transport_error};
 use super::pool::Probe;
 use super::RunnerError;
-use crate::config::RunnerTarget;
 use crate::handle::RunnerId;
+use crate::runner_target::RunnerTarget;
 
 /// How long `GET /health` may take before the runner counts as unreachable.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -28,9 +28,9 @@ pub struct RunnerClient {
 impl RunnerClient {
     /// A client for the given runner.
     pub fn new(target: RunnerTarget) -> Result<Self, reqwest::Error> {
-        if target.token.is_none() {
+        if target.token().is_none() {
             tracing::warn!(
-                runner = target.url.as_str(),
+                runner = target.url().as_str(),
                 "SANDBOX_RUNNER_TOKEN is not set: calls go to the runner without a token"
             );
         }
@@ -39,7 +39,9 @@ impl RunnerClient {
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()?;
-        let id = RunnerId::of_url(target.url.as_str());
+        // The URL without credentials: a password never goes into the ids clients hold,
+        // and changing it keeps the sandboxes reachable.
+        let id = RunnerId::of_url(target.url().as_str());
         Ok(RunnerClient { http, target, id })
     }
 
@@ -48,9 +50,9 @@ impl RunnerClient {
         self.id
     }
 
-    /// The runner's base URL.
+    /// The runner's base URL, without user name or password.
     pub fn url(&self) -> &reqwest::Url {
-        &self.target.url
+        self.target.url()
     }
 
     /// Where and how this client calls.
@@ -60,7 +62,7 @@ impl RunnerClient {
 
     /// Whether this client is `target`, or one of the addresses of its host name.
     pub fn came_from(&self, target: &RunnerTarget) -> bool {
-        let (a, b) = (&self.target.url, &target.url);
+        let (a, b) = (self.target.url(), target.url());
         a == b
             || (a.scheme() == b.scheme()
                 && a.port_or_known_default() == b.port_or_known_default()
@@ -78,10 +80,11 @@ impl RunnerClient {
         Ok((ok, probe))
     }
 
-    /// `GET /health` (no token: the route is open), bounded by [`HEALTH_TIMEOUT`].
+    /// `GET /health` (no token: the route is open; the URL's credentials, if any, for a
+    /// proxy in front), bounded by [`HEALTH_TIMEOUT`].
     async fn get_health(&self) -> Result<reqwest::Response, RunnerError> {
-        self.http
-            .get(self.endpoint(&["health"]))
+        self.target
+            .basic_auth(self.http.get(self.endpoint(&["health"])))
             .timeout(HEALTH_TIMEOUT)
             .send()
             .await
@@ -91,21 +94,24 @@ impl RunnerClient {
     /// The URL of `segments` below the runner's base URL, each one percent-encoded as a
     /// path segment. Callers never pass `.` or `..` (they are dropped, not followed).
     pub(super) fn endpoint(&self, segments: &[&str]) -> reqwest::Url {
-        let mut url = self.target.url.clone();
+        let mut url = self.target.url().clone();
         if let Ok(mut path) = url.path_segments_mut() {
             path.pop_if_empty().extend(segments);
         }
         url
     }
 
-    /// A request with this server's token.
+    /// A request with the URL's credentials (if any) and this server's token, in that
+    /// order, as before they were taken out of the URL.
     pub(super) fn request(
         &self,
         method: reqwest::Method,
         segments: &[&str],
     ) -> reqwest::RequestBuilder {
-        let builder = self.http.request(method, self.endpoint(segments));
-        match &self.target.token {
+        let builder = self
+            .target
+            .basic_auth(self.http.request(method, self.endpoint(segments)));
+        match self.target.token() {
             Some(token) => builder.bearer_auth(token),
             None => builder,
         }

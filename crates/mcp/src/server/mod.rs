@@ -27,6 +27,7 @@ use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
 use crate::handle::{HandleKey, Holder};
 use crate::report::{self, RunIn};
 use crate::runner_client::{RunnerError, Runners};
+use crate::runner_target::RunnerTarget;
 use crate::tools::{self, ToolKind};
 
 /// How often a progress notification is sent while a run is in flight.
@@ -93,7 +94,7 @@ fn handle_key(config: &ToolConfig) -> Result<HandleKey, HandlerError> {
     if let Some(key) = &config.handle_key {
         return Ok(key.clone());
     }
-    match config.runner.as_ref().and_then(|r| r.token.as_deref()) {
+    match config.runner.as_ref().and_then(RunnerTarget::token) {
         Some(token) => Ok(HandleKey::derive(token.as_bytes())),
         None => {
             if config.runner.is_some() {
@@ -201,10 +202,14 @@ impl SandboxServer {
         true
     }
 
-    /// Asks the runner for its limits now and every [`catalog::REFRESH`] after, and
-    /// follows the runners (their names and health, see [`Runners::follow`]), until the
-    /// returned task is aborted.
+    /// Looks at the runners (their names and health, see [`Runners::look`]) and asks one
+    /// for its limits now, then follows both ([`Runners::follow`], and the limits every
+    /// [`catalog::REFRESH`]) until the returned task is aborted. `/health` answers from
+    /// these looks, so the first is done before this returns.
     pub async fn follow_runner_limits(&self) -> tokio::task::JoinHandle<()> {
+        if let Some(runners) = &self.shared.runner {
+            runners.look().await;
+        }
         self.refresh_limits().await;
         let server = self.clone();
         tokio::spawn(async move {

@@ -45,8 +45,8 @@ fn rand_part() -> u128 {
 }
 
 /// Starts a command and waits for its first stdout line, which must start with `prefix`.
-fn start(mut command: Command, prefix: &str, token: String) -> Server {
-    command.stderr(Stdio::inherit());
+/// Its stderr goes where `command` says (the test's own unless set).
+fn start(command: Command, prefix: &str, token: String) -> Server {
     let service = Service::start(command, prefix, START_TIMEOUT).unwrap_or_else(|e| panic!("{e}"));
     let url = service.url().to_owned();
     Server {
@@ -63,6 +63,22 @@ pub fn start_mcp(env: &[(&str, &str)]) -> Server {
 
 /// [`start_mcp`] with the client token `token`.
 pub fn start_mcp_with_token(env: &[(&str, &str)], token: String) -> Server {
+    let mut command = mcp_command(env, &token);
+    command.stderr(Stdio::inherit());
+    start(command, "sandbox-mcp listening on ", token)
+}
+
+/// [`start_mcp`] whose log (stderr) goes to `log`.
+pub fn start_mcp_logging_to(env: &[(&str, &str)], log: std::fs::File) -> Server {
+    let token = token();
+    let mut command = mcp_command(env, &token);
+    command.stderr(log);
+    start(command, "sandbox-mcp listening on ", token)
+}
+
+/// `sandbox-mcp serve` on a free loopback port for clients with `token`, with the given
+/// extra environment and none of the caller's runner settings.
+pub fn mcp_command(env: &[(&str, &str)], token: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sandbox-mcp"));
     command.arg("serve");
     for var in [
@@ -75,12 +91,12 @@ pub fn start_mcp_with_token(env: &[(&str, &str)], token: String) -> Server {
         command.env_remove(var);
     }
     command
-        .env("MCP_AUTH_TOKEN", &token)
+        .env("MCP_AUTH_TOKEN", token)
         .env("PORT", "0")
         .env("BIND", "127.0.0.1")
         .env("RUST_LOG", "warn")
         .envs(env.iter().copied());
-    start(command, "sandbox-mcp listening on ", token)
+    command
 }
 
 /// The sandbox-runner binary: `SANDBOX_RUNNER_BIN`, or the one built beside this test.
@@ -119,8 +135,25 @@ pub fn start_runner_with_token(token: String, extra: &[&str]) -> Server {
     if !extra.contains(&"--pool-size") {
         command.args(["--pool-size", "2"]);
     }
-    command.args(extra);
+    command.args(extra).stderr(Stdio::inherit());
     start(command, "sandbox-runner listening on ", token)
+}
+
+/// Starts `sandbox-runner serve --no-auth` (no token: accepted on loopback) on a free
+/// loopback port.
+pub fn start_runner_without_token() -> Server {
+    let mut command = Command::new(runner_bin());
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-auth",
+            "--pool-size",
+            "2",
+        ])
+        .stderr(Stdio::inherit());
+    start(command, "sandbox-runner listening on ", String::new())
 }
 
 /// Connects rmcp's Streamable HTTP client with the given token.
@@ -353,6 +386,12 @@ impl RecordingProxy {
             }
         });
         RecordingProxy { url, sent, task }
+    }
+
+    /// How many times the bytes sent so far contain `text`.
+    pub fn sent_count(&self, text: &str) -> usize {
+        let sent = self.sent.lock().expect("proxy lock");
+        String::from_utf8_lossy(&sent).matches(text).count()
     }
 
     /// How many requests sent so far name a path containing `fragment`. (A request line

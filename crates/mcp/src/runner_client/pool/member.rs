@@ -130,12 +130,6 @@ impl Member {
         }
     }
 
-    /// Polls its `/health` now and records what it says; whether it is up.
-    pub async fn poll_now(&self) -> bool {
-        self.poll().await;
-        self.seen().state == MemberState::Ok
-    }
-
     /// Polls its `/health` once and records what it says.
     pub(super) async fn poll(&self) {
         let (state, probe) = match self.client.probe().await {

@@ -6,9 +6,11 @@
 //!   stands for one runner per address (its URL with the address in place of the name),
 //!   re-resolved every `SANDBOX_RUNNER_RESOLVE_MS`. A name with one address keeps its URL
 //!   as written, so one runner behaves exactly as with a single URL.
-//! - Health: every member's `GET /health` is polled; a member that answers other than 200,
-//!   or not at all, is skipped until it answers 200 again. A refused connection marks it
-//!   at once.
+//! - Health: every member's `GET /health` is polled in the background, once before the
+//!   server serves and then every `SANDBOX_RUNNER_HEALTH_MS`; this server's own `/health`
+//!   and `/metrics` show what the last poll saw and never make a request of their own. A
+//!   member that answers other than 200, or not at all, is skipped until it answers 200
+//!   again. A refused connection during a call marks it at once.
 //! - Placement: the member with the most free sandboxes (its last `available` less the
 //!   calls this server has in flight there); ties go round the members in turn.
 //! - Retries: only where the program cannot have started (connection refused, 429, 503
@@ -19,11 +21,11 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use sandbox_protocol::api::{CreateSession, Limits, RunRequest, RunResponse, SessionInfo};
-use tokio::time::Instant;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::run::run_deadline;
 use super::wait::bounded;
@@ -31,8 +33,8 @@ use super::{RunnerClient, RunnerError, RUN_MARGIN};
 
 mod member;
 
-use crate::config::RunnerTarget;
 use crate::handle::RunnerId;
+use crate::runner_target::RunnerTarget;
 use member::InFlight;
 pub(crate) use member::Probe;
 pub use member::{Member, MemberReport, MemberState, Seen};
@@ -52,6 +54,8 @@ struct Inner {
     members: RwLock<Vec<Arc<Member>>>,
     resolve_every: Duration,
     health_every: Duration,
+    /// When the names were last resolved.
+    resolved_at: Mutex<Option<Instant>>,
     turn: AtomicUsize,
 }
 
@@ -66,7 +70,7 @@ pub struct Cadence {
 
 impl Runners {
     /// The pool of `targets` (at least one), each taken as written until its name is
-    /// first resolved by [`follow`](Self::follow).
+    /// first resolved by [`look`](Self::look).
     pub fn new(targets: Vec<RunnerTarget>, cadence: Cadence) -> Result<Self, reqwest::Error> {
         let members = targets
             .iter()
@@ -79,6 +83,7 @@ impl Runners {
                 members: RwLock::new(members),
                 resolve_every: cadence.resolve_every,
                 health_every: cadence.health_every,
+                resolved_at: Mutex::new(None),
                 turn: AtomicUsize::new(0),
             }),
         })
@@ -112,21 +117,45 @@ impl Runners {
             .map(|m| m.client.clone())
     }
 
-    /// Resolves names and polls health now and then forever (until the task is aborted).
-    pub async fn follow(self) {
-        let mut resolved_at: Option<Instant> = None;
-        loop {
-            if resolved_at.is_none_or(|at| at.elapsed() >= self.inner.resolve_every) {
-                self.resolve().await;
-                resolved_at = Some(Instant::now());
-            }
-            let mut polls = tokio::task::JoinSet::new();
-            for member in self.members() {
-                polls.spawn(async move { member.poll().await });
-            }
-            while polls.join_next().await.is_some() {}
-            tokio::time::sleep(self.inner.health_every.min(self.inner.resolve_every)).await;
+    /// Resolves the names (when [`Cadence::resolve_every`] has passed since the last time)
+    /// and polls every member's `/health` once: what `/health`, `/metrics` and placement
+    /// read until the next look.
+    pub async fn look(&self) {
+        if self.resolve_due() {
+            self.resolve().await;
         }
+        let mut polls = tokio::task::JoinSet::new();
+        for member in self.members() {
+            polls.spawn(async move { member.poll().await });
+        }
+        while polls.join_next().await.is_some() {}
+    }
+
+    /// Looks again ([`look`](Self::look)) every period, starting one period from now,
+    /// forever (until the task is aborted). A look that takes longer than a period (a
+    /// runner that does not answer takes the health timeout) delays the next one.
+    pub async fn follow(self) {
+        let period = self.inner.health_every.min(self.inner.resolve_every);
+        let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            self.look().await;
+        }
+    }
+
+    /// Whether the names are due to be resolved again; if so, the time is noted now.
+    fn resolve_due(&self) -> bool {
+        let mut at = self
+            .inner
+            .resolved_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let due = at.is_none_or(|at| at.elapsed() >= self.inner.resolve_every);
+        if due {
+            *at = Some(Instant::now());
+        }
+        due
     }
 
     /// Resolves every target's host name and makes the members match the addresses.
@@ -146,10 +175,10 @@ impl Runners {
             }
         }
         let mut seen = HashSet::new();
-        wanted.retain(|t| seen.insert(t.url.to_string()));
+        wanted.retain(|t| seen.insert(t.url().to_string()));
         let mut next = Vec::with_capacity(wanted.len());
         for target in wanted {
-            let url = target.url.to_string();
+            let url = target.url().to_string();
             match current.iter().find(|m| m.client.url().as_str() == url) {
                 Some(member) => next.push(member.clone()),
                 None => match RunnerClient::new(target) {
@@ -324,7 +353,7 @@ fn is_leaving(error: &RunnerError) -> bool {
 /// with one address, one per address when the name has several; `None` when the name
 /// does not resolve now.
 async fn expand(target: &RunnerTarget) -> Option<Vec<RunnerTarget>> {
-    let url = &target.url;
+    let url = target.url();
     let Some(name) = url.host_str() else {
         return Some(vec![target.clone()]);
     };
@@ -350,10 +379,7 @@ async fn expand(target: &RunnerTarget) -> Option<Vec<RunnerTarget>> {
             .filter_map(|ip| {
                 let mut each = url.clone();
                 each.set_ip_host(ip).ok()?;
-                Some(RunnerTarget {
-                    url: each,
-                    token: target.token.clone(),
-                })
+                Some(target.at(each))
             })
             .collect(),
     )

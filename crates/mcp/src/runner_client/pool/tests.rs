@@ -97,7 +97,7 @@ async fn addresses_stand_for_themselves_and_lost_sessions_say_so() {
     let target = RunnerTarget::new("http://10.1.2.3:8081", None).unwrap();
     let expanded = expand(&target).await.unwrap();
     assert_eq!(expanded.len(), 1);
-    assert_eq!(expanded[0].url, target.url);
+    assert_eq!(expanded[0].url(), target.url());
     let runners = pool(&["http://127.0.0.1:1"]);
     let gone = runners
         .holder(RunnerId::of_url("http://127.0.0.1:2"))
