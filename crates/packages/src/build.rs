@@ -304,6 +304,10 @@ impl BuildError {
                 step,
                 detail: "no space left on the store's device".into(),
             },
+            ToolError::Killed => BuildError::Failed {
+                step,
+                detail: "pip was killed (SIGKILL)".into(),
+            },
         }
     }
 }

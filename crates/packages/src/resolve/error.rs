@@ -63,6 +63,13 @@ pub enum DepsError {
         /// The policy's limit.
         max_bytes: u64,
     },
+    /// pip ran out of the memory the resolver may use (its cgroup's limit) on these
+    /// dependencies.
+    #[error("resolving the dependencies {requested} took more memory than the resolver may use")]
+    OutOfMemory {
+        /// The requested dependencies.
+        requested: String,
+    },
     /// Resolving and installing took longer than the policy allows.
     #[error("installing the dependencies {requested} took longer than the limit of {}s", timeout.as_secs_f64())]
     Timeout {
@@ -132,7 +139,7 @@ impl DepsError {
             DepsError::Denied { .. } => "dependency_denied",
             DepsError::NotFound { .. } => "dependency_not_found",
             DepsError::Conflict { .. } => "dependency_conflict",
-            DepsError::TooLarge { .. } => "dependency_too_large",
+            DepsError::TooLarge { .. } | DepsError::OutOfMemory { .. } => "dependency_too_large",
             DepsError::Timeout { .. } => "dependency_timeout",
             DepsError::IndexUnreachable { .. } => "index_unreachable",
             DepsError::PythonUnsupported { .. } => "python_version_unsupported",
@@ -184,6 +191,9 @@ impl DepsError {
                 bytes: *bytes,
                 max_bytes: *max_bytes,
             },
+            DepsError::OutOfMemory { requested } => DepsError::OutOfMemory {
+                requested: requested.clone(),
+            },
             DepsError::Timeout { requested, timeout } => DepsError::Timeout {
                 requested: requested.clone(),
                 timeout: *timeout,
@@ -233,6 +243,9 @@ impl DepsError {
                     }
                 ),
                 package,
+            },
+            ToolError::Killed => DepsError::OutOfMemory {
+                requested: requested.to_owned(),
             },
             ToolError::NoSpace => DepsError::TooLarge {
                 requested: requested.to_owned(),
