@@ -165,8 +165,9 @@ async fn fifos_sockets_and_devices_are_refused_at_once_and_the_session_lives_on(
 
 /// The C program that swaps each of two folders with a symlink out of the home folder
 /// (to `/` and to the agent's `/proc/1/task`) as fast as it can, in the background, past
-/// its run: a timer sends it SIGCONT every millisecond, so the stop between runs does not
-/// hold it.
+/// its run and through the stop between runs: one-shot timers, re-armed while it runs,
+/// send it SIGCONT from 0.25 ms to 1 s ahead (a SIGCONT it handles resumes it; a
+/// periodic timer's would be dropped by the next SIGSTOP, and the timer with it).
 const SWAPPER: &str = r#"
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -175,19 +176,36 @@ const SWAPPER: &str = r#"
 #include <time.h>
 #include <unistd.h>
 
+#define TIMERS 64
+
+static void resumed(int signal) { (void)signal; }
+
 int main(void) {
-    if (fork() != 0) return 0;
+    int ready[2];
+    char byte = 0;
+    pipe(ready);
+    /* The run ends once the swapper is set up: stopped before, it would stay stopped. */
+    if (fork() != 0) return read(ready[0], &byte, 1) == 1 ? 0 : 1;
     setsid();
     int null = open("/dev/null", O_RDWR);
     dup2(null, 0); dup2(null, 1); dup2(null, 2);
-    timer_t timer;
+    signal(SIGCONT, resumed);
+    timer_t timers[TIMERS];
     struct sigevent event = {0};
     event.sigev_notify = SIGEV_SIGNAL;
     event.sigev_signo = SIGCONT;
-    timer_create(CLOCK_MONOTONIC, &event, &timer);
-    struct itimerspec every = {{0, 1000000}, {0, 1000000}};
-    timer_settime(timer, 0, &every, 0);
-    for (;;) {
+    for (int i = 0; i < TIMERS; i++) timer_create(CLOCK_MONOTONIC, &event, &timers[i]);
+    for (int told = 0;; told = 1) {
+        for (int i = 0; i < TIMERS; i++) {
+            struct itimerspec left;
+            timer_gettime(timers[i], &left);
+            if (left.it_value.tv_sec == 0 && left.it_value.tv_nsec == 0) {
+                long ns = (long)(i + 1) * (i + 1) * 250000;
+                struct itimerspec once = {{0, 0}, {ns / 1000000000, ns % 1000000000}};
+                timer_settime(timers[i], 0, &once, 0);
+            }
+        }
+        if (!told) write(ready[1], &byte, 1);
         syscall(SYS_renameat2, AT_FDCWD, "/home/sandbox/race/d1", AT_FDCWD,
                 "/home/sandbox/race/l1", 2 /* RENAME_EXCHANGE */);
         syscall(SYS_renameat2, AT_FDCWD, "/home/sandbox/race/d2", AT_FDCWD,
@@ -212,7 +230,8 @@ async fn a_symlink_swapped_in_during_a_listing_is_never_followed() {
              ln -s / ~/race/l1; ln -s /proc/1/task ~/race/l2",
         )
         .await;
-    runner.ok_in(&id, "c", SWAPPER).await;
+    let out = runner.ok_in(&id, "c", SWAPPER).await;
+    assert_eq!(out["exitCode"], 0, "{out}");
     let allowed: Vec<String> = ["d1", "l1", "d2", "l2"]
         .iter()
         .flat_map(|n| [format!("race/{n}"), format!("race/{n}/inside")])

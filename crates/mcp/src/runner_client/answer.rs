@@ -87,6 +87,7 @@ pub(super) fn classify(
         "too_many_sessions" => return RunnerError::TooManySandboxes,
         "bad_path" => return RunnerError::BadPath(message),
         "file_not_found" => return RunnerError::FileNotFound(message),
+        "not_a_file" => return RunnerError::NotAFile(message),
         "file_error" => return RunnerError::FileFailed(message),
         _ => {}
     }
