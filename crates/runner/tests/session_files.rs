@@ -239,7 +239,7 @@ async fn a_symlink_swapped_in_during_a_listing_is_never_followed() {
         .collect();
     let mut symlinks_seen = 0;
     let mut d1_kinds = std::collections::HashSet::new();
-    for round in 0..400 {
+    for round in 0..1000 {
         let (status, body) = send(&runner, "GET", &format!("/sessions/{id}/files"), None).await;
         let listing: Value = serde_json::from_slice(&body).expect("a JSON listing");
         assert_eq!(status, 200, "listing {round}: {listing}");
@@ -314,4 +314,74 @@ async fn oversized_and_overdeep_listings_are_cut_and_say_truncated() {
         .collect();
     assert!(paths.contains(&"nest/n/file"), "{paths:?}");
     still_works(&runner, &id, "an overdeep listing").await;
+}
+
+/// The host pid of the agent of the session whose background `sleep SECONDS` runs (the
+/// sleep's parent once the shell that started it has exited).
+fn agent_of_sleep(seconds: u32) -> i32 {
+    let sleeper = host_processes_with(&format!("sleep {seconds}"));
+    assert_eq!(sleeper.len(), 1, "{sleeper:?}");
+    let pid = sleeper[0].split(':').next().expect("a pid");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|p| p.trim().parse().ok())
+        .expect("a parent")
+}
+
+/// An agent that does not answer a file operation (stopped from the host: nothing in a
+/// sandbox can make it wait): the caller gets 504 `file_timeout` after the runner's wait,
+/// the session stays (busy until the answer comes), and once the agent answers the
+/// session runs programs and keeps its files.
+#[tokio::test]
+async fn a_file_operation_without_an_answer_times_out_and_the_session_lives_on() {
+    if backend() != "process" {
+        eprintln!("SKIPPED: the agent is stopped from the host, which needs the process backend");
+        return;
+    }
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    runner
+        .ok_in(
+            &id,
+            "bash",
+            "echo kept > ~/kept; sleep 86396 >/dev/null 2>&1 &
+             until grep -qs 86396 /proc/$!/cmdline; do sleep 0.02; done",
+        )
+        .await;
+    let agent = nix::unistd::Pid::from_raw(agent_of_sleep(86396));
+    nix::sys::signal::kill(agent, nix::sys::signal::Signal::SIGSTOP).expect("agent stopped");
+    let url = format!("{}/sessions/{id}/files/kept", runner.url);
+    let started = std::time::Instant::now();
+    let resp = runner.client.get(&url).bearer_auth(TOKEN).send().await;
+    let waited = started.elapsed();
+    let resp = resp.expect("an answer");
+    let status = resp.status().as_u16();
+    let body = resp.bytes().await.expect("a body");
+    assert_eq!(
+        (status, error_code(&body).as_str()),
+        (504, "file_timeout"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    assert!(
+        waited < Duration::from_secs(40),
+        "answered after {waited:?}"
+    );
+    let (status, body) = send(&runner, "GET", &format!("/sessions/{id}/files/kept"), None).await;
+    assert_eq!((status, error_code(&body).as_str()), (409, "session_busy"));
+    nix::sys::signal::kill(agent, nix::sys::signal::Signal::SIGCONT).expect("agent resumed");
+    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
+    loop {
+        let (_, info) = runner
+            .request("GET", &format!("/sessions/{id}"), None)
+            .await;
+        if info["busy"] == false {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still busy: {info}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    still_works(&runner, &id, "a file operation that timed out").await;
 }
