@@ -163,6 +163,44 @@ async fn fifos_sockets_and_devices_are_refused_at_once_and_the_session_lives_on(
     still_works(&runner, &id, "every refusal").await;
 }
 
+/// A file a background program holds a lease on (fcntl F_SETLEASE; the program is
+/// stopped between runs, so it never lets go): GET and PUT answer at once, 400
+/// `file_error` saying so, instead of waiting out the kernel's lease-break-time (45 s);
+/// the session lives on.
+#[tokio::test]
+async fn a_leased_file_is_refused_at_once_and_the_session_lives_on() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    let hold = "import fcntl, os, signal, time\n\
+                signal.signal(signal.SIGIO, signal.SIG_IGN)\n\
+                fd = os.open('/home/sandbox/leased', os.O_RDONLY)\n\
+                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)\n\
+                open('/home/sandbox/lease-held', 'w').close()\n\
+                time.sleep(86395)";
+    let out = runner
+        .ok_in(
+            &id,
+            "bash",
+            &format!(
+                "echo kept > ~/kept; echo leased > ~/leased
+                 python3 -c \"{hold}\" >/dev/null 2>&1 &
+                 for i in $(seq 200); do [ -e ~/lease-held ] && break; sleep 0.05; done
+                 ls ~/lease-held"
+            ),
+        )
+        .await;
+    assert_eq!(stdout(&out), "/home/sandbox/lease-held\n", "{out}");
+    let path = format!("/sessions/{id}/files/leased");
+    for (method, body) in [("GET", None), ("PUT", Some(b"written".to_vec()))] {
+        let (status, answer) = send(&runner, method, &path, body).await;
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        assert_eq!(status, 400, "{method}: {text}");
+        assert_eq!(error_code(&answer), "file_error", "{method}: {text}");
+        assert!(text.contains("leased"), "{method}: {text}");
+        still_works(&runner, &id, &format!("{method} of a leased file")).await;
+    }
+}
+
 /// The C program that swaps each of two folders with a symlink out of the home folder
 /// (to `/` and to the agent's `/proc/1/task`) as fast as it can, in the background, past
 /// its run and through the stop between runs: one-shot timers, re-armed while it runs,

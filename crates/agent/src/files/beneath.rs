@@ -144,6 +144,12 @@ pub(super) fn failure(path: &str, e: Errno) -> Refusal {
             format!("{path} is not a regular file (a socket, or a FIFO or device nobody serves): only regular files are read or written"),
         ),
         Errno::ENOENT => (FileFailure::NotFound, format!("{path}: no such file")),
+        // A lease (fcntl F_SETLEASE) a program holds on the file: a blocking open would
+        // wait for the program to let go of it (up to the kernel's lease-break-time).
+        Errno::EAGAIN => (
+            FileFailure::Io,
+            format!("{path} is leased by a program of the session (fcntl F_SETLEASE), which has not let go of it yet; try again later"),
+        ),
         Errno::ENOSPC | Errno::EDQUOT | Errno::EFBIG => (
             FileFailure::TooLarge,
             format!("{path}: the home folder is full ({e})"),
