@@ -190,8 +190,8 @@ impl FileKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileFailure {
-    /// The path leaves the home folder (through `..`, or a symlink), or names something
-    /// that is not a file.
+    /// The path leaves the home folder (through `..`), goes through or to a symlink, or
+    /// through something that is not a folder.
     BadPath,
     /// No such file.
     NotFound,
@@ -256,9 +256,9 @@ pub enum AgentMessage {
     },
     /// The home folder's listing.
     Files {
-        /// Its entries, folders before what they hold.
+        /// Its entries, each folder's by name and before what they hold.
         files: Vec<FileEntry>,
-        /// More entries than the limit exist.
+        /// The listing stopped at one of its bounds (entries, bytes, depth): more exist.
         truncated: bool,
     },
     /// A file operation was refused.

@@ -90,13 +90,16 @@ impl Walk {
         }
     }
 
-    /// The first `room` names of `dir` (but `.` and `..`) in order; more set
-    /// `truncated`.
+    /// The first `room` names of `dir` (but `.` and `..`) in order; more, or a folder
+    /// that could not be read to its end, set `truncated`.
     fn names(&mut self, dir: &mut Dir, room: usize) -> Vec<OsString> {
         // The `room` smallest names seen, the largest on top.
         let mut kept: BinaryHeap<OsString> = BinaryHeap::new();
         for entry in dir.iter() {
-            let Ok(entry) = entry else { break };
+            let Ok(entry) = entry else {
+                self.truncated = true;
+                break;
+            };
             let name = OsStr::from_bytes(entry.file_name().to_bytes());
             if name == "." || name == ".." {
                 continue;
