@@ -5,6 +5,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use sandbox_protocol::agent::FileKind;
 use sandbox_protocol::api::{FileList, SessionInfo};
 use sandbox_protocol::media;
 use serde_json::{json, Map, Value};
@@ -163,12 +164,18 @@ fn blob(path: &str, bytes: &[u8], mime: &str) -> ContentBlock {
 
 /// `list_files`' answer.
 pub fn listed(list: FileList) -> CallToolResult {
-    let files = list.files.iter().filter(|f| f.kind == "file").count();
-    let dirs = list.files.len() - files;
+    let count = |kind| list.files.iter().filter(|f| f.kind == kind).count();
+    let (files, dirs) = (count(FileKind::File), count(FileKind::Dir));
+    let others = list.files.len() - files - dirs;
     let mut lines = vec![format!(
-        "{HOME}: {} and {}{}",
+        "{HOME}: {} and {}{}{}",
         plural(files, "file"),
         plural(dirs, "folder"),
+        if others > 0 {
+            format!(", {} (symlinks, FIFOs, sockets)", plural(others, "other"))
+        } else {
+            String::new()
+        },
         if list.truncated {
             " (more than listed: the listing stops there)"
         } else {
@@ -176,10 +183,10 @@ pub fn listed(list: FileList) -> CallToolResult {
         }
     )];
     for entry in &list.files {
-        lines.push(if entry.kind == "dir" {
-            format!("{}/", entry.path)
-        } else {
-            format!("{} ({})", entry.path, tools::bytes(entry.size))
+        lines.push(match entry.kind {
+            FileKind::Dir => format!("{}/", entry.path),
+            FileKind::File => format!("{} ({})", entry.path, tools::bytes(entry.size)),
+            kind => format!("{} ({}, not a regular file)", entry.path, kind.described()),
         });
     }
     let fields = json!({
@@ -303,29 +310,31 @@ mod tests {
     }
 
     #[test]
-    fn a_listing_names_files_and_folders() {
+    fn a_listing_names_files_folders_and_what_else_is_there() {
+        let entry = |path: &str, size, kind| FileEntry {
+            path: path.into(),
+            size,
+            kind,
+        };
         let list = FileList {
             files: vec![
-                FileEntry {
-                    path: "data".into(),
-                    size: 0,
-                    kind: "dir".into(),
-                },
-                FileEntry {
-                    path: "data/a.csv".into(),
-                    size: 2048,
-                    kind: "file".into(),
-                },
+                entry("data", 0, FileKind::Dir),
+                entry("data/a.csv", 2048, FileKind::File),
+                entry("link", 1, FileKind::Symlink),
+                entry("pipe", 0, FileKind::Fifo),
             ],
-            truncated: false,
+            truncated: true,
         };
         let result = listed(list);
         let text = text_of(&result);
-        assert!(text.contains("1 file and 1 folder"), "{text}");
-        assert!(text.contains("data/\ndata/a.csv (2 KiB)"), "{text}");
-        assert_eq!(
-            result.structured_content.unwrap()["files"][1]["path"],
-            "data/a.csv"
+        assert!(
+            text.contains("1 file and 1 folder, 2 others (symlinks, FIFOs, sockets) (more"),
+            "{text}"
         );
+        assert!(text.contains("data/\ndata/a.csv (2 KiB)\nlink (a symlink, not a regular file)\npipe (a FIFO (named pipe), not a regular file)"), "{text}");
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["files"][1]["path"], "data/a.csv");
+        assert_eq!(structured["files"][2]["kind"], "symlink");
+        assert_eq!(structured["truncated"], true);
     }
 }

@@ -208,13 +208,17 @@ impl SandboxTool {
                         "type": "object",
                         "properties": {
                             "path": { "type": "string", "description": "Relative to the home folder." },
-                            "size": { "type": "integer", "minimum": 0, "description": "Bytes (0 for a folder)." },
-                            "kind": { "type": "string", "enum": ["file", "dir"] },
+                            "size": { "type": "integer", "minimum": 0, "description": "Bytes (0 for a folder; a symlink's is the length of what it points to)." },
+                            "kind": {
+                                "type": "string",
+                                "enum": ["file", "dir", "symlink", "fifo", "socket", "device"],
+                                "description": "Only a file can be downloaded or uploaded; a symlink is listed, never followed.",
+                            },
                         },
                         "required": ["path", "size", "kind"],
                     },
                 },
-                "truncated": { "type": "boolean", "description": "There were more entries than listed." },
+                "truncated": { "type": "boolean", "description": "The listing stopped early (too many entries, too many bytes, or folders too deep): more exist than listed." },
             }),
             SandboxTool::Close => json!({
                 "closed": { "type": "boolean", "description": "The sandbox was closed." },

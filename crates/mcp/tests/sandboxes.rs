@@ -504,3 +504,56 @@ async fn outputs_come_back_as_content() {
     call_ok(&client, tool("close_sandbox", json!({"sandboxId": id}))).await;
     client.cancel().await.expect("close");
 }
+
+/// What a hostile program leaves in its sandbox (a FIFO, a listing far larger than the
+/// runner's channel carries) gets a clear answer at once, and the sandbox lives on.
+#[tokio::test]
+async fn fifos_and_oversized_listings_leave_the_sandbox_working() {
+    let within = std::time::Duration::from_secs(10);
+    let runner = start_runner();
+    let server = start_mcp(&[
+        ("SANDBOX_RUNNER_URL", runner.url.as_str()),
+        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
+    ]);
+    let client = connect(&server, &server.token).await.expect("initialize");
+    let id = create(&client).await;
+    call_ok(
+        &client,
+        run_in("run_bash", "echo kept > ~/kept; mkfifo ~/fifo", &id),
+    )
+    .await;
+    let alive = || async {
+        let (_, out) = call_ok(&client, run_in("run_bash", "cat ~/kept", &id)).await;
+        assert_eq!(out["stdout"], "kept\n", "{out}");
+    };
+    let download = tool("download_file", json!({"sandboxId": id, "path": "fifo"}));
+    tokio::time::timeout(within, call_err(&client, download, "not_a_file", "FIFO"))
+        .await
+        .expect("download_file of a FIFO answers at once");
+    alive().await;
+    let upload = tool(
+        "upload_file",
+        json!({"sandboxId": id, "path": "fifo", "content": "x"}),
+    );
+    tokio::time::timeout(within, call_err(&client, upload, "not_a_file", "FIFO"))
+        .await
+        .expect("upload_file to a FIFO answers at once");
+    alive().await;
+
+    let make = "import os\nos.makedirs('deep', exist_ok=True); os.chdir('deep')\n\
+                for i in range(15):\n    os.mkdir('%02d' % i + 'd' * 240); os.chdir('%02d' % i + 'd' * 240)\n\
+                for i in range(9000):\n    open('%05d' % i + 'f' * 245, 'w').close()";
+    call_ok(&client, run_in("run_python", make, &id)).await;
+    let list = tool("list_files", json!({"sandboxId": id}));
+    let (listing, listed) = tokio::time::timeout(within, call_ok(&client, list))
+        .await
+        .expect("list_files answers");
+    assert_eq!(listed["truncated"], true, "{}", text(&listing));
+    assert!(
+        text(&listing).contains("more than listed"),
+        "{}",
+        text(&listing)
+    );
+    alive().await;
+    client.cancel().await.expect("close");
+}

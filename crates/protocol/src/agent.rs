@@ -128,34 +128,76 @@ pub enum FileRequest {
         /// The most bytes accepted; a larger file is refused.
         cap: u64,
     },
-    /// List the home folder, recursively, at most `limit` entries; answered by
+    /// List the home folder, recursively, at most `limit` entries and `max_bytes` of
+    /// entries' JSON (the agent lowers it to [`LISTING_BYTES_CEILING`]); answered by
     /// [`AgentMessage::Files`].
     List {
         /// The most entries listed.
         limit: usize,
+        /// The most bytes the listed entries take as JSON.
+        max_bytes: usize,
     },
 }
+
+/// The most bytes of entries a listing carries, whatever the request asks: half a frame,
+/// so that a listing's answer always fits one with room to spare.
+pub const LISTING_BYTES_CEILING: usize = crate::frame::MAX_FRAME_LEN / 2;
 
 /// One entry of a listing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
     /// Relative to the home folder.
     pub path: String,
-    /// Bytes (0 for a folder).
+    /// Bytes (0 for a folder; a symlink's is the length of what it points to).
     pub size: u64,
-    /// `"file"` or `"dir"`.
-    pub kind: String,
+    /// What it is.
+    pub kind: FileKind,
+}
+
+/// What an entry of a listing is. Only a [`FileKind::File`] can be read or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A folder.
+    Dir,
+    /// A symbolic link: listed as itself, never followed.
+    Symlink,
+    /// A FIFO (a named pipe).
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A character or block device.
+    Device,
+}
+
+impl FileKind {
+    /// The kind, for a sentence ("a FIFO (named pipe)").
+    pub fn described(self) -> &'static str {
+        match self {
+            FileKind::File => "a regular file",
+            FileKind::Dir => "a folder",
+            FileKind::Symlink => "a symlink",
+            FileKind::Fifo => "a FIFO (named pipe)",
+            FileKind::Socket => "a socket",
+            FileKind::Device => "a device",
+        }
+    }
 }
 
 /// Why a file operation was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileFailure {
-    /// The path leaves the home folder (through `..`, or a symlink), or names something
-    /// that is not a file.
+    /// The path leaves the home folder (through `..`), goes through or to a symlink, or
+    /// through something that is not a folder.
     BadPath,
     /// No such file.
     NotFound,
+    /// Not a regular file (a folder, a FIFO, a socket, a device): refused without
+    /// reading or writing it.
+    NotAFile,
     /// Over the cap, or the home folder is full.
     TooLarge,
     /// Another failure.
@@ -214,9 +256,9 @@ pub enum AgentMessage {
     },
     /// The home folder's listing.
     Files {
-        /// Its entries, folders before what they hold.
+        /// Its entries, each folder's by name and before what they hold.
         files: Vec<FileEntry>,
-        /// More entries than the limit exist.
+        /// The listing stopped at one of its bounds (entries, bytes, depth): more exist.
         truncated: bool,
     },
     /// A file operation was refused.

@@ -278,10 +278,11 @@ pub struct CreateSession {
 /// The answer of `GET /sessions/{id}/files`: the home folder, recursively.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileList {
-    /// Files and folders (`path` relative to the home folder, `size`, `kind`: `"file"`
-    /// or `"dir"`), folders before what they hold.
+    /// Files, folders and what else is there (`path` relative to the home folder,
+    /// `size`, `kind`), each folder's entries by name and before what they hold.
     pub files: Vec<crate::agent::FileEntry>,
-    /// There were more than the listing gives (10000).
+    /// The listing stopped early (at its entries, bytes or depth): there is more than
+    /// it gives.
     pub truncated: bool,
 }
 

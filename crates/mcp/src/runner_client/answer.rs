@@ -87,6 +87,7 @@ pub(super) fn classify(
         "too_many_sessions" => return RunnerError::TooManySandboxes,
         "bad_path" => return RunnerError::BadPath(message),
         "file_not_found" => return RunnerError::FileNotFound(message),
+        "not_a_file" => return RunnerError::NotAFile(message),
         "file_error" => return RunnerError::FileFailed(message),
         _ => {}
     }
@@ -155,6 +156,10 @@ mod tests {
         );
         let missing = error(StatusCode::NOT_FOUND, "file_not_found");
         assert!(missing.to_string().contains("list_files"), "{missing}");
+        let fifo = error(StatusCode::BAD_REQUEST, "not_a_file");
+        assert_eq!(fifo.code(), "not_a_file");
+        assert!(!fifo.retryable());
+        assert!(fifo.to_string().contains("list_files"), "{fifo}");
         let refused = error(StatusCode::UNPROCESSABLE_ENTITY, "dependency_denied");
         assert_eq!(refused.code(), "dependency_denied");
         assert!(!refused.retryable());

@@ -80,6 +80,13 @@ pub enum RunnerError {
     /// No such file in the sandbox.
     #[error("no such file in the sandbox ({0}); list_files shows the sandbox's files")]
     FileNotFound(String),
+    /// The path names something that is not a regular file (a folder, a FIFO, a socket,
+    /// a device).
+    #[error(
+        "the path is not a regular file ({0}); only regular files can be downloaded or \
+         uploaded: list_files shows what each entry is"
+    )]
+    NotAFile(String),
     /// A file over a cap, or a full home folder.
     #[error("the file is too large: {0}")]
     FileTooLarge(String),
@@ -152,6 +159,7 @@ impl RunnerError {
             RunnerError::TooManySandboxes => "too_many_sandboxes",
             RunnerError::BadPath(_) => "bad_path",
             RunnerError::FileNotFound(_) => "file_not_found",
+            RunnerError::NotAFile(_) => "not_a_file",
             RunnerError::FileTooLarge(_) => "too_large",
             RunnerError::FileFailed(_) => "file_error",
         }

@@ -143,32 +143,26 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// How long a file operation may take (the largest file is 16 MiB, within the sandbox).
-const FILE_LIMIT: Duration = Duration::from_secs(30);
-
 /// Sends a session's file operation and waits for its answer: Stored, File, Files or
-/// FileFailed.
+/// FileFailed. Not bounded here: the agent's file operations cannot block, and the
+/// session bounds the wait without leaving the channel out of step
+/// ([`Sessions::file`](crate::session::Sessions::file)).
 pub async fn file<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     request: FileRequest,
 ) -> Result<AgentMessage, ChannelError> {
-    let exchange = async {
-        send(s, &RunnerMessage::File(request)).await?;
-        match read(s).await? {
-            Some(
-                answer @ (AgentMessage::Stored
-                | AgentMessage::File { .. }
-                | AgentMessage::Files { .. }
-                | AgentMessage::FileFailed { .. }),
-            ) => Ok(answer),
-            Some(AgentMessage::Failed { message }) => Err(ChannelError::AgentFailed(message)),
-            Some(other) => Err(unexpected(&other, "a file answer")),
-            None => Err(ChannelError::Closed("a file answer")),
-        }
-    };
-    tokio::time::timeout(FILE_LIMIT, exchange)
-        .await
-        .unwrap_or(Err(ChannelError::Closed("a file answer in time")))
+    send(s, &RunnerMessage::File(request)).await?;
+    match read(s).await? {
+        Some(
+            answer @ (AgentMessage::Stored
+            | AgentMessage::File { .. }
+            | AgentMessage::Files { .. }
+            | AgentMessage::FileFailed { .. }),
+        ) => Ok(answer),
+        Some(AgentMessage::Failed { message }) => Err(ChannelError::AgentFailed(message)),
+        Some(other) => Err(unexpected(&other, "a file answer")),
+        None => Err(ChannelError::Closed("a file answer")),
+    }
 }
 
 fn unexpected(got: &AgentMessage, expected: &'static str) -> ChannelError {

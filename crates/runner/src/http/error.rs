@@ -105,7 +105,9 @@ fn session_status_and_code(e: &SessionError) -> (StatusCode, &'static str) {
         SessionError::File(FileFailure::TooLarge, _) => {
             (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
         }
+        SessionError::File(FileFailure::NotAFile, _) => (StatusCode::BAD_REQUEST, "not_a_file"),
         SessionError::File(FileFailure::Io, _) => (StatusCode::BAD_REQUEST, "file_error"),
+        SessionError::FileTimeout(_) => (StatusCode::GATEWAY_TIMEOUT, "file_timeout"),
     }
 }
 

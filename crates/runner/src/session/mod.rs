@@ -30,6 +30,9 @@ use tokio::sync::{watch, OwnedMutexGuard};
 /// How often the reaper looks for sessions past their idle timeout or TTL.
 pub const REAP_EVERY: Duration = Duration::from_millis(500);
 
+/// How long a caller waits for a file operation's answer (see [`Sessions::file`]).
+pub const FILE_ANSWER_WAIT: Duration = Duration::from_secs(30);
+
 /// The sessions' settings.
 #[derive(Debug, Clone, Copy)]
 pub struct SessionConfig {
@@ -77,6 +80,10 @@ pub enum SessionError {
     /// The agent refused a file operation.
     #[error("{1}")]
     File(FileFailure, String),
+    /// The agent has not answered a file operation in time; the session stays busy
+    /// until it does.
+    #[error("the sandbox has not answered the file operation within {0:?}; the session stays, busy until it answers")]
+    FileTimeout(Duration),
 }
 
 /// A session's sandbox, held by the one operation in flight (`None`: the session ended).
@@ -259,8 +266,16 @@ impl<S: PooledSandbox> Sessions<S> {
 
     /// Does a file operation in the session's sandbox (refused while a run is in
     /// flight). Like a run, it goes on in a task of its own, so that a caller that goes
-    /// away never leaves the channel in the middle of an exchange. A sandbox that fails
-    /// to answer ends the session.
+    /// away never leaves the channel in the middle of an exchange.
+    ///
+    /// No file operation ends the session: the agent refuses what it cannot do
+    /// ([`SessionError::File`]), and it cannot block (every open is non-blocking and
+    /// only regular files on the home folder's tmpfs are read or written), so an answer
+    /// always comes. Should one not come within [`FILE_ANSWER_WAIT`], the caller hears
+    /// so ([`SessionError::FileTimeout`]) and the task goes on waiting for it, the
+    /// session busy meanwhile, until it comes or the session ends (TTL, DELETE). Only
+    /// a sandbox that fails (its channel closes or garbles) ends the session, as it
+    /// would a run.
     pub async fn file(
         self: &Arc<Self>,
         id: &str,
@@ -269,34 +284,43 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let (_, guard) = self.hold(id)?;
+        let (session, guard) = self.hold(id)?;
         let sessions = self.clone();
-        let id = id.to_owned();
-        let task = tokio::spawn(async move { sessions.file_held(&id, guard, request).await });
-        task.await
-            .map_err(|e| SessionError::Sandbox(format!("the file task failed: {e}")))?
+        let task = tokio::spawn(async move { sessions.file_held(session, guard, request).await });
+        match tokio::time::timeout(FILE_ANSWER_WAIT, task).await {
+            Ok(joined) => {
+                joined.map_err(|e| SessionError::Sandbox(format!("the file task failed: {e}")))?
+            }
+            Err(_) => Err(SessionError::FileTimeout(FILE_ANSWER_WAIT)),
+        }
     }
 
     async fn file_held(
         &self,
-        id: &str,
+        session: Arc<Session<S>>,
         mut guard: Held<S>,
         request: FileRequest,
     ) -> Result<AgentMessage, SessionError>
     where
         S::Error: std::fmt::Display + Send,
     {
+        let id = session.id.clone();
         let Some(sandbox) = guard.as_mut() else {
-            return Err(SessionError::NotFound(id.to_owned()));
+            return Err(SessionError::NotFound(id));
         };
-        let error = match sandbox.file(request).await {
+        let mut ended = session.ended.subscribe();
+        let answer = tokio::select! {
+            answer = sandbox.file(request) => answer,
+            _ = ended.wait_for(|ended| *ended) => return Err(SessionError::NotFound(id)),
+        };
+        let error = match answer {
             Ok(AgentMessage::FileFailed { reason, message }) => {
                 return Err(SessionError::File(reason, message))
             }
             Ok(answer) => return Ok(answer),
             Err(e) => e.to_string(),
         };
-        self.fail(id, guard, error).await
+        self.fail(&id, guard, error).await
     }
 
     /// Ends a session: a run in flight stops, and the sandbox is destroyed before this

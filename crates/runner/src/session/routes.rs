@@ -44,6 +44,9 @@ pub fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B
 
 /// The most entries a listing gives.
 const LIST_LIMIT: usize = 10_000;
+/// The most bytes a listing's entries take as JSON (a listing's answer is at most this
+/// and a few bytes).
+const LIST_BYTES: usize = 4 << 20;
 
 async fn upload<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
@@ -83,7 +86,10 @@ async fn list<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     Path(id): Path<String>,
 ) -> Result<Json<FileList>, ApiError> {
-    let request = FileRequest::List { limit: LIST_LIMIT };
+    let request = FileRequest::List {
+        limit: LIST_LIMIT,
+        max_bytes: LIST_BYTES,
+    };
     match state.sessions.file(&id, request).await? {
         AgentMessage::Files { files, truncated } => Ok(Json(FileList { files, truncated })),
         _ => Err(unexpected(&id)),
