@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{assert_read_only, python_imports, spec, TestStore};
-use sandbox_packages::{build, DepsError, Manifest, Policy, Resolver, ScriptMetadata};
-
-const PYTHON: &str = "/usr/bin/python3";
+use sandbox_packages::{build, DepsError, Manifest, Policy, ScriptMetadata};
 
 fn deps(names: &[&str]) -> ScriptMetadata {
     ScriptMetadata {
@@ -43,13 +41,7 @@ async fn inline_dependencies_are_installed_once_then_cached() {
         .await
         .unwrap()
         .set;
-    let resolver = Resolver::new(
-        t.store.clone(),
-        Some(base.clone()),
-        Policy::default(),
-        PYTHON,
-        t.unconfined(),
-    );
+    let resolver = t.resolver(Some(base.clone()), Policy::default());
 
     // humanize is new; six is the base set's and stays there.
     let started = Instant::now();
@@ -98,14 +90,9 @@ async fn inline_dependencies_are_installed_once_then_cached() {
     );
 
     // A new resolver (a restarted runner) finds it too.
-    let again = Resolver::new(
-        t.store.clone(),
-        Some(base.clone()),
-        Policy::default(),
-        PYTHON,
-        t.unconfined(),
-    )
-    .with_env(unreachable_index());
+    let again = t
+        .resolver(Some(base.clone()), Policy::default())
+        .with_env(unreachable_index());
     assert!(
         again
             .resolve(&deps(&["humanize", "six"]))
@@ -131,13 +118,7 @@ async fn inline_dependencies_are_installed_once_then_cached() {
 #[tokio::test]
 async fn concurrent_requests_run_pip_once() {
     let t = TestStore::new();
-    let resolver = Arc::new(Resolver::new(
-        t.store.clone(),
-        None,
-        Policy::default(),
-        PYTHON,
-        t.unconfined(),
-    ));
+    let resolver = Arc::new(t.resolver(None, Policy::default()));
     let tasks: Vec<_> = (0..4)
         .map(|_| {
             let r = resolver.clone();
@@ -166,14 +147,9 @@ async fn the_policy_refuses_before_the_network() {
         ..Policy::default()
     };
     // The index is unreachable: a refusal that went to the network would say so.
-    let resolver = Resolver::new(
-        t.store.clone(),
-        None,
-        policy.clone(),
-        PYTHON,
-        t.unconfined(),
-    )
-    .with_env(unreachable_index());
+    let resolver = t
+        .resolver(None, policy.clone())
+        .with_env(unreachable_index());
     let started = Instant::now();
     let e = resolver
         .resolve(&deps(&["humanize", "six>=1"]))
@@ -197,7 +173,7 @@ async fn the_policy_refuses_before_the_network() {
     );
 
     // What a package pulls in is checked too (this one needs the index).
-    let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON, t.unconfined());
+    let resolver = t.resolver(None, policy);
     let e = resolver.resolve(&deps(&["requests"])).await.unwrap_err();
     assert_code(&e, "dependency_denied", 422);
     assert!(e.to_string().contains("needed by the requested"), "{e}");
@@ -209,13 +185,7 @@ async fn the_policy_refuses_before_the_network() {
 #[tokio::test]
 async fn missing_packages_and_wheels_are_named() {
     let t = TestStore::new();
-    let resolver = Resolver::new(
-        t.store.clone(),
-        None,
-        Policy::default(),
-        PYTHON,
-        t.unconfined(),
-    );
+    let resolver = t.resolver(None, Policy::default());
     let e = resolver
         .resolve(&deps(&["this-package-does-not-exist-xyz-123"]))
         .await
@@ -247,7 +217,7 @@ async fn too_large_sets_are_refused_and_removed() {
         max_bytes: 1,
         ..Policy::default()
     };
-    let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON, t.unconfined());
+    let resolver = t.resolver(None, policy);
     let e = resolver.resolve(&deps(&["humanize"])).await.unwrap_err();
     assert_code(&e, "dependency_too_large", 422);
     assert!(e.to_string().contains("humanize"), "{e}");
@@ -264,7 +234,7 @@ async fn slow_resolutions_time_out() {
             timeout,
             ..Policy::default()
         };
-        let resolver = Resolver::new(t.store.clone(), None, policy, PYTHON, t.unconfined());
+        let resolver = t.resolver(None, policy);
         let started = Instant::now();
         let e = resolver.resolve(&deps(&["scipy"])).await.unwrap_err();
         assert_code(&e, "dependency_timeout", 422);
@@ -282,14 +252,9 @@ async fn slow_resolutions_time_out() {
 #[tokio::test]
 async fn an_unreachable_index_is_told_apart() {
     let t = TestStore::new();
-    let resolver = Resolver::new(
-        t.store.clone(),
-        None,
-        Policy::default(),
-        PYTHON,
-        t.unconfined(),
-    )
-    .with_env(unreachable_index());
+    let resolver = t
+        .resolver(None, Policy::default())
+        .with_env(unreachable_index());
     let e = resolver.resolve(&deps(&["six"])).await.unwrap_err();
     assert_code(&e, "index_unreachable", 422);
     assert!(
@@ -304,14 +269,9 @@ async fn an_unreachable_index_is_told_apart() {
 #[tokio::test]
 async fn bad_requests_are_refused_without_pip() {
     let t = TestStore::new();
-    let resolver = Resolver::new(
-        t.store.clone(),
-        None,
-        Policy::default(),
-        PYTHON,
-        t.unconfined(),
-    )
-    .with_env(unreachable_index());
+    let resolver = t
+        .resolver(None, Policy::default())
+        .with_env(unreachable_index());
     for bad in [
         "six @ https://example.com/six.whl",
         "--index-url=http://evil",

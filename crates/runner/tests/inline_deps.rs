@@ -95,6 +95,23 @@ async fn post_python(runner: &Runner, code: &str) -> (u16, Value) {
     runner.post(&json!({"lang": "python", "code": code})).await
 }
 
+/// Posts, in a task of its own, a program that depends on the project whose index page
+/// never comes in time; the answer, if any.
+fn post_stalled(runner: &Runner) -> tokio::task::JoinHandle<reqwest::Result<(u16, Value)>> {
+    let url = format!("{}/run", runner.url);
+    let client = runner.client.clone();
+    tokio::spawn(async move {
+        let resp = client
+            .post(url)
+            .bearer_auth(common::TOKEN)
+            .json(&json!({"lang": "python", "code": script(&[STALLED])}))
+            .send()
+            .await?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.json::<Value>().await?))
+    })
+}
+
 fn assert_refused(answer: &(u16, Value), status: u16, code: &str, names: &[&str]) {
     let (got, body) = answer;
     assert_eq!(*got, status, "{body}");
@@ -207,21 +224,7 @@ fn copy_dir(from: &Path, to: &Path) {
 async fn the_resolver_runs_confined_and_a_timeout_leaves_nothing() {
     let s = setup(json!([]), &[("RUNNER_DEPS_TIMEOUT_MS", "8000")]).await;
     let pid = s.runner.pid();
-    let request = {
-        let runner_url = s.runner.url.clone();
-        let client = s.runner.client.clone();
-        tokio::spawn(async move {
-            let resp = client
-                .post(format!("{runner_url}/run"))
-                .bearer_auth(common::TOKEN)
-                .json(&json!({"lang": "python", "code": script(&[STALLED])}))
-                .send()
-                .await
-                .expect("POST /run");
-            let status = resp.status().as_u16();
-            (status, resp.json::<Value>().await.expect("JSON"))
-        })
-    };
+    let request = post_stalled(&s.runner);
     let pips = wait_for_resolver(pid, Duration::from_secs(20)).await;
     for pip in &pips {
         let status = std::fs::read_to_string(format!("/proc/{pip}/status")).unwrap_or_default();
@@ -296,8 +299,11 @@ async fn the_resolver_runs_confined_and_a_timeout_leaves_nothing() {
         "the resolver's processes are limited: {pids}"
     );
 
-    let (status, body) = request.await.expect("the request's task");
-    assert_refused(&(status, body), 422, "dependency_timeout", &[STALLED]);
+    let answer = request
+        .await
+        .expect("the request's task")
+        .expect("an answer");
+    assert_refused(&answer, 422, "dependency_timeout", &[STALLED]);
     assert_nothing_left(&s, pid).await;
 }
 
@@ -305,18 +311,7 @@ async fn the_resolver_runs_confined_and_a_timeout_leaves_nothing() {
 async fn a_caller_that_goes_away_leaves_nothing() {
     let s = setup(json!([]), &[]).await;
     let pid = s.runner.pid();
-    let request = {
-        let runner_url = s.runner.url.clone();
-        let client = s.runner.client.clone();
-        tokio::spawn(async move {
-            let _ = client
-                .post(format!("{runner_url}/run"))
-                .bearer_auth(common::TOKEN)
-                .json(&json!({"lang": "python", "code": script(&[STALLED])}))
-                .send()
-                .await;
-        })
-    };
+    let request = post_stalled(&s.runner);
     wait_for_resolver(pid, Duration::from_secs(20)).await;
     wait_for_stall(&s.index).await;
     request.abort();
@@ -327,19 +322,7 @@ async fn a_caller_that_goes_away_leaves_nothing() {
 async fn a_runner_that_stops_leaves_nothing() {
     let mut s = setup(json!([]), &[("RUNNER_SHUTDOWN_GRACE_MS", "1000")]).await;
     let pid = s.runner.pid();
-    let request = {
-        let runner_url = s.runner.url.clone();
-        let client = s.runner.client.clone();
-        tokio::spawn(async move {
-            client
-                .post(format!("{runner_url}/run"))
-                .bearer_auth(common::TOKEN)
-                .json(&json!({"lang": "python", "code": script(&[STALLED])}))
-                .send()
-                .await
-                .map(|r| r.status().as_u16())
-        })
-    };
+    let request = post_stalled(&s.runner);
     wait_for_resolver(pid, Duration::from_secs(20)).await;
     wait_for_stall(&s.index).await;
     s.runner.terminate();
@@ -348,8 +331,11 @@ async fn a_runner_that_stops_leaves_nothing() {
         exited.is_some_and(|e| e.success()),
         "the runner stopped cleanly: {exited:?}"
     );
-    if let Ok(Ok(status)) = request.await {
-        assert_eq!(status, 503, "a resolution ended by the runner's stop");
+    if let Ok(Ok((status, body))) = request.await {
+        assert_eq!(
+            status, 503,
+            "a resolution ended by the runner's stop: {body}"
+        );
     }
     assert_nothing_left(&s, pid).await;
     let instance = Path::new(STATE_DIR).join("deps").join(format!("r{pid}"));

@@ -23,10 +23,22 @@ impl TestStore {
         TestStore { store, dir }
     }
 
-    /// The confinement of a resolver whose pip runs as this process, in the store's
-    /// `tmp/`.
-    pub fn unconfined(&self) -> std::sync::Arc<dyn sandbox_packages::Confinement> {
-        std::sync::Arc::new(sandbox_packages::Unconfined::new(self.store.tmp_dir()))
+    /// A resolver of this store for `/usr/bin/python3`, whose pip runs as this process,
+    /// in the store's `tmp/`.
+    pub fn resolver(
+        &self,
+        base: Option<sandbox_packages::PackageSet>,
+        policy: sandbox_packages::Policy,
+    ) -> sandbox_packages::Resolver {
+        let confinement =
+            std::sync::Arc::new(sandbox_packages::Unconfined::new(self.store.tmp_dir()));
+        sandbox_packages::Resolver::new(
+            self.store.clone(),
+            base,
+            policy,
+            "/usr/bin/python3",
+            confinement,
+        )
     }
 
     pub fn root(&self) -> &Path {
