@@ -124,6 +124,8 @@ async fn a_timer_that_sends_sigcont_does_not_tick_while_the_session_rests() {
         return;
     }
     let runner = Runner::start();
+    let health = runner.health().await;
+    assert_eq!(health["limits"]["sessionsFrozen"], true, "{health}");
     let id = runner.open_session(json!({})).await;
     let marker = format!("tick-{}", std::process::id());
     let first = runner
@@ -305,4 +307,14 @@ async fn a_frozen_session_ends_at_its_idle_timeout_on_delete_and_at_shutdown() {
         "the runner's shutdown ends its frozen session"
     );
     assert_eq!(instance_cgroups(pid), Vec::<std::path::PathBuf>::new());
+}
+
+#[tokio::test]
+async fn health_says_whether_sessions_are_frozen_between_calls() {
+    let runner = Runner::start();
+    let health = runner.health().await;
+    // The rootless battery's runners have no cgroup, hence no freezer.
+    let frozen = common::test_uid().is_none();
+    assert_eq!(health["limits"]["sessionsFrozen"], frozen, "{health}");
+    assert_eq!(health["limits"]["resourceLimits"], frozen, "{health}");
 }

@@ -479,7 +479,8 @@ fn warn_no_limits() {
     tracing::warn!(
         "UNSAFE: --unsafe-no-resource-limits: sandboxes have no memory and no CPU limit \
          (their processes are still capped); a program can take all of this host's memory \
-         and CPU"
+         and CPU, and no cgroup freezer holds a session between its calls (its agent stops \
+         its processes with SIGSTOP, which a program can leave)"
     );
 }
 
