@@ -644,8 +644,8 @@ async fn a_session_lives_across_runs_in_one_vm() {
             out
         }
     };
-    // The run waits for the background sleep to exec: a session stops its processes
-    // when the run answers, and a child stopped before its exec is still a bash.
+    // The run waits for the background sleep to exec: a session freezes its processes
+    // when the run answers, and a child frozen before its exec is still a bash.
     run("echo kept > ~/note; sleep 300 & until grep -qs 300 /proc/$!/cmdline; do sleep 0.02; done")
         .await;
     let out = run("cat ~/note; ps -eo comm | grep -c '^sleep$'").await;
@@ -672,7 +672,7 @@ async fn a_session_lives_across_runs_in_one_vm() {
         .unwrap();
     assert_eq!(back.bytes().await.unwrap().as_ref(), b"kept\n");
     // The resident interpreter and the outputs, inside the guest's jail as on a host;
-    // the background sleep, stopped between runs, sleeps again during one (state S).
+    // the background sleep, frozen between runs, sleeps again during one (state S).
     runner.ok_in(&id, "python", "x = 41").await;
     let out = runner
         .ok_in(
