@@ -22,9 +22,12 @@ pub(crate) fn kill_all(program: Pid) {
 /// Rounds of stopping before [`pause_all`] gives up on a process that keeps running.
 const PAUSE_ROUNDS: u32 = 200;
 
-/// Stops every process of the sandbox but the agent (a session between its runs: no
-/// process uses CPU until [`resume_all`]). Only as PID 1 of the sandbox's namespace;
-/// elsewhere it does nothing.
+/// Stops every process of the sandbox but the agent: a session between its runs where
+/// no cgroup freezer holds it (a sandbox without cgroups, see
+/// `Job::sigstop_between_runs`). No process uses CPU until [`resume_all`], unless it
+/// wakes itself: SIGCONT ends a stop however it is sent (a timer can send it), which is
+/// why a sandbox with cgroups is frozen instead. Only as PID 1 of the sandbox's
+/// namespace; elsewhere it does nothing.
 ///
 /// The kernel walks the processes with forks held off, and aborts a fork whose parent
 /// has a signal pending, so one signal should reach all; it is sent again until /proc

@@ -1,6 +1,6 @@
-//! What `/proc` and a cgroup's `cgroup.procs` say about a sandbox's processes: their
-//! state (running, sleeping or stopped), their CPU time, their pid inside the sandbox
-//! and their command line.
+//! What `/proc` and a sandbox's cgroups say about its processes: their state (running,
+//! sleeping or stopped), their CPU time, their pid inside the sandbox and their command
+//! line, and whether the cgroup freezer holds them (a resting session).
 
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
@@ -84,6 +84,27 @@ pub fn inner_pid(pid: u32) -> anyhow::Result<u32> {
         .with_context(|| format!("no NSpid in {path}"))
 }
 
+/// Where the cgroup hierarchies are mounted.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// Whether the cgroup freezer holds the sandbox whose memory cgroup is `cgroup`: on v1
+/// the `freezer.state` of its folder in the freezer's tree, on v2 the `frozen` line of
+/// its `cgroup.events`.
+pub fn frozen(cgroup: &Path) -> bool {
+    let v1_memory = Path::new(CGROUP_ROOT).join("memory");
+    match cgroup.strip_prefix(&v1_memory) {
+        Ok(rel) => {
+            let state = Path::new(CGROUP_ROOT)
+                .join("freezer")
+                .join(rel)
+                .join("freezer.state");
+            std::fs::read_to_string(state).is_ok_and(|s| s.trim() == "FROZEN")
+        }
+        Err(_) => std::fs::read_to_string(cgroup.join("cgroup.events"))
+            .is_ok_and(|events| events.lines().any(|l| l.trim() == "frozen 1")),
+    }
+}
+
 /// Whether any process of `cgroup` is stopped (state `T`).
 pub fn holds_stopped(cgroup: &Path) -> anyhow::Result<bool> {
     for pid in procs(cgroup)? {
@@ -95,43 +116,44 @@ pub fn holds_stopped(cgroup: &Path) -> anyhow::Result<bool> {
     Ok(false)
 }
 
-/// The one cgroup of `cgroups` that holds stopped processes: a resting session's
-/// sandbox (its agent stops every other process of it between runs), where a warm
-/// sandbox's processes only sleep. Waits up to `timeout` for exactly one.
+/// Whether the sandbox whose memory cgroup is `cgroup` rests as a session does between
+/// its calls: frozen by its cgroup's freezer, or (a runner without cgroups) with
+/// processes its agent stopped.
+pub fn rests(cgroup: &Path) -> anyhow::Result<bool> {
+    Ok(frozen(cgroup) || holds_stopped(cgroup)?)
+}
+
+/// Waits up to `timeout` until the sandbox whose memory cgroup is `cgroup` rests.
+pub async fn wait_resting(cgroup: &Path, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !rests(cgroup)? {
+        if Instant::now() >= deadline {
+            bail!("{} does not rest after {timeout:?}", cgroup.display());
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    Ok(())
+}
+
+/// The one cgroup of `cgroups` that rests: a resting session's sandbox (frozen between
+/// its calls), where a warm sandbox's processes only sleep. Waits up to `timeout` for
+/// exactly one.
 pub async fn resting_cgroup(cgroups: &[PathBuf], timeout: Duration) -> anyhow::Result<PathBuf> {
     let deadline = Instant::now() + timeout;
     loop {
         let mut resting = Vec::new();
         for cgroup in cgroups {
-            if holds_stopped(cgroup)? {
+            if rests(cgroup)? {
                 resting.push(cgroup.clone());
             }
         }
         match resting.as_slice() {
             [one] => return Ok(one.clone()),
             found if Instant::now() >= deadline => {
-                bail!("expected one sandbox with stopped processes, found {found:?}")
+                bail!("expected one resting sandbox, found {found:?}")
             }
             _ => tokio::time::sleep(POLL_EVERY).await,
         }
-    }
-}
-
-/// Waits up to `timeout` until `pid` is stopped (state `T`).
-pub async fn wait_stopped(pid: u32, timeout: Duration) -> anyhow::Result<Stat> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let now = stat(pid)?;
-        if now.state == 'T' {
-            return Ok(now);
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "process {pid} is in state {} after {timeout:?}, not stopped",
-                now.state
-            );
-        }
-        tokio::time::sleep(POLL_EVERY).await;
     }
 }
 

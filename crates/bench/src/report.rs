@@ -440,7 +440,7 @@ fn sessions_md(s: &SessionFigures, md: &mut String) {
         "| `{}` in a session holding | p50 | p95 |\n|---|---|---|\n\
          | {} background `sleep 1000` | {:.2} | {:.2} |\n\
          | no background process | {:.2} | {:.2} |\n\n\
-         Stopping and waking {} processes: {:.2} ms a run (difference of the p50s).\n",
+         Thawing and freezing {} processes: {:.2} ms a run (difference of the p50s).\n",
         w.code,
         w.background,
         w.crowded.p50_ms,

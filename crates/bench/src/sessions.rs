@@ -13,6 +13,7 @@ use crate::stats::{self, Latency};
 use anyhow::{ensure, Context};
 use sandbox_protocol::Lang;
 use serde::Serialize;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Background processes of the crowded session in the stop/wake figure.
@@ -200,9 +201,9 @@ async fn run_vs_one_shot(
 }
 
 /// A python session that has run [`IDLE_CODE`], resting, next to the pool's warm python
-/// sandboxes. The session's sandbox is told from the warm ones by its stopped
-/// processes (state `T` in `/proc/PID/stat`): between runs its agent stops every other
-/// process of the sandbox, while a warm sandbox's only sleep (state `S`).
+/// sandboxes. The session's sandbox is told from the warm ones by its frozen cgroup:
+/// between calls the cgroup freezer holds it, while a warm sandbox's processes only
+/// sleep.
 async fn idle_memory(api: &RunnerApi, runner_pid: u32) -> anyhow::Result<IdleSession> {
     quiet(api).await?;
     api.in_session(|id| async move {
@@ -223,7 +224,7 @@ async fn idle_memory(api: &RunnerApi, runner_pid: u32) -> anyhow::Result<IdleSes
         }
         warm.retain(|s| s.kind == "python");
         ensure!(!warm.is_empty(), "the pool holds no warm python sandbox");
-        // The interpreter kept its state while it was stopped.
+        // The interpreter kept its state while it was frozen.
         api.session_expect(&id, &Lang::PYTHON, "print(x + 1)", "42\n")
             .await?;
         Ok(IdleSession {
@@ -236,7 +237,7 @@ async fn idle_memory(api: &RunnerApi, runner_pid: u32) -> anyhow::Result<IdleSes
 }
 
 /// The same run, interleaved, in a session holding [`BACKGROUND`] sleeping processes
-/// and in one holding none: the difference is stopping and waking those processes.
+/// and in one holding none: the difference is thawing and freezing those processes.
 async fn stop_wake(api: &RunnerApi, sizes: &Sizes) -> anyhow::Result<StopWake> {
     quiet(api).await?;
     api.in_session(|crowded| async move {
@@ -292,7 +293,7 @@ async fn interleaved(
 async fn busy_loop(api: &RunnerApi, runner_pid: u32, rest: Duration) -> anyhow::Result<BusyLoop> {
     quiet(api).await?;
     api.in_session(|id| async move {
-        // The run ends (and the session is stopped) only once the loop has exec'd, so
+        // The run ends (and the session is frozen) only once the loop has exec'd, so
         // that its command line is the loop's when it is looked for.
         let start = format!(
             "{} '{}' >/dev/null 2>&1 & pid=$!; \
@@ -307,13 +308,14 @@ async fn busy_loop(api: &RunnerApi, runner_pid: u32, rest: Duration) -> anyhow::
             .trim()
             .parse()
             .with_context(|| format!("the busy loop's pid: {:?}", answer.stdout))?;
-        let pid = find_busy_loop(runner_pid, inner)?;
-        let before = procfs::wait_stopped(pid, STOP_TIMEOUT).await?;
+        let (pid, cgroup) = find_busy_loop(runner_pid, inner)?;
+        procfs::wait_resting(&cgroup, STOP_TIMEOUT).await?;
+        let before = procfs::stat(pid)?;
         tokio::time::sleep(rest).await;
         let rested = procfs::stat(pid)?;
         ensure!(
-            rested.state == 'T',
-            "the busy loop woke while its session rested"
+            procfs::rests(&cgroup)?,
+            "the busy loop's session woke while it rested"
         );
         let sleep = format!("sleep {}; echo 1", rest.as_secs_f64());
         api.session_expect(&id, &Lang::BASH, &sleep, "1\n").await?;
@@ -328,12 +330,13 @@ async fn busy_loop(api: &RunnerApi, runner_pid: u32, rest: Duration) -> anyhow::
     .await
 }
 
-/// The host pid of the busy loop whose pid in its sandbox is `inner`.
-fn find_busy_loop(runner_pid: u32, inner: u32) -> anyhow::Result<u32> {
+/// The host pid of the busy loop whose pid in its sandbox is `inner`, and its sandbox's
+/// memory cgroup.
+fn find_busy_loop(runner_pid: u32, inner: u32) -> anyhow::Result<(u32, PathBuf)> {
     for cgroup in memory::sandbox_cgroups(runner_pid)? {
         for pid in procfs::procs(&cgroup)? {
             if procfs::cmdline(pid) == BUSY_LOOP && procfs::inner_pid(pid).ok() == Some(inner) {
-                return Ok(pid);
+                return Ok((pid, cgroup));
             }
         }
     }

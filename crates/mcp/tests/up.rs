@@ -92,7 +92,7 @@ async fn up_prints_working_settings_and_runs_each_language() {
     let status = child.wait().expect("up exits");
     assert!(status.success(), "{status}");
     let instance = format!("r{}", child.id());
-    for controller in ["memory", "cpu", "pids", ""] {
+    for controller in ["memory", "cpu", "pids", "freezer", ""] {
         let dir = std::path::Path::new("/sys/fs/cgroup")
             .join(controller)
             .join("sandbox-runner")

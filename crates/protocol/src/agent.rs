@@ -47,6 +47,14 @@ pub struct Job {
     /// (false) is the sandbox's only one, and nothing of it outlives its answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub session: bool,
+    /// A session's job in a sandbox that no cgroup freezer holds between its calls (one
+    /// without cgroups: `--unsafe-no-resource-limits`): the agent stops the session's
+    /// processes with SIGSTOP once the run ends, and wakes them with SIGCONT when the
+    /// next starts. A stand-in only: a program can wake itself with a timer that sends
+    /// it SIGCONT. Where there is a freezer (false), the runner (or a VM's init) freezes
+    /// the sandbox's cgroup between calls and the agent stops nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sigstop_between_runs: bool,
     /// Collect the files the job writes under the home's `outputs/` folder into the
     /// answer, within these caps; absent: collect none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -361,6 +369,7 @@ mod tests {
             stdout_cap: 10,
             stderr_cap: 10,
             session: false,
+            sigstop_between_runs: false,
             outputs: None,
             python_paths: Vec::new(),
         };

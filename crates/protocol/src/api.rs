@@ -135,6 +135,13 @@ pub struct Limits {
     /// without a delegated cgroup): the process cap stays.
     #[serde(default = "enforced")]
     pub resource_limits: bool,
+    /// Whether the cgroup freezer holds a session's processes between its calls, so that
+    /// nothing of it runs, whatever signal it gets. False where there is no cgroup
+    /// (`--unsafe-no-resource-limits`; its agent then stops them with SIGSTOP, which a
+    /// program can leave with a timer that sends it SIGCONT), and from runners older than
+    /// this field (they stopped them so).
+    #[serde(default)]
+    pub sessions_frozen: bool,
 }
 
 /// Limits are enforced unless a runner says otherwise (older runners say nothing).
@@ -156,6 +163,7 @@ impl Default for Limits {
             queue_timeout_ms: defaults::QUEUE_TIMEOUT_MS,
             network: false,
             resource_limits: true,
+            sessions_frozen: true,
         }
     }
 }

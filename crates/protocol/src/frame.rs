@@ -94,6 +94,7 @@ mod tests {
             stdout_cap: 1,
             stderr_cap: 2,
             session: false,
+            sigstop_between_runs: false,
             outputs: None,
             python_paths: Vec::new(),
         };

@@ -89,6 +89,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
         stdout_cap: config.output_cap_bytes,
         stderr_cap: config.output_cap_bytes,
         session: false,
+        sigstop_between_runs: false,
         outputs: None,
         python_paths: Vec::new(),
     };

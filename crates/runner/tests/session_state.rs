@@ -342,9 +342,13 @@ async fn between_runs_a_session_s_processes_are_stopped_and_use_no_cpu() {
     assert_eq!(spinner.len(), 1, "{spinner:?}");
     let pid = spinner[0].split(':').next().unwrap().to_owned();
     let (state, before) = host_state(&pid);
-    assert_eq!(state, 'T', "stopped between runs");
+    assert!(
+        common::held_between_calls(&pid),
+        "frozen between runs: {state} {:?}",
+        common::freezer_state(&pid)
+    );
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert_eq!(host_state(&pid), ('T', before), "no CPU while stopped");
+    assert_eq!(host_state(&pid), (state, before), "no CPU while frozen");
 
     // The next run wakes everything: the spinner runs again, the interpreter kept its
     // state.
@@ -426,8 +430,9 @@ async fn a_program_that_keeps_forking_is_stopped_all_the_same() {
         |procs: &[String]| -> Vec<(char, u64)> { procs.iter().map(|p| host_state(p)).collect() };
     let first = states(&programs);
     assert!(
-        first.iter().all(|(s, _)| matches!(s, 'T' | 'Z')),
-        "every program stopped: {first:?} ({programs:?} of {mates:?})"
+        programs.iter().all(|p| common::held_between_calls(p)),
+        "every program frozen: {first:?} ({programs:?} of {mates:?}, {:?})",
+        common::freezer_state(&pid)
     );
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(

@@ -10,6 +10,12 @@
 //! ([`Jailed`] is the [`Worker`] of the init's exchange with the runner): it forwards
 //! Prepare and the Job, and adds to the answer whether the sandbox's cgroup saw an OOM
 //! kill, which only it can read.
+//!
+//! A session's sandbox is frozen between its calls by the init, which relays every call
+//! and so knows where each ends: it thaws the sandbox's cgroup before it forwards a
+//! session's job or a file operation, and freezes it (waiting until the kernel says
+//! every process is) before it hands the answer on. The agent, inside the cgroup, is
+//! frozen with the rest; the init, outside, is not.
 
 use super::{InitError, Settings};
 use crate::Worker;
@@ -127,31 +133,26 @@ impl Jailed {
         frame::write(&mut self.channel, message)
             .map_err(|e| format!("writing to the sandbox's agent: {e}"))
     }
-}
 
-impl Worker for Jailed {
-    fn prepare(&mut self, request: &Prepare) -> Result<(), String> {
-        self.send(&RunnerMessage::Prepare(request.clone()))?;
-        match self.answer()? {
-            AgentMessage::Ready => Ok(()),
-            AgentMessage::Failed { message } => Err(message),
-            other => Err(format!(
-                "the sandbox's agent answered a Prepare with {other:?}"
-            )),
-        }
+    /// Lets the sandbox's processes run for a session's call.
+    fn thaw(&self) -> Result<(), String> {
+        self.cgroup
+            .freezer()
+            .thaw()
+            .map_err(|e| format!("thawing the sandbox: {e}"))
     }
 
-    fn file(&mut self, request: &FileRequest) -> AgentMessage {
-        match self
-            .send(&RunnerMessage::File(request.clone()))
-            .and_then(|()| self.answer())
-        {
-            Ok(answer) => answer,
-            Err(message) => AgentMessage::Failed { message },
-        }
+    /// Freezes the sandbox's processes until the session's next call.
+    fn freeze(&self) -> Result<(), String> {
+        self.cgroup
+            .freezer()
+            .freeze()
+            .map_err(|e| format!("freezing the sandbox between calls: {e}"))
     }
 
-    fn run(&mut self, job: &Job) -> AgentMessage {
+    /// Forwards the job to the agent; its answer, with whether the cgroup saw an OOM
+    /// kill meanwhile.
+    fn relay(&mut self, job: &Job) -> AgentMessage {
         let before = self.oom_kills;
         let answer = self
             .send(&RunnerMessage::Job(job.clone()))
@@ -168,6 +169,48 @@ impl Worker for Jailed {
             },
             Ok(failed) => failed,
             Err(message) => AgentMessage::Failed { message },
+        }
+    }
+}
+
+impl Worker for Jailed {
+    fn prepare(&mut self, request: &Prepare) -> Result<(), String> {
+        self.send(&RunnerMessage::Prepare(request.clone()))?;
+        match self.answer()? {
+            AgentMessage::Ready => Ok(()),
+            AgentMessage::Failed { message } => Err(message),
+            other => Err(format!(
+                "the sandbox's agent answered a Prepare with {other:?}"
+            )),
+        }
+    }
+
+    /// A file operation is a session's call: the sandbox is thawed for it.
+    fn file(&mut self, request: &FileRequest) -> AgentMessage {
+        match self
+            .thaw()
+            .and_then(|()| self.send(&RunnerMessage::File(request.clone())))
+            .and_then(|()| self.answer())
+            .and_then(|answer| self.freeze().map(|()| answer))
+        {
+            Ok(answer) => answer,
+            Err(message) => AgentMessage::Failed { message },
+        }
+    }
+
+    fn run(&mut self, job: &Job) -> AgentMessage {
+        if job.session {
+            if let Err(message) = self.thaw() {
+                return AgentMessage::Failed { message };
+            }
+        }
+        let answer = self.relay(job);
+        match answer {
+            AgentMessage::Done(_) if job.session => match self.freeze() {
+                Ok(()) => answer,
+                Err(message) => AgentMessage::Failed { message },
+            },
+            _ => answer,
         }
     }
 }

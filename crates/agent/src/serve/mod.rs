@@ -55,10 +55,13 @@ where
         Ok(())
     }
 
-    /// A session's processes are stopped between its runs (see [`crate::tree::pause_all`])
-    /// and go on when the next run starts.
+    /// A session's processes are frozen between its calls by whoever holds its cgroup
+    /// (the runner, a VM's init); where nothing does, the job says so
+    /// ([`Job::sigstop_between_runs`]) and the agent stops them itself
+    /// ([`crate::tree::pause_all`]) until the next run starts.
     fn run(&mut self, job: &Job) -> AgentMessage {
-        if job.session {
+        let stop = job.session && job.sigstop_between_runs;
+        if stop {
             crate::tree::resume_all();
         }
         let answer = match (self.run)(job, &mut self.kept) {
@@ -67,7 +70,7 @@ where
                 message: e.to_string(),
             },
         };
-        if job.session && !crate::tree::pause_all() {
+        if stop && !crate::tree::pause_all() {
             eprintln!("sandbox-agent: a process of the session kept running after SIGSTOP");
         }
         answer

@@ -46,6 +46,7 @@ fn job() -> Job {
         stdout_cap: 100,
         stderr_cap: 100,
         session: false,
+        sigstop_between_runs: false,
         outputs: None,
         python_paths: Vec::new(),
     }

@@ -15,8 +15,8 @@
 //! ([`own_dirs`]). Then:
 //!
 //! 1. cgroup v1: `sandbox-runner/<instance>` is made below the own folder of each
-//!    controller's tree; nothing else is needed (v1 lets a cgroup with processes have
-//!    children).
+//!    controller's tree (the freezer's too); nothing else is needed (v1 lets a cgroup
+//!    with processes have children).
 //! 2. cgroup v2 (a private cgroup namespace is the engines' default there): a cgroup
 //!    may enable controllers for its children only while it holds no process itself, so
 //!    the processes of the own cgroup (the runner, the container's init) move to a leaf
@@ -26,7 +26,9 @@
 //! A read-only cgroup mount (an unprivileged container) stops the runner with a
 //! message saying how to give it one it may write ([`CgroupError::ReadOnly`]).
 
-use super::{delegated, v1, v2, CgroupError, CgroupFs, Hierarchy, HostFs, Version, LEAF, TOP};
+use super::{
+    delegated, freezer, v1, v2, CgroupError, CgroupFs, Hierarchy, HostFs, Version, LEAF, TOP,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -184,13 +186,17 @@ impl Hierarchy {
         let (cgroup, mountinfo) = (read("/proc/self/cgroup")?, read("/proc/self/mountinfo")?);
         let fs: Arc<dyn CgroupFs> = Arc::new(HostFs);
         let v2 = v2::detect(&*fs, mount);
+        if !v2 && v1::detect(&*fs, mount) {
+            // Named as such, rather than as a cgroup the mounts do not show.
+            freezer::check_v1(&*fs, mount)?;
+        }
         let own = own_dirs(v2, mount, &cgroup, &mountinfo)?;
         Self::open_below_with(fs, mount, &own, instance)
     }
 
     /// Makes this instance's folders below `own`, the own cgroup folders of a runner in
-    /// a container (one for v2; for v1, one per controller: memory, cpu, pids, in that
-    /// order), on the cgroup file systems `fs` gives access to. On v2 the own cgroup's
+    /// a container (one for v2; for v1, one per controller: memory, cpu, pids, freezer,
+    /// in that order), on the cgroup file systems `fs` gives access to. On v2 the own cgroup's
     /// processes move to [`LEAF`] first, so that it may enable the controllers.
     pub fn open_below_with(
         fs: Arc<dyn CgroupFs>,
@@ -210,6 +216,7 @@ impl Hierarchy {
             prepare_v2(&*fs, base)?;
             Self::make(fs, Version::V2, vec![base.join(TOP)], instance)
         } else if v1::detect(&*fs, mount) && own.len() == v1::CONTROLLERS.len() {
+            freezer::check_v1(&*fs, mount)?;
             let tops = own.iter().map(|dir| dir.join(TOP)).collect();
             Self::make(fs, Version::V1, tops, instance)
         } else {
@@ -225,12 +232,13 @@ mod tests {
     /// What a Docker container on a cgroup v1 host shows (this project's CI machines):
     /// each controller's mount is the container's own cgroup.
     const V1_CGROUP: &str = "9:name=systemd:/docker/abc\n8:pids:/docker/abc\n\
-        4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n";
+        6:freezer:/docker/abc\n4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n";
     const V1_MOUNTINFO: &str = "\
 80 79 0:47 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs rw,mode=755
 81 80 0:29 /docker/abc /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
 84 80 0:32 /docker/abc /sys/fs/cgroup/memory rw,nosuid shared:9 - cgroup cgroup rw,memory
 88 80 0:36 /docker/abc /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids
+86 80 0:34 /docker/abc /sys/fs/cgroup/freezer rw,nosuid - cgroup cgroup rw,freezer
 ";
 
     #[test]
@@ -239,7 +247,7 @@ mod tests {
         let dirs = own_dirs(false, mount, V1_CGROUP, V1_MOUNTINFO).unwrap();
         assert_eq!(
             dirs,
-            ["memory", "cpu", "pids"].map(|c| mount.join(c)),
+            ["memory", "cpu", "pids", "freezer"].map(|c| mount.join(c)),
             "`cpu` is the link to cpu,cpuacct"
         );
     }
@@ -257,7 +265,8 @@ mod tests {
         .unwrap();
         assert_eq!(
             dirs,
-            ["memory", "cpu", "pids"].map(|c| Path::new("/c").join(c).join("docker/abc"))
+            ["memory", "cpu", "pids", "freezer"]
+                .map(|c| Path::new("/c").join(c).join("docker/abc"))
         );
     }
 

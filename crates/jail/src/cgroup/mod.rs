@@ -12,16 +12,20 @@
 //! - `mod.rs`: the API both versions share: [`Hierarchy`] (this runner's place in the
 //!   trees, making cgroups, removing what dead runners left), [`Cgroup`] (one cgroup:
 //!   joining, its OOM counter, kill and remove), [`CgroupLimits`], [`CgroupError`];
+//! - `freezer.rs`: [`Freezer`], which holds a session's sandbox between its calls (v1's
+//!   `freezer` controller, v2's `cgroup.freeze`), and thawing in the kill paths;
 //! - `delegated.rs`: finding and preparing an ordinary user's delegated subtree;
 //! - `container.rs`: a runner in a container, whose layout goes below the container's
 //!   own cgroup ([`Hierarchy::open`] does that by itself in a container);
 //! - `v1.rs` and `v2.rs`: what differs between the versions (finding the hierarchy,
 //!   enabling controllers, the limit files, the OOM counter's file, `cgroup.kill`);
+//!   on v1 each sandbox also has a folder in the freezer's tree, joined with the others;
 //! - `fs.rs`: every file access goes through [`CgroupFs`], which unit tests replace
 //!   with a fake tree in a temporary folder (`tests.rs`).
 
 mod container;
 mod delegated;
+mod freezer;
 mod fs;
 #[cfg(test)]
 mod tests;
@@ -30,6 +34,7 @@ mod v2;
 
 pub use container::in_container;
 pub use delegated::{own_path, LEAF};
+pub use freezer::{Freezer, FREEZE_LIMIT};
 pub use fs::{CgroupFs, HostFs};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -120,6 +125,28 @@ pub enum CgroupError {
          buffers (it needs CONFIG_MEMCG_KMEM, or use cgroup v2)"
     )]
     NoSocketLimit(PathBuf),
+    /// A v1 host without the freezer controller mounted.
+    #[error(
+        "the cgroup v1 freezer is not mounted at {0}: the runner freezes a session's \
+         processes between its calls with it (a frozen process takes no signal, so no \
+         program can wake itself). Mount it (mount -t cgroup -o freezer freezer {0}), or \
+         give up every cgroup limit with --unsafe-no-resource-limits"
+    )]
+    NoV1Freezer(PathBuf),
+    /// A v2 kernel without the freezer (before Linux 5.2).
+    #[error(
+        "{0} is missing: this kernel's cgroup v2 has no freezer (Linux 5.2 and later \
+         have it), with which the runner freezes a session's processes between its calls"
+    )]
+    NoV2Freezer(PathBuf),
+    /// The freezer did not stop every process of a cgroup in time.
+    #[error("the processes of cgroup {path} were not all frozen within {limit:?}")]
+    FreezeTimeout {
+        /// The cgroup's folder.
+        path: PathBuf,
+        /// The time allowed.
+        limit: Duration,
+    },
     /// A cgroup still held processes, or could not be removed, after the time allowed.
     #[error("removing cgroup {path}: {source}")]
     Remove {
@@ -194,6 +221,7 @@ impl Hierarchy {
             v2::enable_controllers(&*fs, mount)?;
             (Version::V2, vec![mount.join(TOP)])
         } else if v1::detect(&*fs, mount) {
+            freezer::check_v1(&*fs, mount)?;
             (Version::V1, v1::tops(mount))
         } else {
             return Err(CgroupError::NoHierarchy(mount.to_owned()));
@@ -227,7 +255,8 @@ impl Hierarchy {
     }
 
     /// Makes the `sandbox-runner` folders in `tops` and this instance's in them, with
-    /// the controllers enabled level by level (v2).
+    /// the controllers enabled level by level (v2), and checks that v2 cgroups there
+    /// can be frozen (v1's freezer is checked with the controllers' mounts).
     fn make(
         fs: Arc<dyn CgroupFs>,
         version: Version,
@@ -240,6 +269,9 @@ impl Hierarchy {
                 if version == Version::V2 {
                     v2::enable_controllers(&*fs, &dir)?;
                 }
+            }
+            if version == Version::V2 {
+                freezer::check_v2(&*fs, &top.join(instance))?;
             }
         }
         Ok(Hierarchy {
@@ -275,35 +307,44 @@ impl Hierarchy {
 
     /// Removes what runner instances that are no longer alive left behind: their
     /// sandboxes' processes are killed and their cgroups removed. Returns how many
-    /// sandbox cgroups were removed.
+    /// sandbox cgroup folders were removed.
     pub fn remove_stale(&self) -> Result<usize, CgroupError> {
         let fs = &*self.fs;
-        let mut removed = 0;
+        let mut instances = Vec::new();
+        let mut sandboxes = Vec::new();
         for top in &self.tops {
             for instance in list_dirs(fs, top)? {
                 let name = file_name(&instance);
                 if name == self.instance || instance_alive(&name) {
                     continue;
                 }
-                for sandbox in list_dirs(fs, &instance)? {
-                    self.cgroup(vec![sandbox]).kill_and_remove()?;
-                    removed += 1;
-                }
-                remove_dir(fs, &instance)?;
+                sandboxes.extend(list_dirs(fs, &instance)?);
+                instances.push(instance);
             }
         }
-        Ok(removed)
+        // A dead runner's session may be frozen, and on v1 its freezer folder is in a
+        // tree of its own: every process is killed and thawed before any folder waits
+        // for its processes to go.
+        release(fs, &sandboxes);
+        for sandbox in &sandboxes {
+            self.cgroup(vec![sandbox.clone()]).kill_and_remove()?;
+        }
+        for instance in &instances {
+            remove_dir(fs, instance)?;
+        }
+        Ok(sandboxes.len())
     }
 
-    /// Kills every process in this instance's sandbox cgroups (they stay, to be removed
-    /// by their sandboxes' destruction).
+    /// Kills every process in this instance's sandbox cgroups, frozen or not (they stay,
+    /// to be removed by their sandboxes' destruction).
     pub fn kill_all(&self) {
         let fs = &*self.fs;
-        for top in &self.tops {
-            for sandbox in list_dirs(fs, &top.join(&self.instance)).unwrap_or_default() {
-                kill_procs(fs, &sandbox);
-            }
-        }
+        let sandboxes: Vec<PathBuf> = self
+            .tops
+            .iter()
+            .flat_map(|top| list_dirs(fs, &top.join(&self.instance)).unwrap_or_default())
+            .collect();
+        release(fs, &sandboxes);
     }
 
     /// Removes this instance's (by now empty) folders, at shutdown.
@@ -364,6 +405,15 @@ impl Cgroup {
         }
     }
 
+    /// The freezer of this cgroup.
+    pub fn freezer(&self) -> Freezer {
+        let dir = match self.version {
+            Version::V1 => v1::dir(&self.dirs, freezer::V1_CONTROLLER),
+            Version::V2 => &self.dirs[0],
+        };
+        Freezer::new(self.version, dir.to_owned(), self.fs.clone())
+    }
+
     /// The `cgroup.procs` files a process writes its pid to, to join this cgroup.
     pub fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
@@ -386,13 +436,14 @@ impl Cgroup {
             .unwrap_or(0))
     }
 
-    /// Kills every process in the cgroup and removes it. Blocks (briefly) until the
-    /// processes are gone.
+    /// Kills every process in the cgroup, frozen or not, and removes it. Blocks
+    /// (briefly) until the processes are gone.
     pub fn kill_and_remove(&self) -> Result<(), CgroupError> {
         let deadline = Instant::now() + REMOVE_LIMIT;
         if self.version == Version::V2 {
             v2::kill(&*self.fs, &self.dirs[0]);
         }
+        release(&*self.fs, &self.dirs);
         for dir in &self.dirs {
             remove_when_empty(&*self.fs, dir, deadline)?;
         }
@@ -418,6 +469,18 @@ fn remove_when_empty(fs: &dyn CgroupFs, dir: &Path, deadline: Instant) -> Result
             }
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
+    }
+}
+
+/// Sends SIGKILL to every process of the cgroup folders `dirs`, then thaws those that
+/// are a freezer's: a process the v1 freezer holds takes its SIGKILL only once thawed,
+/// and is thawed only once it has it, so that it never runs again.
+fn release(fs: &dyn CgroupFs, dirs: &[PathBuf]) {
+    for dir in dirs {
+        kill_procs(fs, dir);
+    }
+    for dir in dirs {
+        freezer::thaw_dir(fs, dir);
     }
 }
 

@@ -1,18 +1,24 @@
 //! cgroup v1: one hierarchy per controller, each mounted at `<mount>/<controller>`.
 //! Socket buffers are counted apart from the memory limit and get a share of their own.
+//! The freezer's tree holds a folder of each sandbox too, which only freezes
+//! (`freezer.rs`).
 
-use super::{write, CgroupError, CgroupFs, CgroupLimits, TOP};
+use super::{freezer, write, CgroupError, CgroupFs, CgroupLimits, TOP};
 use std::path::{Path, PathBuf};
 
-/// Controllers a v1 host must mount, in the order of a cgroup's folders.
-pub(super) const CONTROLLERS: [&str; 3] = ["memory", "cpu", "pids"];
+/// The controllers that hold the limits.
+const LIMITS: [&str; 3] = ["memory", "cpu", "pids"];
+/// Controllers a v1 host must mount, in the order of a cgroup's folders: the limits'
+/// and the freezer.
+pub(super) const CONTROLLERS: [&str; 4] = [LIMITS[0], LIMITS[1], LIMITS[2], freezer::V1_CONTROLLER];
 /// The share of the memory limit set aside for socket buffers (see
 /// [`CgroupLimits::v1_socket_bytes`]).
 pub(super) const SOCKET_SHARE: u64 = 16;
 
-/// Whether `mount` holds the v1 hierarchies of every controller needed.
+/// Whether `mount` holds the v1 hierarchies of the controllers that hold the limits
+/// (the freezer's is checked apart, to be named when it alone is missing).
 pub(super) fn detect(fs: &dyn CgroupFs, mount: &Path) -> bool {
-    CONTROLLERS
+    LIMITS
         .iter()
         .all(|c| fs.exists(&mount.join(c).join("tasks")))
 }
@@ -27,7 +33,7 @@ pub(super) fn tops(mount: &Path) -> Vec<PathBuf> {
 
 /// The folder of a cgroup (given as its folders in [`CONTROLLERS`]' order) in the tree
 /// of `controller`.
-fn dir<'a>(dirs: &'a [PathBuf], controller: &str) -> &'a Path {
+pub(super) fn dir<'a>(dirs: &'a [PathBuf], controller: &str) -> &'a Path {
     let index = CONTROLLERS
         .iter()
         .position(|c| *c == controller)

@@ -125,6 +125,25 @@ impl Sandbox {
         }
     }
 
+    /// Freezes every process of the sandbox with the cgroup freezer until
+    /// [`thaw`](Self::thaw) (a session between its calls). A VM's init freezes the
+    /// guest's sandbox itself after each call it relays (and thaws it before the next):
+    /// nothing to do here for one.
+    pub async fn freeze(&mut self) -> Result<(), BackendError> {
+        match self {
+            Sandbox::Process(s) => Ok(s.freeze().await?),
+            Sandbox::Vm(_) => Ok(()),
+        }
+    }
+
+    /// Lets the processes [`freeze`](Self::freeze) froze run again.
+    pub async fn thaw(&mut self) -> Result<(), BackendError> {
+        match self {
+            Sandbox::Process(s) => Ok(s.thaw().await?),
+            Sandbox::Vm(_) => Ok(()),
+        }
+    }
+
     /// Kills every process of the sandbox and releases what it holds on the host.
     pub async fn destroy(self) {
         match self {

@@ -561,6 +561,9 @@ impl ServeArgs {
             queue_timeout_ms: self.pool.queue_timeout_ms,
             network: false,
             resource_limits: !self.sandbox.unsafe_no_resource_limits,
+            // Every sandbox with a cgroup (a VM's too, in its guest) is frozen between a
+            // session's calls.
+            sessions_frozen: !self.sandbox.unsafe_no_resource_limits,
         };
         Ok(RunnerConfig {
             listen: self.listen,

@@ -316,6 +316,7 @@ fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
         stdout_cap: sandbox.output_cap_bytes,
         stderr_cap: sandbox.output_cap_bytes,
         session: false,
+        sigstop_between_runs: false,
         outputs: Some(OutputCaps {
             file_cap: defaults::OUTPUT_FILE_CAP_BYTES,
             total_cap: defaults::OUTPUTS_CAP_BYTES,

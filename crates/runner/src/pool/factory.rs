@@ -69,6 +69,42 @@ pub trait PooledSandbox: Send + 'static {
         request: FileRequest,
     ) -> impl Future<Output = Result<AgentMessage, Self::Error>> + Send;
 
+    /// Freezes every process of the sandbox (a session between its calls): none runs,
+    /// whatever signal it gets, until [`thaw`](Self::thaw). Returns once all are frozen.
+    fn freeze(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Lets the processes [`freeze`](Self::freeze) froze run again.
+    fn thaw(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// A session's run: [`run_with`](Self::run_with), the sandbox thawed for it and
+    /// frozen again before the answer is handed on.
+    fn session_run(
+        &mut self,
+        job: Job,
+        deps: Option<&DepsMount>,
+    ) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send {
+        async move {
+            self.thaw().await?;
+            let outcome = self.run_with(job, deps).await?;
+            self.freeze().await?;
+            Ok(outcome)
+        }
+    }
+
+    /// A session's file operation: [`file`](Self::file), the sandbox thawed for it (its
+    /// agent does it) and frozen again before the answer is handed on.
+    fn session_file(
+        &mut self,
+        request: FileRequest,
+    ) -> impl Future<Output = Result<AgentMessage, Self::Error>> + Send {
+        async move {
+            self.thaw().await?;
+            let answer = self.file(request).await?;
+            self.freeze().await?;
+            Ok(answer)
+        }
+    }
+
     /// Kills every process of the sandbox and releases what it holds on the host.
     fn destroy(self) -> impl Future<Output = ()> + Send;
 }
@@ -113,6 +149,14 @@ impl PooledSandbox for Sandbox {
         deps: &DepsMount,
     ) -> impl Future<Output = Result<String, BackendError>> + Send {
         Sandbox::add_deps(self, deps)
+    }
+
+    fn freeze(&mut self) -> impl Future<Output = Result<(), BackendError>> + Send {
+        Sandbox::freeze(self)
+    }
+
+    fn thaw(&mut self) -> impl Future<Output = Result<(), BackendError>> + Send {
+        Sandbox::thaw(self)
     }
 
     fn destroy(self) -> impl Future<Output = ()> + Send {

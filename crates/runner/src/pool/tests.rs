@@ -46,6 +46,7 @@ fn job(lang: Lang) -> Job {
         stdout_cap: 1024,
         stderr_cap: 1024,
         session: false,
+        sigstop_between_runs: false,
         outputs: None,
         python_paths: Vec::new(),
     }

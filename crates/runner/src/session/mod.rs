@@ -6,6 +6,11 @@
 //! a program leaves in the background stay for the next run. One run at a time: a
 //! second one while a run is in flight is refused, never queued.
 //!
+//! Between its calls (runs and file operations) nothing of a session runs: its sandbox
+//! is frozen ([`PooledSandbox::freeze`]) from the moment it is made, thawed for each
+//! call and frozen again before the call answers. A sandbox that cannot be frozen ends
+//! its session.
+//!
 //! A session ends at its idle timeout (no run for that long), at its TTL (however
 //! busy), on `DELETE`, when its sandbox fails, and when the runner stops; its sandbox is
 //! then destroyed like any other (a restarted runner removes what a killed one left,
@@ -162,6 +167,7 @@ impl<S: PooledSandbox> Sessions<S> {
     ) -> Result<SessionInfo, SessionError>
     where
         B: SandboxFactory<Sandbox = S>,
+        S::Error: std::fmt::Display,
     {
         let idle = self.duration(
             request.idle_timeout_ms,
@@ -177,7 +183,12 @@ impl<S: PooledSandbox> Sessions<S> {
         )?;
         let _opening = self.reserve()?;
         let id = crate::lifecycle::random_id().map_err(SessionError::Random)?;
-        let sandbox = pool.acquire(&Lang::BASH).await?.keep();
+        let mut sandbox = pool.acquire(&Lang::BASH).await?.keep();
+        if let Err(e) = sandbox.freeze().await {
+            let error = e.to_string();
+            sandbox.destroy().await;
+            return Err(SessionError::Sandbox(error));
+        }
         let (ended, _) = watch::channel(false);
         let now = Instant::now();
         let session = Arc::new(Session {
@@ -236,7 +247,7 @@ impl<S: PooledSandbox> Sessions<S> {
         };
         let mut ended = session.ended.subscribe();
         let result = tokio::select! {
-            result = sandbox.run_with(job, deps.as_ref()) => Some(result),
+            result = sandbox.session_run(job, deps.as_ref()) => Some(result),
             _ = ended.wait_for(|ended| *ended) => None,
         };
         session.runs.fetch_add(1, Ordering::SeqCst);
@@ -310,7 +321,7 @@ impl<S: PooledSandbox> Sessions<S> {
         };
         let mut ended = session.ended.subscribe();
         let answer = tokio::select! {
-            answer = sandbox.file(request) => answer,
+            answer = sandbox.session_file(request) => answer,
             _ = ended.wait_for(|ended| *ended) => return Err(SessionError::NotFound(id)),
         };
         let error = match answer {

@@ -280,7 +280,7 @@ impl Runner {
 /// This runner's cgroup folders that exist now (v1 controllers, or v2).
 pub fn instance_cgroups(pid: u32) -> Vec<std::path::PathBuf> {
     let instance = format!("r{pid}");
-    ["memory", "cpu", "pids", ""]
+    ["memory", "cpu", "pids", "freezer", ""]
         .iter()
         .map(|c| {
             std::path::Path::new("/sys/fs/cgroup")
@@ -323,6 +323,49 @@ pub fn host_processes_with(marker: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// What the cgroup freezer says of the cgroup of the runner's that holds the host
+/// process `pid`: v1 `freezer.state` (`FROZEN` once frozen), v2 the `frozen` line of
+/// `cgroup.events` (`frozen 1`); `None` when no such cgroup holds it.
+pub fn freezer_state(pid: &str) -> Option<String> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    cgroups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if !path.contains("/sandbox-runner/") {
+            return None;
+        }
+        if controllers.split(',').any(|c| c == "freezer") {
+            let file = format!("/sys/fs/cgroup/freezer{path}/freezer.state");
+            return std::fs::read_to_string(file)
+                .ok()
+                .map(|s| s.trim().to_owned());
+        }
+        if controllers.is_empty() {
+            let file = format!("/sys/fs/cgroup{path}/cgroup.events");
+            let events = std::fs::read_to_string(file).ok()?;
+            return events
+                .lines()
+                .find(|l| l.starts_with("frozen "))
+                .map(str::to_owned);
+        }
+        None
+    })
+}
+
+/// Whether a session's host process `pid` is held between the session's calls: frozen
+/// by its cgroup's freezer, or, for the rootless battery's runners (no cgroup, so no
+/// freezer), stopped by its agent (state `T`).
+pub fn held_between_calls(pid: &str) -> bool {
+    if test_uid().is_some() {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        return stat
+            .rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().next())
+            .is_some_and(|state| matches!(state, "T" | "Z"));
+    }
+    matches!(freezer_state(pid).as_deref(), Some("FROZEN" | "frozen 1"))
 }
 
 /// Every host pid now.

@@ -117,3 +117,72 @@ pub fn hog(lang: &str) -> &'static str {
         other => panic!("no hog for {other}"),
     }
 }
+
+/// Python that arms a POSIX timer whose signal is SIGCONT (every 20 ms), which wakes a
+/// stopped process by being sent, and counts the timer's ticks in `/tmp/ticks`.
+pub const TICKER: &str = r#"
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+class sigevent(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int),
+                ("notify", ctypes.c_int), ("pad", ctypes.c_int * 12)]
+class timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+class itimerspec(ctypes.Structure):
+    _fields_ = [("interval", timespec), ("value", timespec)]
+ticks = 0
+def tick(signum, frame):
+    global ticks
+    ticks += 1
+    with open("/tmp/ticks.new", "w") as f:
+        f.write(str(ticks))
+    os.replace("/tmp/ticks.new", "/tmp/ticks")
+signal.signal(signal.SIGCONT, tick)
+event = sigevent(None, signal.SIGCONT, 0)  # SIGEV_SIGNAL
+timer = ctypes.c_void_p()
+assert libc.timer_create(1, ctypes.byref(event), ctypes.byref(timer)) == 0  # CLOCK_MONOTONIC
+every = timespec(0, 20_000_000)
+assert libc.timer_settime(timer, 0, ctypes.byref(itimerspec(every, every)), None) == 0
+while True:
+    signal.pause()
+"#;
+
+/// Python that forks a busy shell loop and spins itself, waking both with SIGCONT: its
+/// loop signals the partner, and a POSIX timer whose signal is SIGCONT wakes itself.
+/// The timer is one-shot, pushed 50 ms ahead on every turn of the loop, so that it
+/// fires only once the process stops: a stop flushes a pending SIGCONT, and before
+/// Linux 6.13 an interval timer whose signal was flushed is never re-armed (it is
+/// re-armed when its signal is taken), so a timer that fires while the process runs may
+/// die with the next stop. Once both run, `/tmp/pair-started` holds their pids.
+pub const BUSY_PAIR: &str = r#"
+import ctypes, os, signal, sys
+partner = os.fork()
+if partner == 0:
+    os.execvp("sh", ["sh", "-c", "while :; do :; done", sys.argv[1] + "-b"])
+libc = ctypes.CDLL(None, use_errno=True)
+class sigevent(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int),
+                ("notify", ctypes.c_int), ("pad", ctypes.c_int * 12)]
+class timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+class itimerspec(ctypes.Structure):
+    _fields_ = [("interval", timespec), ("value", timespec)]
+signal.signal(signal.SIGCONT, lambda s, f: os.kill(partner, signal.SIGCONT))
+event = sigevent(None, signal.SIGCONT, 0)
+timer = ctypes.c_void_p()
+assert libc.timer_create(1, ctypes.byref(event), ctypes.byref(timer)) == 0
+ahead = ctypes.byref(itimerspec(timespec(0, 0), timespec(0, 50_000_000)))
+open("/tmp/pair-started", "w").write(f"{os.getpid()} {partner}")
+while True:
+    libc.timer_settime(timer, 0, ahead, None)
+    os.kill(partner, signal.SIGCONT)
+"#;
+
+/// Bash that writes `program` to `/tmp/<name>.py` and starts it in the background with
+/// `marker` on its command line, its output nowhere.
+pub fn start_in_background(name: &str, program: &str, marker: &str) -> String {
+    format!(
+        "cat > /tmp/{name}.py <<'PROGRAM'\n{program}\nPROGRAM\n\
+         python3 /tmp/{name}.py {marker} </dev/null >/dev/null 2>&1 &\n"
+    )
+}

@@ -82,6 +82,23 @@ fn in_a_container_on_v1_the_sandboxes_go_below_the_own_cgroup_of_each_tree() {
 }
 
 #[test]
+fn in_a_container_on_v1_without_the_freezer_the_runner_is_refused_by_name() {
+    let tree = FakeTree::new(Version::V1, true);
+    let own: Vec<PathBuf> = v1::CONTROLLERS
+        .iter()
+        .map(|c| tree.mount.join(c).join("docker"))
+        .collect();
+    for dir in &own {
+        tree.create_dir(dir).unwrap();
+    }
+    fs::remove_file(tree.mount.join("freezer/tasks")).unwrap();
+    match Hierarchy::open_below_with(tree.clone(), &tree.mount, &own, "r1") {
+        Err(CgroupError::NoV1Freezer(path)) => assert_eq!(path, tree.mount.join("freezer")),
+        other => panic!("expected NoV1Freezer, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_read_only_cgroup_mount_says_how_to_get_a_writable_one() {
     let err = make_dir_error(libc::EROFS);
     assert!(matches!(err, CgroupError::ReadOnly(_)), "{err:?}");

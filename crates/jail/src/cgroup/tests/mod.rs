@@ -1,11 +1,12 @@
 //! The cgroup logic against fake v1 and v2 trees in a temporary folder: no root needed.
-//! `container.rs`: a runner in a container.
+//! `container.rs`: a runner in a container; `freezer.rs`: freezing and thawing.
 
 mod container;
+mod freezer;
 
 use super::*;
 use std::fs;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// A cgroup file system in a temporary folder that behaves like the kernel's where our
@@ -18,6 +19,9 @@ struct FakeTree {
     version: Version,
     /// Whether v1 memory cgroups account socket buffers (CONFIG_MEMCG_KMEM).
     kmem: bool,
+    /// Whether a cgroup told to freeze gets frozen (false: it stays freezing, as with
+    /// a process the kernel cannot stop).
+    freezes: AtomicBool,
     /// Every write, in order.
     writes: Mutex<Vec<(PathBuf, String)>>,
 }
@@ -36,6 +40,7 @@ impl FakeTree {
             mount,
             version,
             kmem,
+            freezes: AtomicBool::new(true),
             writes: Mutex::new(Vec::new()),
         };
         match version {
@@ -63,6 +68,8 @@ impl FakeTree {
                 ("cgroup.controllers", "cpu memory pids\n"),
                 ("cgroup.subtree_control", ""),
                 ("cgroup.kill", ""),
+                ("cgroup.freeze", "0\n"),
+                ("cgroup.events", "populated 0\nfrozen 0\n"),
                 ("memory.max", "max\n"),
                 ("memory.swap.max", "max\n"),
                 ("memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"),
@@ -92,6 +99,11 @@ impl FakeTree {
                         ("cpu.cfs_quota_us", "-1\n"),
                     ]),
                     Some("pids") => files.push(("pids.max", "max\n")),
+                    Some("freezer") => files.extend([
+                        ("freezer.state", "THAWED\n"),
+                        ("freezer.self_freezing", "0\n"),
+                        ("freezer.parent_freezing", "0\n"),
+                    ]),
                     other => panic!("no v1 controller {other:?} in the fake tree"),
                 }
             }
@@ -153,6 +165,20 @@ impl CgroupFs for FakeTree {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         fs::write(path, value)?;
+        // As the kernel: the freezer's state follows what was asked, once every process
+        // is frozen.
+        let freezes = self.freezes.load(Ordering::Relaxed);
+        match (name, value.trim()) {
+            ("freezer.state", "FROZEN") if !freezes => fs::write(path, "FREEZING\n")?,
+            ("cgroup.freeze", asked) => {
+                let frozen = if freezes { asked } else { "0" };
+                fs::write(
+                    path.with_file_name("cgroup.events"),
+                    format!("populated 0\nfrozen {frozen}\n"),
+                )?;
+            }
+            _ => {}
+        }
         let mut writes = self.writes.lock().unwrap();
         writes.push((path.to_owned(), value.to_owned()));
         Ok(())
@@ -304,7 +330,7 @@ fn v1_splits_the_memory_between_socket_buffers_and_the_rest() {
     );
     assert_eq!(written("cpu", "cpu.cfs_quota_us").as_deref(), Some("50000"));
     assert_eq!(written("pids", "pids.max").as_deref(), Some("64"));
-    let procs: Vec<PathBuf> = ["memory", "cpu", "pids"]
+    let procs: Vec<PathBuf> = ["memory", "cpu", "pids", "freezer"]
         .iter()
         .map(|c| {
             tree.mount

@@ -3,12 +3,13 @@
 //! docs/security.md for what each one stops).
 
 pub mod deps;
+mod freeze;
 pub mod identity;
 pub mod leader;
 pub mod rootless;
 pub mod template;
 
-use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Hierarchy};
+use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Freezer, Hierarchy};
 use super::channel::{self, ChannelError};
 use super::RunOutcome;
 use crate::languages::{Language, Languages};
@@ -138,6 +139,12 @@ pub enum ProcessError {
     /// The template could not make the sandbox.
     #[error("sandbox setup failed: {0}")]
     Template(#[from] TemplateError),
+    /// A session's sandbox could not be frozen or thawed.
+    #[error("freezing or thawing the session's sandbox: {0}")]
+    Freezer(CgroupError),
+    /// The task freezing or thawing a session's sandbox failed.
+    #[error("freezing or thawing the session's sandbox: the task: {0}")]
+    FreezerTask(tokio::task::JoinError),
 }
 
 /// Who makes the sandboxes' user namespaces and maps their ids.
@@ -322,6 +329,7 @@ impl ProcessBackend {
             Ok((child, channel, stderr)) => {
                 let mut sandbox = ProcessSandbox {
                     id,
+                    freezer: cgroup.as_ref().map(Cgroup::freezer),
                     cgroup,
                     identity: Some(identity),
                     identities: self.identities.clone(),
@@ -471,7 +479,8 @@ fn warn_no_limits() {
     tracing::warn!(
         "UNSAFE: --unsafe-no-resource-limits: sandboxes have no memory and no CPU limit \
          (their processes are still capped); a program can take all of this host's memory \
-         and CPU"
+         and CPU, and no cgroup freezer holds a session between its calls (its agent stops \
+         its processes with SIGSTOP, which a program can leave)"
     );
 }
 
@@ -586,6 +595,9 @@ async fn start(spec: &JailSpec) -> Result<(Leader, UnixStream, pipe::Receiver), 
 pub struct ProcessSandbox {
     id: u64,
     cgroup: Option<Cgroup>,
+    /// Its cgroup's freezer, which holds a session between its calls (none without
+    /// cgroups: the agent then stops the session's processes with SIGSTOP).
+    freezer: Option<Freezer>,
     /// Given back once the cgroup is gone, with every process in it.
     identity: Option<Identity>,
     identities: Arc<Identities>,
@@ -667,7 +679,8 @@ impl ProcessSandbox {
 
     /// Sends the job and waits for the result. A one-shot sandbox is spent after it
     /// ([`destroy`](Self::destroy) must follow); a session's takes the next.
-    pub async fn run(&mut self, job: Job) -> Result<RunOutcome, ProcessError> {
+    pub async fn run(&mut self, mut job: Job) -> Result<RunOutcome, ProcessError> {
+        job.sigstop_between_runs = job.session && self.freezer.is_none();
         // A language whose toolchain needs more memory: the limit grows before the job
         // (and stays so for a session's later runs: it is never lowered under a
         // program's feet).

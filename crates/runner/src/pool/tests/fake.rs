@@ -190,6 +190,15 @@ impl PooledSandbox for FakeSandbox {
         })
     }
 
+    /// The pool never freezes; a session's sandbox does (tested for real).
+    async fn freeze(&mut self) -> Result<(), FakeError> {
+        Ok(())
+    }
+
+    async fn thaw(&mut self) -> Result<(), FakeError> {
+        Ok(())
+    }
+
     /// The pool never asks for files; a session's sandbox does (tested for real).
     async fn file(
         &mut self,
