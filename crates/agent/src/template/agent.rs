@@ -32,7 +32,7 @@ pub(super) fn become_agent() -> String {
     let exe = unsafe { OwnedFd::from_raw_fd(EXE_FD) };
     let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
     if let Err(e) = nix::fcntl::fcntl(&exe, cloexec) {
-        return format!("sandbox-agent: keeping the agent's binary from it: {e}");
+        return format!("sandbox-agent: marking the agent's binary close-on-exec: {e}");
     }
     #[cfg(feature = "embedded-python")]
     if let Some((python, program)) = crate::embedded::held() {

@@ -31,6 +31,7 @@ mod confine;
 
 pub use confine::Ceilings;
 
+use agent::EXE_FD;
 use confine::confine;
 use sandbox_jail::forked::{announce, become_sandbox, clone_sandbox};
 use sandbox_jail::rootfs::HostView;
@@ -53,7 +54,6 @@ const REAP_EVERY_MS: u16 = 1000;
 /// Where the sandbox's first process keeps the control socket until the jail's steps
 /// take it.
 const CTL_FD: RawFd = 4;
-use agent::EXE_FD;
 
 /// What the template is told at start.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -328,8 +328,9 @@ fn place_descriptors(request: &Request, exe: &OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(CTL_FD) })
 }
 
-/// The signal dispositions a freshly executed agent has: an embedded interpreter
-/// changes SIGINT's and ignores SIGXFSZ, which programs would inherit across exec.
+/// The signal dispositions a process started afresh has: an embedded interpreter
+/// changes SIGINT's and ignores SIGXFSZ, which the agent and its programs would inherit
+/// across exec (an ignored signal stays ignored).
 fn restore_signals() {
     for signal in [libc::SIGINT, libc::SIGXFSZ] {
         // SAFETY: SIG_DFL is a valid disposition for these signals; no handler runs.
