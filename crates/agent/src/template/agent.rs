@@ -8,7 +8,7 @@
 //! the jail's steps and then executes the template's own binary (opened once, before the
 //! template confined itself) as the agent, whose layout and canary the kernel draws
 //! anew. Of a template holding Python, the first process forks a keeper first (see
-//! [`crate::embedded`]), from which the Python program is made: the program keeps the
+//! `crate::embedded`), from which the Python program is made: the program keeps the
 //! template's layout, which it shares with every Python program of the template, and
 //! nothing of the agent's.
 
