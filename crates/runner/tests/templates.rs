@@ -234,6 +234,51 @@ async fn a_program_cannot_reach_the_template() {
 }
 
 #[tokio::test]
+async fn a_python_row_the_keeper_cannot_stand_for_is_executed_and_the_keeper_goes() {
+    // An operator's row that sets a variable the interpreter reads at start: a fork of
+    // the template's interpreter would not see it, so the program is executed, and the
+    // keeper the sandbox's first process forked for it is let go (no process left).
+    let mut file = tempfile::NamedTempFile::new().expect("a temp file");
+    let row = r#"
+[[language]]
+name = "python"
+file = "main.py"
+run = ["python3", "{file}"]
+loader = { kind = "python", command = ["python3", "-c", "{loader}"] }
+env = { PYTHONDONTWRITEBYTECODE = "1" }
+requires = ["/usr/bin/python3"]
+version = ["python3", "--version"]
+"#;
+    std::io::Write::write_all(&mut file, row.as_bytes()).expect("written");
+    let runner = Runner::with(Options {
+        pool_size: 1,
+        env: vec![
+            ("RUNNER_TEMPLATES".into(), "true".into()),
+            ("RUNNER_WARM_IMPORTS".into(), String::new()),
+            (
+                "RUNNER_LANGUAGES".into(),
+                file.path().to_string_lossy().into(),
+            ),
+        ],
+        ..Default::default()
+    });
+    // The agent's command line names its keeper (the sandbox is the Python template's).
+    let code = "import os, sys\n\
+                agent = open('/proc/1/cmdline').read().split('\\0')\n\
+                pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n\
+                print(os.path.realpath('/proc/self/exe') == os.path.realpath(sys.executable), \
+                sys.dont_write_bytecode, agent[1], int(agent[2]) in pids, len(pids))";
+    for _ in 0..2 {
+        let out = runner.run("python", code).await;
+        assert_eq!(
+            stdout(&out),
+            "True True __sandbox-forked-agent False 2\n",
+            "executed, with its variable; the keeper gone; the agent and the program only"
+        );
+    }
+}
+
+#[tokio::test]
 async fn jails_take_over_when_the_template_is_gone() {
     let runner = runner(true, 1);
     let out = runner.run("bash", FIRST_PROCESS).await;
