@@ -185,10 +185,8 @@ pub fn prepare(
     })?;
     let ((go_read, go_write), (done_read, done_write)) = pipes?;
     #[cfg(feature = "embedded-python")]
-    if let Some(python) = crate::embedded::forkable(recipe) {
-        let ends = (go_read, done_write);
-        let user = program_user();
-        let child = crate::embedded::fork_loader(python, recipe, warm_imports, ends, user)?;
+    if let Some(keeper) = crate::embedded::keeper::take_for(recipe) {
+        let child = keeper.start_loader(recipe, warm_imports, (go_read, done_write))?;
         return Ok(Some(Prepared {
             lang: lang.clone(),
             kind: loader.kind,

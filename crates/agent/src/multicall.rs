@@ -6,9 +6,11 @@
 //! ([`sandbox_jail::JAIL_ARG`]), which then executes it once more as the agent
 //! ([`sandbox_jail::AGENT_ARG`]); the owner probe ([`sandbox_jail::owner::PROBE_ARG`])
 //! runs once at start; a template ([`crate::template`]) makes sandboxes from forks of
-//! itself. So every such `main` calls [`dispatch`] before anything else
-//! (before a runtime starts threads).
+//! itself, each of which executes the binary as its agent
+//! ([`FORKED_AGENT_ARG`](crate::template::agent::FORKED_AGENT_ARG)). So every such
+//! `main` calls [`dispatch`] before anything else (before a runtime starts threads).
 
+use crate::template::agent::FORKED_AGENT_ARG;
 use crate::template::TEMPLATE_ARG;
 use sandbox_jail::owner::{self, PROBE_ARG};
 use sandbox_jail::{AGENT_ARG, CHANNEL_FD, JAIL_ARG};
@@ -24,12 +26,16 @@ pub fn dispatch() -> Option<i32> {
         AGENT_ARG => Some(jailed_agent()),
         PROBE_ARG => Some(owner::probe_main(&next().unwrap_or_default())),
         TEMPLATE_ARG => Some(crate::template::main()),
+        FORKED_AGENT_ARG => {
+            let rest: Vec<String> = args.filter_map(|s| s.into_string().ok()).collect();
+            Some(crate::template::agent::main(&rest))
+        }
         _ => None,
     }
 }
 
-/// The agent as the jail executes it: sandbox root, running each program as the
-/// sandbox user, on the channel the jail hands over.
+/// The agent as the jail (or a forked sandbox's first process) executes it: sandbox
+/// root, running each program as the sandbox user, on the channel handed over.
 pub(crate) fn jailed_agent() -> i32 {
     crate::run_programs_as(crate::SANDBOX_UID, crate::SANDBOX_UID);
     // SAFETY: the jail hands the channel over as this descriptor, and nothing else in

@@ -1,6 +1,6 @@
 //! A program's process as the agent holds it: started by `Command` (fork and exec) or
-//! forked from a template's interpreter (crate::forked), the same to the rest of the
-//! agent. Its status is collected by the agent's reaping (`tree`), never here.
+//! forked from a template's interpreter (the keeper, `crate::embedded`), the same to the
+//! rest of the agent. Its status is collected by the agent's reaping (`tree`), never here.
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -17,7 +17,8 @@ pub(crate) struct Process {
 }
 
 impl Process {
-    /// A process forked by the agent itself, with its two output pipes' read ends.
+    /// A child of the agent it did not start by `Command` (the keeper, become a loader),
+    /// with its two output pipes' read ends.
     #[cfg(feature = "embedded-python")]
     pub(crate) fn forked(pid: u32, stdout: OwnedFd, stderr: OwnedFd) -> Process {
         Process {

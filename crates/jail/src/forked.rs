@@ -15,9 +15,10 @@
 //! 2. the runner moves that process into the sandbox's cgroups ([`host_side`]) and
 //!    answers it;
 //! 3. the process takes a cgroup namespace rooted at its cgroup, makes the stage inside
-//!    its namespaces, with device nodes the template made for this sandbox index
-//!    ([`JailSpec::devices`]), and takes the jail's steps 6 to 9 and the seccomp filter
-//!    ([`become_sandbox`]): it is then the sandbox's agent-to-be. The template reaps it.
+//!    its namespaces, with the device nodes the template made for this sandbox index
+//!    ([`JailSpec::devices`], read-only), and takes the jail's steps 6 to 9 and the
+//!    seccomp filter ([`become_sandbox`]): it is then the sandbox's agent-to-be, and
+//!    executes the agent ([`crate::exec`]) as the jail does. The template reaps it.
 //!
 //! The sandbox's user namespace is owned by the sandbox's own host identity, as with a
 //! jail; its parent is the template's user namespace (owned by the template's uid), where

@@ -8,6 +8,7 @@
 //! steps and docs/security.md for what each one stops).
 //!
 //! - [`setup`]: the steps, in order, and [`JailSpec`], what the jail is told;
+//! - [`exec`]: the last step, the agent executed afresh;
 //! - [`forked`]: the same sandbox made from a fork of a template (issue 16), with the
 //!   runner doing the steps that need host root;
 //! - [`rootfs`]: the sandbox's file system (overlays, `/etc`, masked `/proc`, `/dev`);
@@ -20,6 +21,7 @@
 //! - [`net`]: the loopback interface.
 
 pub mod cgroup;
+pub mod exec;
 pub mod fdpass;
 pub mod forked;
 pub mod layout;

@@ -27,9 +27,9 @@
 //! 9. [`agent_privileges`]: keep only the capabilities the agent needs to start the
 //!    program as the sandbox user and to end it ([`AGENT_CAPS`]), set no_new_privs;
 //! 10. install the seccomp filter and `execveat` the agent (this same binary, opened
-//!     before the clone) with an empty environment. The agent stays sandbox root; it
-//!     runs each program as the sandbox user, which can neither signal, trace,
-//!     re-limit nor re-prioritise it.
+//!     before the clone) with an empty environment ([`crate::exec`]). The agent stays
+//!     sandbox root; it runs each program as the sandbox user, which can neither
+//!     signal, trace, re-limit nor re-prioritise it.
 //!
 //! Any failing step writes `sandbox-jail: <step>: <error>` to standard error and exits
 //! 1, so the runner can say exactly which layer could not be set up.
@@ -43,7 +43,6 @@ use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{chdir, pivot_root, sethostname, setresgid, setresuid, Gid, Pid, Uid};
 use serde::{Deserialize, Serialize};
-use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -501,18 +500,12 @@ fn inside(
     exe: OwnedFd,
     ready: OwnedFd,
 ) -> i32 {
-    let result = (|| -> Result<(), JailError> {
-        wait_for_parent(ready)?;
-        enter(spec, host, stage, true)?;
-        exec_agent(&exe)
-    })();
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("sandbox-jail: {e}");
-            1
-        }
-    }
+    let error = match wait_for_parent(ready).and_then(|()| enter(spec, host, stage, true)) {
+        Ok(()) => crate::exec::exec_agent(&exe, &[AGENT_ARG]),
+        Err(e) => e,
+    };
+    eprintln!("sandbox-jail: {error}");
+    1
 }
 
 /// Steps 6 to 10 but the exec, in the new namespaces once the ids are mapped: the
@@ -633,26 +626,4 @@ fn agent_privileges() -> Result<(), JailError> {
         }
     }
     nix::sys::prctl::set_no_new_privs().map_err(JailError::NoNewPrivs)
-}
-
-/// Step 10: this same binary, opened before the clone, as the agent.
-fn exec_agent(exe: &OwnedFd) -> Result<(), JailError> {
-    let argv0 = CString::new("sandbox-agent").map_err(|e| JailError::Exec(e.into()))?;
-    let argv1 = CString::new(AGENT_ARG).map_err(|e| JailError::Exec(e.into()))?;
-    let argv = [argv0.as_ptr(), argv1.as_ptr(), std::ptr::null()];
-    let envp = [std::ptr::null::<libc::c_char>()];
-    let empty = c"";
-    // SAFETY: execveat reads argv and envp, both null-terminated arrays of pointers to
-    // NUL-terminated strings that outlive the call; on success it does not return.
-    unsafe {
-        libc::syscall(
-            libc::SYS_execveat,
-            exe.as_raw_fd(),
-            empty.as_ptr(),
-            argv.as_ptr(),
-            envp.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        );
-    }
-    Err(JailError::Exec(io::Error::last_os_error()))
 }

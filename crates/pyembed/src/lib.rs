@@ -29,7 +29,8 @@ use libloading::os::unix::{Library, Symbol, RTLD_GLOBAL, RTLD_NOW};
 /// `random`'s module-level generator is reseeded by CPython itself in a child (an
 /// at-fork hook [`Python::fork`] runs); numpy's legacy global generator, seeded once when
 /// `numpy.random` is imported, is not (tests/fork.rs shows siblings sharing it without
-/// this). What siblings still share: the address-space layout and the hash seed.
+/// this). What forked siblings still share: the address-space layout, the stack canary
+/// and the hash seed.
 pub const RESEED: &str = "\
 import sys as _sandbox_sys
 if 'random' in _sandbox_sys.modules:

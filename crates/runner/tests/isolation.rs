@@ -429,3 +429,122 @@ fn program_and_agent_uids(pid: u32) -> (u32, u32) {
         assert!(ancestor > 1, "no agent above the program");
     }
 }
+
+/// The time shared_files.py's attack sets (its CHOSEN_NS).
+const CHOSEN_NS: i64 = 1_000_000_000_000_000_000;
+
+/// What a sandbox sees of the files it may share with another (common/shared_files.py);
+/// with `attack`, after trying every change a program can make to them.
+fn shared_files(attack: bool) -> String {
+    let attack = if attack { "True" } else { "False" };
+    format!(
+        "ATTACK = {attack}\n{}",
+        include_str!("common/shared_files.py")
+    )
+}
+
+/// The answer of a shared_files.py program.
+fn seen(out: &serde_json::Value) -> serde_json::Value {
+    assert_eq!(exit_code(out), 0, "{out}");
+    serde_json::from_str(stdout(out).trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The host's own device nodes as its processes see them: mode, owner and times.
+fn host_devices() -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    ["null", "zero", "full", "random", "urandom"]
+        .iter()
+        .map(|name| {
+            let m = std::fs::metadata(format!("/dev/{name}")).expect("a host device");
+            format!(
+                "{name} {:o} {} {}.{} {}.{} {}.{}",
+                m.mode(),
+                m.uid(),
+                m.atime(),
+                m.atime_nsec(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec()
+            )
+        })
+        .collect()
+}
+
+/// Nothing a sandbox can change is seen by another: of every file it may share with a
+/// sandbox running meanwhile or with a later one on its slot (device nodes, which a
+/// template makes once per slot and an ordinary user's runner binds from the host; the
+/// empty file and folder its /proc masks show; the system files), a program can change
+/// nothing (times set to now or to a chosen time, mode, owner, an extended attribute:
+/// all refused), and neither a sandbox running meanwhile (a session) nor the next one
+/// on the attacker's slot, nor the host, sees a difference.
+#[tokio::test]
+async fn no_sandbox_changes_a_file_another_one_sees() {
+    let runner = Runner::with(common::Options {
+        pool_size: 1,
+        ..Default::default()
+    });
+    let look = shared_files(false);
+    let meanwhile = runner.open_session(serde_json::json!({})).await;
+    let meanwhile_before = seen(&runner.ok_in(&meanwhile, "python", &look).await);
+    // A Python run first: the sandbox that replaces it, the attacker's, is prepared for
+    // Python as the later ones are (made alike: by the same template, if any).
+    seen(&runner.run("python", &look).await);
+    let host_before = host_devices();
+    let attacker = seen(&runner.run("python", &shared_files(true)).await);
+    let host_after = host_devices();
+    let meanwhile_after = seen(&runner.ok_in(&meanwhile, "python", &look).await);
+    eprintln!("the attack's refusals: {}", attacker["refused"]);
+    assert_eq!(
+        host_before, host_after,
+        "a program changed the host's devices"
+    );
+    assert_eq!(
+        meanwhile_before["before"], meanwhile_after["before"],
+        "a sandbox running meanwhile saw a change"
+    );
+    // The next sandbox on the attacker's slot: with one sandbox in the pool, one of the
+    // next few (an index is given back once its sandbox is gone).
+    let mut later = None;
+    for _ in 0..8 {
+        let next = seen(&runner.run("python", &look).await);
+        if next["slot"] == attacker["slot"] {
+            later = Some(next);
+            break;
+        }
+    }
+    let later = later.expect("no later sandbox on the attacker's slot");
+    let attacked = attacker["before"].as_object().expect("files");
+    for (path, file) in later["before"].as_object().expect("files") {
+        let times = &file.as_array().expect("a file")[6..9];
+        assert!(
+            times.iter().all(|t| t.as_i64() != Some(CHOSEN_NS)),
+            "{path} has the time the attacker chose: {file}"
+        );
+        assert!(
+            !file[9].to_string().contains("user.sandbox"),
+            "{path}: {file}"
+        );
+        // The same file: device, inode and birth (a file system that keeps no birth
+        // time is a new /proc's, the sandbox's own).
+        let same_file = |before: &&serde_json::Value| {
+            (0..3).all(|i| before[i] == file[i]) && file[2].as_i64() != Some(0)
+        };
+        if let Some(before) = attacked.get(path).filter(same_file) {
+            assert_eq!(
+                before, file,
+                "{path}, a file of the attacker's, changed for the next sandbox on its slot"
+            );
+        }
+    }
+    // Nor can it change anything that only it sees: nothing to tell apart.
+    assert_eq!(
+        attacker["changed"],
+        serde_json::json!([]),
+        "a program changed files another sandbox may see"
+    );
+    assert_eq!(
+        attacker["before"], attacker["after"],
+        "a shared file changed"
+    );
+}

@@ -25,8 +25,9 @@ fn runner(templates: bool, pool_size: usize) -> Runner {
     })
 }
 
-/// What a sandbox's first process is: the template's fork or a jail's exec.
-const FIRST_PROCESS: &str = "tr '\\0' ' ' < /proc/1/cmdline";
+/// What a sandbox's first process is: the agent a template's fork executed, or the
+/// agent a jail executed (its first two arguments: a forked one may name its keeper).
+const FIRST_PROCESS: &str = "tr '\\0' ' ' < /proc/1/cmdline | cut -d' ' -f1-2";
 
 #[tokio::test]
 async fn sandboxes_are_forked_from_the_template_and_python_from_its_interpreter() {
@@ -51,7 +52,7 @@ async fn sandboxes_are_forked_from_the_template_and_python_from_its_interpreter(
     let out = runner.run("bash", FIRST_PROCESS).await;
     assert_eq!(
         stdout(&out).trim(),
-        "sandbox-agent __sandbox-template",
+        "sandbox-agent __sandbox-forked-agent",
         "{out}"
     );
 }
@@ -220,7 +221,7 @@ async fn a_program_cannot_reach_the_template() {
     let out = runner.run("bash", FIRST_PROCESS).await;
     assert_eq!(
         stdout(&out).trim(),
-        "sandbox-agent __sandbox-template",
+        "sandbox-agent __sandbox-forked-agent",
         "{out}"
     );
     let out = runner
@@ -233,12 +234,57 @@ async fn a_program_cannot_reach_the_template() {
 }
 
 #[tokio::test]
+async fn a_python_row_the_keeper_cannot_stand_for_is_executed_and_the_keeper_goes() {
+    // An operator's row that sets a variable the interpreter reads at start: a fork of
+    // the template's interpreter would not see it, so the program is executed, and the
+    // keeper the sandbox's first process forked for it is let go (no process left).
+    let mut file = tempfile::NamedTempFile::new().expect("a temp file");
+    let row = r#"
+[[language]]
+name = "python"
+file = "main.py"
+run = ["python3", "{file}"]
+loader = { kind = "python", command = ["python3", "-c", "{loader}"] }
+env = { PYTHONDONTWRITEBYTECODE = "1" }
+requires = ["/usr/bin/python3"]
+version = ["python3", "--version"]
+"#;
+    std::io::Write::write_all(&mut file, row.as_bytes()).expect("written");
+    let runner = Runner::with(Options {
+        pool_size: 1,
+        env: vec![
+            ("RUNNER_TEMPLATES".into(), "true".into()),
+            ("RUNNER_WARM_IMPORTS".into(), String::new()),
+            (
+                "RUNNER_LANGUAGES".into(),
+                file.path().to_string_lossy().into(),
+            ),
+        ],
+        ..Default::default()
+    });
+    // The agent's command line names its keeper (the sandbox is the Python template's).
+    let code = "import os, sys\n\
+                agent = open('/proc/1/cmdline').read().split('\\0')\n\
+                pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n\
+                print(os.path.realpath('/proc/self/exe') == os.path.realpath(sys.executable), \
+                sys.dont_write_bytecode, agent[1], int(agent[2]) in pids, len(pids))";
+    for _ in 0..2 {
+        let out = runner.run("python", code).await;
+        assert_eq!(
+            stdout(&out),
+            "True True __sandbox-forked-agent False 2\n",
+            "executed, with its variable; the keeper gone; the agent and the program only"
+        );
+    }
+}
+
+#[tokio::test]
 async fn jails_take_over_when_the_template_is_gone() {
     let runner = runner(true, 1);
     let out = runner.run("bash", FIRST_PROCESS).await;
     assert_eq!(
         stdout(&out).trim(),
-        "sandbox-agent __sandbox-template",
+        "sandbox-agent __sandbox-forked-agent",
         "{out}"
     );
     let templates = common::children_with(runner.pid(), "__sandbox-template");
@@ -327,4 +373,175 @@ async fn templates_hold_no_host_privilege() {
         }
     }
     assert_eq!(uids.len(), 2, "the two templates share a uid: {uids:?}");
+}
+
+/// What a process's address space shows of its layout and its stack canary, read from
+/// the host: where its stack, its C library and its executable are mapped, and the 16
+/// random bytes the kernel gave its exec (`AT_RANDOM`, whence glibc draws the canary;
+/// a fork keeps them, and the canary with them).
+#[derive(Debug)]
+struct Layout {
+    pid: u32,
+    parts: Vec<(&'static str, String)>,
+}
+
+impl Layout {
+    fn of(pid: u32) -> Layout {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("exe");
+        let exe = exe.to_string_lossy();
+        let start = |wanted: &dyn Fn(&str) -> bool| -> String {
+            maps.lines()
+                .find(|line| line.split_whitespace().nth(5).is_some_and(wanted))
+                .and_then(|line| line.split('-').next())
+                .unwrap_or_else(|| panic!("{pid}: no such mapping in {maps}"))
+                .to_owned()
+        };
+        let parts = vec![
+            ("stack", start(&|path| path == "[stack]")),
+            ("C library", start(&|path| path.contains("/libc.so"))),
+            ("executable", start(&|path| path == exe)),
+            ("AT_RANDOM (the stack canary)", at_random(pid)),
+        ];
+        Layout { pid, parts }
+    }
+
+    /// What `self` and `other` share.
+    fn shared_with(&self, other: &Layout) -> Vec<&'static str> {
+        self.parts
+            .iter()
+            .zip(&other.parts)
+            .filter(|(a, b)| a == b)
+            .map(|(a, _)| a.0)
+            .collect()
+    }
+}
+
+/// The 16 bytes at `pid`'s `AT_RANDOM`, in hex.
+fn at_random(pid: u32) -> String {
+    use std::os::unix::fs::FileExt;
+    const AT_RANDOM: u64 = 25;
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).expect("auxv");
+    let words: Vec<u64> = auxv
+        .chunks_exact(8)
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+        .collect();
+    let address = words
+        .chunks_exact(2)
+        .find(|pair| pair[0] == AT_RANDOM)
+        .map(|pair| pair[1])
+        .expect("AT_RANDOM in auxv");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("mem");
+    let mut bytes = [0u8; 16];
+    mem.read_exact_at(&mut bytes, address)
+        .expect("AT_RANDOM's bytes");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The agent above `pid`: PID 1 of its PID namespace.
+fn agent_above(pid: u32) -> u32 {
+    let mut pid = pid;
+    loop {
+        if status_fields(pid, "NSpid:").last().map(String::as_str) == Some("1") {
+            return pid;
+        }
+        pid = status_fields(pid, "PPid:")[0].parse().expect("a parent");
+        assert!(pid > 1, "no agent above the program");
+    }
+}
+
+/// A program that names itself `marker` and waits, in `lang`.
+fn waiting(lang: &str, marker: &str) -> String {
+    match lang {
+        "python" => {
+            format!("import time\nopen('/proc/self/comm', 'w').write('{marker}')\ntime.sleep(60)\n")
+        }
+        _ => format!("printf %s {marker} > /proc/$$/comm; sleep 60"),
+    }
+}
+
+/// One sandbox seen from the host while its program waits: the program's layout, its
+/// agent's, and the template the agent's first process was forked from.
+#[derive(Debug)]
+struct Seen {
+    program: Layout,
+    agent: Layout,
+    template: u32,
+}
+
+async fn see(runner: &Runner, lang: &str, n: usize) -> Seen {
+    let marker = format!("lay{n}{}", std::process::id() % 10_000);
+    let run = {
+        let (url, client) = (runner.url.clone(), runner.client.clone());
+        let code = waiting(lang, &marker);
+        let lang = lang.to_owned();
+        tokio::spawn(async move { common::post_run(&client, &url, &lang, &code).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let program = loop {
+        if let Some(pid) = common::host_pids_named(&marker).first() {
+            break *pid;
+        }
+        assert!(Instant::now() < deadline, "no process named {marker}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let agent = agent_above(program);
+    let seen = Seen {
+        program: Layout::of(program),
+        agent: Layout::of(agent),
+        template: status_fields(agent, "PPid:")[0].parse().expect("a parent"),
+    };
+    let group = nix::unistd::Pid::from_raw(program as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).expect("ending it");
+    run.await.expect("run task");
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_share_no_layout_or_canary_with_programs_or_each_other() {
+    // The agent holds more than its program (the channel, its capabilities): it must not
+    // be a copy of the address space a Python program is forked from, nor of another
+    // sandbox's agent. Python programs share their template's layout (by design,
+    // docs/security.md), bash ones are executed.
+    let runner = runner(true, 1);
+    let mut seen = Vec::new();
+    for (n, lang) in ["python", "python", "python", "bash", "bash", "bash"]
+        .into_iter()
+        .enumerate()
+    {
+        seen.push(see(&runner, lang, n).await);
+    }
+    let templates: Vec<Layout> = common::children_with(runner.pid(), "__sandbox-template")
+        .into_iter()
+        .map(Layout::of)
+        .collect();
+    for template in &templates {
+        let made = seen.iter().filter(|s| s.template == template.pid).count();
+        assert!(
+            made >= 2,
+            "template {} made {made} of the sandboxes",
+            template.pid
+        );
+    }
+    for (i, one) in seen.iter().enumerate() {
+        let shared = one.agent.shared_with(&one.program);
+        assert!(
+            shared.is_empty(),
+            "sandbox {i}: its agent shares with its program {shared:?}: {one:?}"
+        );
+        for template in &templates {
+            let shared = one.agent.shared_with(template);
+            assert!(
+                shared.is_empty(),
+                "sandbox {i}: its agent shares with a template {shared:?}"
+            );
+        }
+        for (j, other) in seen.iter().enumerate().skip(i + 1) {
+            let shared = one.agent.shared_with(&other.agent);
+            assert!(
+                shared.is_empty(),
+                "the agents of sandboxes {i} and {j} share {shared:?}"
+            );
+        }
+    }
 }

@@ -45,7 +45,9 @@ pub(super) fn confine(spec: &TemplateSpec) -> Result<(), TemplateError> {
 }
 
 /// A tmpfs on `spec.devices` (in the template's mount namespace only), with a folder of
-/// device nodes per sandbox index.
+/// device nodes per sandbox index, then made read-only: every sandbox of an index binds
+/// the same nodes, and none may leave on them what the next one would read (their
+/// times, mode, owner, attributes).
 fn make_devices(spec: &TemplateSpec) -> Result<(), TemplateError> {
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
     let options = format!("size=64k,nr_inodes={},mode=0755", 16 + spec.slots * 8);
@@ -70,7 +72,18 @@ fn make_devices(spec: &TemplateSpec) -> Result<(), TemplateError> {
             sandbox_jail::rootfs::make_device(name, &dir.join(name))?;
         }
     }
-    Ok(())
+    let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags;
+    mount(
+        None::<&str>,
+        &spec.devices,
+        None::<&str>,
+        read_only,
+        None::<&str>,
+    )
+    .map_err(|e| TemplateError::Confine {
+        step: "making the device nodes read-only",
+        source: e.into(),
+    })
 }
 
 /// A tmpfs on `/home` (in the template's mount namespace: the host's homes are hidden

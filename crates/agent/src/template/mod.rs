@@ -2,32 +2,36 @@
 //! sandbox from a fork of itself instead of a fresh jail process, so that what every
 //! sandbox would repeat is done once.
 //!
-//! The runner starts it as host root, as `sandbox-agent __sandbox-template` (its binary,
-//! the command line every sandbox's first process shows), with an empty environment and
-//! a `SOCK_SEQPACKET` socket as descriptor 3. The first message on it is the template's
-//! [`TemplateSpec`]; the template confines itself (`confine.rs`) before it reads anything
-//! else: mount, network, IPC and UTS namespaces of its own (made as host root, so it
-//! cannot change them), then a host uid of its own (no capability on the host), then a
-//! user namespace of its own, whose maps the runner writes: the template's uid is its
-//! root, and every sandbox's two host ids are mapped to themselves. So the template can
-//! take a sandbox's host identity (to make that sandbox's user namespace as it, which
-//! then owns it, as with a jail) and no other host id: never host root.
+//! The runner starts it as host root, as `sandbox-agent __sandbox-template` (its binary),
+//! with an empty environment and a `SOCK_SEQPACKET` socket as descriptor 3. The first
+//! message on it is the template's [`TemplateSpec`]; the template opens its own binary,
+//! then confines itself (`confine.rs`) before it reads anything else: mount, network,
+//! IPC and UTS namespaces of its own (made as host root, so it cannot change them), then
+//! a host uid of its own (no capability on the host), then a user namespace of its own,
+//! whose maps the runner writes: the template's uid is its root, and every sandbox's two
+//! host ids are mapped to themselves. So the template can take a sandbox's host identity
+//! (to make that sandbox's user namespace as it, which then owns it, as with a jail) and
+//! no other host id: never host root.
 //!
 //! Each later message asks for one sandbox: the sandbox's [`JailSpec`] as
 //! JSON, with three descriptors: the agent channel, the sandbox's standard error, and its
 //! control socket. The template clones the sandbox's first process and announces it
 //! ([`sandbox_jail::forked`]); the clone puts the channel on descriptor 3 and standard
-//! error on 2, closes everything else the template held, takes the jail's steps once the
-//! runner has moved it into its cgroups, and then serves as its agent, in-process,
-//! exactly as the agent a jail executes. The template holds no secret (its environment is empty and it reads
-//! nothing but its spec and the requests), so a fork of it has none.
+//! error on 2, closes everything else the template held but its binary, takes the jail's
+//! steps once the runner has moved it into its cgroups, and then executes the agent
+//! afresh (see [`agent`]): the agent shares no address layout or stack canary with the
+//! template, its other sandboxes or its own program. The template holds no secret (its
+//! environment is empty and it reads nothing but its spec and the requests), so a fork
+//! of it has none.
 //!
 //! End of file on descriptor 3 ends the template; its forks end with their sandboxes.
 
+pub mod agent;
 mod confine;
 
 pub use confine::Ceilings;
 
+use agent::EXE_FD;
 use confine::confine;
 use sandbox_jail::forked::{announce, become_sandbox, clone_sandbox};
 use sandbox_jail::rootfs::HostView;
@@ -39,9 +43,8 @@ use std::path::{Path, PathBuf};
 
 /// The first argument that selects the template in a multicall binary.
 pub const TEMPLATE_ARG: &str = "__sandbox-template";
-/// The name the template is started under (its `argv[0]`): every sandbox's first
-/// process is a fork of it, and shows its command line.
-pub const AGENT_NAME: &str = "sandbox-agent";
+/// The name the template is started under (its `argv[0]`), as every agent is.
+pub use sandbox_jail::exec::AGENT_NAME;
 /// The descriptor requests arrive on.
 const REQUESTS_FD: RawFd = 3;
 /// The largest request read (a jail spec is a few hundred bytes).
@@ -157,6 +160,13 @@ fn serve() -> Result<(), TemplateError> {
     let n = nix::sys::socket::recv(REQUESTS_FD, &mut first, nix::sys::socket::MsgFlags::empty())
         .map_err(|e| TemplateError::Receive(e.into()))?;
     let spec: TemplateSpec = serde_json::from_slice(&first[..n]).map_err(TemplateError::Spec)?;
+    // Opened as host root, before the confinement: every sandbox's agent is executed
+    // from it (a file every user may execute, as the jail's is).
+    let exe = std::fs::File::open("/proc/self/exe").map_err(|source| TemplateError::Confine {
+        step: "opening its own binary",
+        source,
+    })?;
+    let exe = OwnedFd::from(exe);
     confine(&spec)?;
     let host = HostView::read()?;
     if let Some(python) = &spec.python {
@@ -171,20 +181,20 @@ fn serve() -> Result<(), TemplateError> {
         let Some(request) = receive()? else {
             return Ok(());
         };
-        make(request, &host);
+        make(request, &host, &exe);
     }
 }
 
 /// Makes the sandbox `request` asks for: clones its first process, which becomes the
 /// sandbox (never returns there); here, tells the runner. A failure is written on the
 /// sandbox's standard error, where the runner reads why its setup failed.
-fn make(request: Request, host: &HostView) {
+fn make(request: Request, host: &HostView, exe: &OwnedFd) {
     let spec = match &request.spec {
         Ok(spec) => spec,
         Err(e) => return refuse(&request, &format!("sandbox-template: bad jail spec: {e}")),
     };
     match clone_sandbox(spec) {
-        Ok(None) => sandbox(&request, spec, host),
+        Ok(None) => sandbox(&request, spec, host, exe),
         Ok(Some(child)) => {
             if let Err(e) = announce(child, spec, &request.ctl) {
                 let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
@@ -201,7 +211,7 @@ fn make(request: Request, host: &HostView) {
 fn probes() -> bool {
     #[cfg(feature = "embedded-python")]
     {
-        !crate::embedded::holds_python()
+        crate::embedded::held().is_none()
     }
     #[cfg(not(feature = "embedded-python"))]
     {
@@ -280,49 +290,47 @@ fn receive() -> Result<Option<Request>, TemplateError> {
 }
 
 /// The sandbox's first process, just cloned: its descriptors in place, the jail's
-/// steps, then the agent. Never returns.
-fn sandbox(request: &Request, spec: &JailSpec, host: &HostView) -> ! {
-    let code = match place_descriptors(request) {
-        Err(e) => {
-            eprintln!("sandbox-template: placing the sandbox's descriptors: {e}");
-            1
-        }
+/// steps, then the agent, executed. Never returns.
+fn sandbox(request: &Request, spec: &JailSpec, host: &HostView, exe: &OwnedFd) -> ! {
+    let error = match place_descriptors(request, exe) {
+        Err(e) => format!("sandbox-template: placing the sandbox's descriptors: {e}"),
         Ok(ctl) => {
             restore_signals();
             match become_sandbox(spec, host, ctl, probes()) {
-                Ok(()) => crate::multicall::jailed_agent(),
-                Err(e) => {
-                    eprintln!("sandbox-jail: {e}");
-                    1
-                }
+                Ok(()) => agent::become_agent(),
+                Err(e) => format!("sandbox-jail: {e}"),
             }
         }
     };
+    eprintln!("{error}");
     // SAFETY: _exit ends the process at once, without running the template's exit
     // handlers (they belong to the template, not to this copy of it).
-    unsafe { libc::_exit(code) }
+    unsafe { libc::_exit(1) }
 }
 
-/// Channel on 3, standard error on 2, the control socket on [`CTL_FD`] (returned), and
-/// nothing else above 2: the template's request socket and every other request's
-/// descriptors are closed.
-fn place_descriptors(request: &Request) -> io::Result<OwnedFd> {
+/// Channel on 3, standard error on 2, the control socket on [`CTL_FD`] (returned), the
+/// template's binary on [`EXE_FD`], and nothing else above 2: the template's request
+/// socket and every other request's descriptors are closed.
+fn place_descriptors(request: &Request, exe: &OwnedFd) -> io::Result<OwnedFd> {
     crate::launch::give(&[
         (request.channel.as_raw_fd(), sandbox_jail::CHANNEL_FD),
         (request.stderr.as_raw_fd(), 2),
         (request.ctl.as_raw_fd(), CTL_FD),
+        (exe.as_raw_fd(), EXE_FD),
     ])?;
-    // SAFETY: close_range only closes descriptors; the ones kept are 0 to 4, and the
-    // OwnedFds of the request (all above 4) are never used again: the caller only exits.
-    if unsafe { libc::syscall(libc::SYS_close_range, CTL_FD + 1, u32::MAX, 0) } != 0 {
+    // SAFETY: close_range only closes descriptors; the ones kept are 0 to 5, and the
+    // OwnedFds of the request and the template (all above 5) are never used again: the
+    // caller only exits.
+    if unsafe { libc::syscall(libc::SYS_close_range, EXE_FD + 1, u32::MAX, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: CTL_FD was just made a copy of the control socket, owned by nothing else.
     Ok(unsafe { OwnedFd::from_raw_fd(CTL_FD) })
 }
 
-/// The signal dispositions a freshly executed agent has: an embedded interpreter
-/// changes SIGINT's and ignores SIGXFSZ, which programs would inherit across exec.
+/// The signal dispositions a process started afresh has: an embedded interpreter
+/// changes SIGINT's and ignores SIGXFSZ, which the agent and its programs would inherit
+/// across exec (an ignored signal stays ignored).
 fn restore_signals() {
     for signal in [libc::SIGINT, libc::SIGXFSZ] {
         // SAFETY: SIG_DFL is a valid disposition for these signals; no handler runs.

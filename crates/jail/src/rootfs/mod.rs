@@ -10,7 +10,13 @@
 //!   other sandbox's and not the host's. A jail run by an ordinary user makes the stage
 //!   inside the new namespaces instead ([`Stage::make_inside`]), where no device node
 //!   can be made: the host's are bound in, so their inodes (and `flock` locks on them)
-//!   are shared with the host.
+//!   are shared with the host; a sandbox forked from a template binds the nodes the
+//!   template made for its index, which later sandboxes of that index bind again.
+//!   Whatever it holds, the stage is read-only once made, and so is every node bound
+//!   from it: a device still reads and writes (a read-only mount does not stop I/O on a
+//!   device), but its times, mode, owner and attributes cannot change (`EROFS`), so a
+//!   node shared with the host, with another sandbox or with a later one carries
+//!   nothing from one to the other.
 //! - the root itself ([`build_root`]), made inside the new namespaces: a tmpfs with the
 //!   host's system folders as read-only overlays (a private view of shared files: their
 //!   inodes, and so their `flock` locks, belong to this sandbox alone), a generated
@@ -48,23 +54,29 @@ impl Stage {
         for name in DEVICES {
             make_device(name, &stage.devices().join(name))?;
         }
+        seal(dir)?;
         Ok(stage)
     }
 
     /// Inside the new user and mount namespaces (sandbox root, all capabilities there)
     /// of a jail that could not make device nodes (an ordinary user's, or one forked from
-    /// a template): the staging tmpfs on `dir`, with the device nodes of `devices` (the
-    /// host's `/dev` when none) bound onto empty files, the empty folder and the empty
-    /// file.
+    /// a template): the staging tmpfs on `dir`, with the empty folder and the empty file,
+    /// and the device nodes of `devices` (a folder of them its maker made for this
+    /// sandbox, bound whole), or else the host's (each bound onto an empty file), all
+    /// read-only.
     pub fn make_inside(dir: &Path, devices: Option<&Path>) -> Result<Stage, JailError> {
         let stage = Stage::mount(dir)?;
-        let devices = devices.unwrap_or(Path::new("/dev"));
-        for name in DEVICES {
-            let target = stage.devices().join(name);
-            File::create(&target).map_err(|source| prepare(&target, source))?;
-            let host = devices.join(name);
-            mount_at(Some(&host), &target, None, MsFlags::MS_BIND, None)?;
+        match devices {
+            Some(folder) => bind_read_only(folder, &stage.devices())?,
+            None => {
+                for name in DEVICES {
+                    let target = stage.devices().join(name);
+                    File::create(&target).map_err(|source| prepare(&target, source))?;
+                    bind_read_only(&Path::new("/dev").join(name), &target)?;
+                }
+            }
         }
+        seal(dir)?;
         Ok(stage)
     }
 
@@ -113,6 +125,25 @@ impl Stage {
     fn devices(&self) -> PathBuf {
         self.dir.join("dev")
     }
+}
+
+/// The stage's tmpfs (on `dir`) made read-only, its superblock and its mount: nothing
+/// of it can change, nor be made writable again from inside (the sandbox's namespaces
+/// are not the superblock's owner, and the mount's flags are locked in them).
+fn seal(dir: &Path) -> Result<(), JailError> {
+    let flags = MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    mount_at(None::<&str>, dir, None, flags, None)
+}
+
+/// `source` bound on `target`, read-only, nosuid and noexec (not nodev: device nodes
+/// must open). A bind made later from it is read-only too: a bind keeps the flags of
+/// the mount it copies.
+fn bind_read_only(source: &Path, target: &Path) -> Result<(), JailError> {
+    mount_at(Some(source), target, None, MsFlags::MS_BIND, None)?;
+    remount(
+        target,
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+    )
 }
 
 /// A character device with the numbers of the host's `/dev/<name>`, mode 0666.
@@ -215,8 +246,8 @@ fn write_etc(root: &Path) -> Result<(), JailError> {
     Ok(())
 }
 
-/// A tmpfs /dev with this sandbox's own device nodes bound in, the usual links, and
-/// /dev/shm.
+/// A tmpfs /dev with this sandbox's own device nodes bound in (read-only, as the
+/// stage's are: see [`bind_read_only`]), the usual links, and /dev/shm.
 fn build_dev(root: &Path, stage: &Stage) -> Result<(), JailError> {
     let dev = root.join("dev");
     mount_tmpfs(

@@ -132,9 +132,9 @@ fn zero_user_counts(proc_dir: &Path) -> Result<(), JailError> {
 }
 
 /// Shows `source` (an empty file or folder of the stage) in place of `target`, when the
-/// kernel has `target`. The source is host root's and read-only to everyone (0444,
-/// 0555), on the stage's nosuid, noexec mount: the program can neither write nor change
-/// it, so no read-only remount is needed. A file masked onto a folder (or the reverse)
+/// kernel has `target`. The source is read-only to everyone (0444, 0555), on the
+/// stage's read-only, nosuid, noexec mount, whose flags a bind keeps: nothing can write
+/// or change it, so no remount is needed. A file masked onto a folder (or the reverse)
 /// fails: the lists say which is which.
 fn mask(target: &Path, source: &Path) -> Result<(), JailError> {
     match mount_at(Some(source), target, None, MsFlags::MS_BIND, None) {

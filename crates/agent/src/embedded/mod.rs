@@ -3,24 +3,28 @@
 //!
 //! A template started with a [`PythonSpec`] loads the host's libpython and starts its
 //! interpreter once, confined as the template is; every sandbox forked from the template
-//! holds a copy of it. When the agent of such a sandbox prepares a Python loader, it
-//! forks a child from that copy instead of executing `python3 -c LOADER`; the child
-//! takes the descriptors, process group, user and folder the executed one would have,
-//! sets up what the command line and environment would have set up (`sys.argv`,
-//! `sys.path` from `PYTHONPATH`, `os.environ`, the signal dispositions CPython installs at
-//! start), draws new seeds for the random generators it holds ([`RESEED`]), and runs the
-//! same loader. What differs from an executed `python3`, as a program can see it:
-//! `/proc/self/exe` (the runner's binary), the mappings of `/proc/self/maps`,
-//! `sys.flags` and `sys.orig_argv`, and the hash seed, shared by every sandbox of the
-//! template (docs/security.md).
+//! holds a copy of it. That copy is not the agent's: the sandbox's first process forks
+//! a [keeper](keeper) from it, then executes the agent afresh (so that the agent shares
+//! neither its address layout nor its stack canary with the program, the template or
+//! another sandbox). When the agent prepares a Python loader, the keeper becomes it,
+//! instead of a `python3 -c LOADER` executed: it takes the descriptors, process group,
+//! user and folder the executed one would have, sets up what the command line and
+//! environment would have set up (`sys.argv`, `sys.path` from `PYTHONPATH`,
+//! `os.environ`, the signal dispositions CPython installs at start), draws new seeds for
+//! the random generators it holds ([`RESEED`]), and runs the same loader. What differs
+//! from an executed `python3`, as a program can see it: `/proc/self/exe` (the runner's
+//! binary), the mappings of `/proc/self/maps` (the template's, as its address layout
+//! and stack canary are), `sys.flags` and `sys.orig_argv`, and the hash seed, shared by
+//! every sandbox of the template (docs/security.md).
+
+pub(crate) mod keeper;
 
 use crate::launch::{environment, give, harden, PYTHON_LOADER};
-use crate::process::Process;
 use crate::template::PythonSpec;
 use sandbox_protocol::language::{LoaderKind, Recipe, LOADER_SOURCE};
-use sandbox_pyembed::{EmbedError, Forked, Python, RESEED};
+use sandbox_pyembed::{EmbedError, Python, RESEED};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::OnceLock;
 
 /// The interpreter of this process (a template, or a copy of one).
@@ -97,26 +101,21 @@ pub(crate) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
     Ok(())
 }
 
-/// Whether this process holds an interpreter (a Python template, or a copy of one).
-pub(crate) fn holds_python() -> bool {
-    PYTHON.get().is_some()
-}
-
 /// The interpreter's program, as its spec named it.
 static PROGRAM: OnceLock<String> = OnceLock::new();
 
-/// The interpreter, if this process holds one and `recipe`'s loader is the standard
-/// Python one run by it (`python3 -c LOADER`, no variable of the recipe's that the
-/// interpreter reads at start): only then does a fork stand for the executed loader.
-/// Not while the agent has another thread (a session's output sink): a fork would
-/// leave it behind, so the loader is executed.
-pub(crate) fn forkable(recipe: &Recipe) -> Option<&'static Python> {
-    let python = PYTHON.get()?;
-    if sandbox_pyembed::thread_count().ok()? != 1 {
-        return None;
-    }
-    let loader = recipe.loader.as_ref()?;
-    let program = PROGRAM.get()?;
+/// The interpreter of this process and its program, if it holds one.
+pub(crate) fn held() -> Option<(&'static Python, &'static str)> {
+    Some((PYTHON.get()?, PROGRAM.get()?))
+}
+
+/// Whether `recipe`'s loader is the standard Python one run by `program` (`python3 -c
+/// LOADER`, no variable of the recipe's that the interpreter reads at start): only then
+/// does a fork of the template's interpreter stand for the executed loader.
+pub(crate) fn stands_for(recipe: &Recipe, program: &str) -> bool {
+    let Some(loader) = recipe.loader.as_ref() else {
+        return false;
+    };
     let named = |arg: &str| arg == "python3" || arg == program;
     let standard = loader.kind == LoaderKind::Python
         && loader.command.len() == 3
@@ -124,56 +123,18 @@ pub(crate) fn forkable(recipe: &Recipe) -> Option<&'static Python> {
         && loader.command[1] == "-c"
         && loader.command[2] == LOADER_SOURCE;
     let start_env = recipe.env.keys().any(|k| k.starts_with("PYTHON"));
-    (standard && !start_env).then_some(python)
+    standard && !start_env
 }
 
-/// Forks the Python loader from `python`, as `python3 -c LOADER [warm]` would start, with
-/// `go` on descriptor 3 and `done` on 4, running as `user`.
-pub(crate) fn fork_loader(
-    python: &Python,
-    recipe: &Recipe,
-    warm_imports: &[String],
-    (go, done): (OwnedFd, OwnedFd),
-    user: Option<(u32, u32)>,
-) -> io::Result<Process> {
+/// The source a forked interpreter runs as `python3 -c LOADER [warm]` would start, with
+/// `recipe`'s environment.
+pub(crate) fn loader_source(recipe: &Recipe, warm_imports: &[String]) -> io::Result<String> {
     let env = environment(&recipe.env, &[]);
     let mut argv = vec!["-c".to_owned()];
     if !warm_imports.is_empty() {
         argv.push(warm_imports.join(","));
     }
-    let program = child_source(&env, &argv)?;
-    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
-    let (out_read, out_write) = nix::unistd::pipe2(cloexec)?;
-    let (err_read, err_write) = nix::unistd::pipe2(cloexec)?;
-    let null = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .open("/dev/null")?;
-    match python.fork().map_err(io::Error::other)? {
-        Forked::Child => {
-            let fds = [
-                (null.as_raw_fd(), 0),
-                (out_write.as_raw_fd(), 1),
-                (err_write.as_raw_fd(), 2),
-                (go.as_raw_fd(), 3),
-                (done.as_raw_fd(), 4),
-            ];
-            let code = match child_setup(&fds, user) {
-                Ok(()) => match python.run(&program) {
-                    Ok(()) => 0,
-                    Err(_) => 1,
-                },
-                Err(e) => {
-                    eprintln!("sandbox-agent: starting the forked interpreter: {e}");
-                    127
-                }
-            };
-            // SAFETY: _exit ends this child at once; the interpreter has already
-            // finished the program (a SystemExit ends the process inside `run`).
-            unsafe { libc::_exit(code) }
-        }
-        Forked::Parent(pid) => Ok(Process::forked(pid as u32, out_read, err_read)),
-    }
+    child_source(&env, &argv)
 }
 
 /// What a forked child runs: [`START`] with `env` and `argv`, [`RESEED`], the loader.
@@ -189,12 +150,13 @@ fn child_source(env: &[(String, String)], argv: &[String]) -> io::Result<String>
     ))
 }
 
-/// In the forked child: its descriptors in place (every other one closed), its own
-/// process group, then what an executed program's child does before exec (`harden`).
-fn child_setup(fds: &[(RawFd, RawFd); 5], user: Option<(u32, u32)>) -> io::Result<()> {
+/// In the forked interpreter about to run its loader (the keeper): its descriptors in
+/// place (every other one closed), its own process group, then what an executed
+/// program's child does before exec (`harden`).
+pub(crate) fn child_setup(fds: &[(RawFd, RawFd); 5], user: Option<(u32, u32)>) -> io::Result<()> {
     give(fds)?;
-    // SAFETY: close_range only closes descriptors; those above 4 (the agent's channel,
-    // the pipes' other ends, the copies) are never used by this child again.
+    // SAFETY: close_range only closes descriptors; those above 4 (the descriptors as
+    // they came, the copies) are never used by this process again.
     if unsafe { libc::syscall(libc::SYS_close_range, 5, u32::MAX, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
