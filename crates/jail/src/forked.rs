@@ -27,7 +27,7 @@
 //! rlimits are its bounds, and no sandbox's use is another's.
 
 use crate::fdpass;
-use crate::rootfs::HostView;
+use crate::rootfs::{HostView, ShownFolders};
 use crate::setup::{clone_as_owner, enter, write_id_maps, JailSpec};
 use crate::JailError;
 use nix::sys::socket::MsgFlags;
@@ -64,10 +64,12 @@ pub fn announce(child: nix::unistd::Pid, spec: &JailSpec, ctl: &OwnedFd) -> Resu
 /// with `probe`, it first makes one process there (a fork that exits at once), so that a
 /// sandbox whose cgroups allow no process fails here, as a jail's would, rather than
 /// later with each program (a sandbox whose agent forks a loader before Ready, as the
-/// Python template's do, needs no probe). `host` is the host as the template read it.
+/// Python template's do, needs no probe). `host` is the host as the template read it,
+/// `sources` where it showed the host folders the tree shows.
 pub fn become_sandbox(
     spec: &JailSpec,
     host: &HostView,
+    sources: ShownFolders,
     ctl: OwnedFd,
     probe: bool,
 ) -> Result<(), JailError> {
@@ -77,7 +79,7 @@ pub fn become_sandbox(
     if probe {
         probe_fork()?;
     }
-    enter(spec, host, None, false)
+    enter(spec, host, None, sources, false)
 }
 
 /// Makes one process (which exits at once) and reaps it.

@@ -35,7 +35,7 @@
 //! 1, so the runner can say exactly which layer could not be set up.
 
 use crate::layout::{HOME, SANDBOX_UID};
-use crate::rootfs::{self, prepare, remount, HostView, Stage};
+use crate::rootfs::{self, prepare, remount, HostView, ShownFolders, Stage};
 use crate::seccomp::{self, SeccompError};
 use nix::mount::{umount2, MntFlags, MsFlags};
 use nix::sched::CloneFlags;
@@ -301,11 +301,16 @@ fn run(spec_json: &str) -> Result<i32, JailError> {
     sanitize(spec.rootless.is_none())?;
     let exe = open_self()?;
     join_cgroup(&spec.cgroup_procs)?;
-    // Root stages in a mount namespace of the jail's own; an ordinary user can make
-    // one only inside the new user namespace, so the child does it there.
-    let stage = match spec.rootless {
-        None => Some(Stage::make(&spec.stage_dir)?),
-        Some(_) => None,
+    // Root stages in a mount namespace of the jail's own, and shows the package set
+    // there (see `ShownFolders`); an ordinary user can make one only inside the new user
+    // namespace, so the child does it there, and reaches the set by its host path.
+    let (stage, sources) = match spec.rootless {
+        None => {
+            let stage = Stage::make(&spec.stage_dir)?;
+            let shown = ShownFolders::show(spec.packages.as_deref(), &stage.packages())?;
+            (Some(stage), shown)
+        }
+        Some(_) => (None, ShownFolders::at_host_path(spec.packages.as_deref())),
     };
     let host = HostView::read()?;
     let (ready_rx, ready_tx) = pipe()?;
@@ -313,7 +318,7 @@ fn run(spec_json: &str) -> Result<i32, JailError> {
     match clone_as_owner(owner, true)? {
         None => {
             drop(ready_tx);
-            Ok(inside(&spec, &host, stage, exe, ready_rx))
+            Ok(inside(&spec, &host, stage, sources, exe, ready_rx))
         }
         Some(child) => {
             drop(ready_rx);
@@ -497,10 +502,12 @@ fn inside(
     spec: &JailSpec,
     host: &HostView,
     stage: Option<Stage>,
+    sources: ShownFolders,
     exe: OwnedFd,
     ready: OwnedFd,
 ) -> i32 {
-    let error = match wait_for_parent(ready).and_then(|()| enter(spec, host, stage, true)) {
+    let entered = wait_for_parent(ready).and_then(|()| enter(spec, host, stage, sources, true));
+    let error = match entered {
         Ok(()) => crate::exec::exec_agent(&exe, &[AGENT_ARG]),
         Err(e) => e,
     };
@@ -512,11 +519,13 @@ fn inside(
 /// process is then the sandbox's agent-to-be, confined as the agent is. Without a
 /// `stage` (the jail could not make one as host root), it is made here. With
 /// `die_with_parent` the sandbox ends when its parent (the jail) does. `host` is the
-/// host as its maker read it before the clone.
+/// host as its maker read it before the clone, `sources` where it showed the host
+/// folders the tree shows.
 pub(crate) fn enter(
     spec: &JailSpec,
     host: &HostView,
     stage: Option<Stage>,
+    sources: ShownFolders,
     die_with_parent: bool,
 ) -> Result<(), JailError> {
     setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0)).map_err(JailError::NsRoot)?;
@@ -528,11 +537,16 @@ pub(crate) fn enter(
             .map_err(JailError::NsRoot)?;
     }
     sethostname("sandbox").map_err(JailError::Hostname)?;
+    let mut sources = sources;
     let stage = match stage {
         Some(stage) => stage,
-        None => Stage::make_inside(&spec.stage_dir, spec.devices.as_deref())?,
+        None => {
+            sources.hold()?;
+            Stage::make_inside(&spec.stage_dir, spec.devices.as_deref())?
+        }
     };
-    rootfs::build_root(spec, &stage, host)?;
+    rootfs::build_root(spec, &stage, host, &sources)?;
+    drop(sources);
     enter_root(&stage.root())?;
     crate::net::loopback_up().map_err(JailError::Loopback)?;
     set_rlimits(spec)?;

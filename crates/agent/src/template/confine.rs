@@ -5,13 +5,15 @@ use super::{TemplateError, TemplateSpec, REQUESTS_FD};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::unistd::{setresgid, setresuid, Gid, Uid};
+use sandbox_jail::rootfs::ShownFolders;
 use std::io;
 use std::path::Path;
 
 /// Started as host root: takes mount, network, IPC and UTS namespaces of its own, makes
-/// the device nodes, then becomes `spec.id` for good (which clears every capability),
-/// with no_new_privs, dying with the runner.
-pub(super) fn confine(spec: &TemplateSpec) -> Result<(), TemplateError> {
+/// the device nodes, shows the package set (where its sandboxes reach it: returned),
+/// then becomes `spec.id` for good (which clears every capability), with no_new_privs,
+/// dying with the runner.
+pub(super) fn confine(spec: &TemplateSpec) -> Result<ShownFolders, TemplateError> {
     let step = |step: &'static str| {
         move |e: nix::Error| TemplateError::Confine {
             step,
@@ -28,10 +30,10 @@ pub(super) fn confine(spec: &TemplateSpec) -> Result<(), TemplateError> {
     mount(None::<&str>, "/", None::<&str>, slave, None::<&str>)
         .map_err(step("making its mounts slaves"))?;
     make_devices(spec)?;
+    // Before the host's homes are hidden: the set may be below one.
+    let at = Path::new(sandbox_jail::layout::PACKAGES);
+    let shown = ShownFolders::show(spec.packages.as_deref(), at)?;
     make_home(spec.id)?;
-    if let Some(packages) = spec.python.as_ref().and_then(|p| p.packages.as_ref()) {
-        show_packages(packages)?;
-    }
     lift_shared_rlimits()?;
     nix::unistd::setgroups(&[]).map_err(step("dropping supplementary groups"))?;
     let (uid, gid) = (Uid::from_raw(spec.id), Gid::from_raw(spec.id));
@@ -41,7 +43,8 @@ pub(super) fn confine(spec: &TemplateSpec) -> Result<(), TemplateError> {
     exchange(b'U', "asking the runner for its id maps")?;
     nix::sys::prctl::set_no_new_privs().map_err(step("setting no_new_privs"))?;
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-        .map_err(step("dying with the runner"))
+        .map_err(step("dying with the runner"))?;
+    Ok(shown)
 }
 
 /// A tmpfs on `spec.devices` (in the template's mount namespace only), with a folder of
@@ -110,21 +113,6 @@ fn make_home(id: u32) -> Result<(), TemplateError> {
         .map_err(failed("making its home its own"))?;
     let private = std::os::unix::fs::PermissionsExt::from_mode(0o700);
     std::fs::set_permissions(home, private).map_err(failed("making its home private"))
-}
-
-/// The package set `packages` read-only at the sandboxes' path, in the template's mount
-/// namespace. The mount point is made on the host if missing (an empty folder).
-fn show_packages(packages: &Path) -> Result<(), TemplateError> {
-    let target = Path::new(sandbox_jail::layout::PACKAGES);
-    let failed =
-        |step: &'static str| move |source: io::Error| TemplateError::Confine { step, source };
-    std::fs::create_dir_all(target).map_err(failed("making the package set's mount point"))?;
-    let bind = MsFlags::MS_BIND | MsFlags::MS_REC;
-    mount(Some(packages), target, None::<&str>, bind, None::<&str>)
-        .map_err(|e| failed("showing the package set")(e.into()))?;
-    let read_only = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-    mount(None::<&str>, target, None::<&str>, read_only, None::<&str>)
-        .map_err(|e| failed("making the package set read-only")(e.into()))
 }
 
 /// The per-user limits the kernel also counts at a user namespace's owner, lifted for

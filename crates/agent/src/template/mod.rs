@@ -34,7 +34,7 @@ pub use confine::Ceilings;
 use agent::EXE_FD;
 use confine::confine;
 use sandbox_jail::forked::{announce, become_sandbox, clone_sandbox};
-use sandbox_jail::rootfs::HostView;
+use sandbox_jail::rootfs::{HostView, ShownFolders};
 use sandbox_jail::JailSpec;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -67,6 +67,13 @@ pub struct TemplateSpec {
     pub devices: PathBuf,
     /// How many sandbox indices get device nodes.
     pub slots: usize,
+    /// The package set (a host folder holding `python/` and `node/`), shown read-only
+    /// at [`PACKAGES`](sandbox_jail::layout::PACKAGES) in the template's mount namespace
+    /// before it confines itself, where its sandboxes reach it wherever it is on the host
+    /// (see [`ShownFolders`]); with an interpreter, what the template imports has the
+    /// paths a sandbox sees.
+    #[serde(default)]
+    pub packages: Option<PathBuf>,
     /// The interpreter it starts (once confined), from which the sandboxes' Python
     /// programs are forked; none: they are executed, as a jail's are.
     pub python: Option<PythonSpec>,
@@ -80,11 +87,6 @@ pub struct PythonSpec {
     /// The interpreter it stands for (`/usr/bin/python3`): `sys.executable`, and the
     /// only command a loader it replaces may name.
     pub program: String,
-    /// The package set (a host folder holding `python/`), shown read-only at
-    /// [`PACKAGES`](sandbox_jail::layout::PACKAGES) in the template's mount namespace, as
-    /// in every sandbox: what the template imports has the paths a sandbox sees.
-    #[serde(default)]
-    pub packages: Option<PathBuf>,
     /// Modules imported once, in the template (the runner's warm imports): every
     /// sandbox forked from it has them, their pages shared until written.
     #[serde(default)]
@@ -101,7 +103,6 @@ impl PythonSpec {
             Some(PythonSpec {
                 library,
                 program: program.to_str()?.to_owned(),
-                packages: None,
                 warm_imports: Vec::new(),
             })
         }
@@ -167,7 +168,7 @@ fn serve() -> Result<(), TemplateError> {
         source,
     })?;
     let exe = OwnedFd::from(exe);
-    confine(&spec)?;
+    let shown = confine(&spec)?;
     let host = HostView::read()?;
     if let Some(python) = &spec.python {
         start_python(python);
@@ -181,20 +182,20 @@ fn serve() -> Result<(), TemplateError> {
         let Some(request) = receive()? else {
             return Ok(());
         };
-        make(request, &host, &exe);
+        make(request, &host, &shown, &exe);
     }
 }
 
 /// Makes the sandbox `request` asks for: clones its first process, which becomes the
 /// sandbox (never returns there); here, tells the runner. A failure is written on the
 /// sandbox's standard error, where the runner reads why its setup failed.
-fn make(request: Request, host: &HostView, exe: &OwnedFd) {
+fn make(request: Request, host: &HostView, shown: &ShownFolders, exe: &OwnedFd) {
     let spec = match &request.spec {
         Ok(spec) => spec,
         Err(e) => return refuse(&request, &format!("sandbox-template: bad jail spec: {e}")),
     };
     match clone_sandbox(spec) {
-        Ok(None) => sandbox(&request, spec, host, exe),
+        Ok(None) => sandbox(&request, spec, host, shown, exe),
         Ok(Some(child)) => {
             if let Err(e) = announce(child, spec, &request.ctl) {
                 let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
@@ -291,12 +292,18 @@ fn receive() -> Result<Option<Request>, TemplateError> {
 
 /// The sandbox's first process, just cloned: its descriptors in place, the jail's
 /// steps, then the agent, executed. Never returns.
-fn sandbox(request: &Request, spec: &JailSpec, host: &HostView, exe: &OwnedFd) -> ! {
+fn sandbox(
+    request: &Request,
+    spec: &JailSpec,
+    host: &HostView,
+    shown: &ShownFolders,
+    exe: &OwnedFd,
+) -> ! {
     let error = match place_descriptors(request, exe) {
         Err(e) => format!("sandbox-template: placing the sandbox's descriptors: {e}"),
         Ok(ctl) => {
             restore_signals();
-            match become_sandbox(spec, host, ctl, probes()) {
+            match become_sandbox(spec, host, shown.clone(), ctl, probes()) {
                 Ok(()) => agent::become_agent(),
                 Err(e) => format!("sandbox-jail: {e}"),
             }

@@ -25,9 +25,11 @@
 
 mod host;
 mod proc;
+mod shown;
 
 pub use host::HostView;
 use host::SharedPath;
+pub use shown::ShownFolders;
 
 use crate::layout::{self, DEPS, HOME, NODE_MODULES, PACKAGES, SANDBOX_UID};
 use crate::setup::{JailError, JailSpec};
@@ -106,7 +108,13 @@ impl Stage {
         make_dir(&self.empty_dir(), 0o555)?;
         File::create(self.blank()).map_err(|source| prepare(&self.blank(), source))?;
         set_mode(&self.blank(), 0o444)?;
+        make_dir(&self.packages(), 0o755)?;
         make_dir(&self.devices(), 0o755)
+    }
+
+    /// Where a jail made as host root shows the package set (see [`ShownFolders`]).
+    pub fn packages(&self) -> PathBuf {
+        self.dir.join("packages")
     }
 
     /// The mount point of the sandbox's root.
@@ -159,12 +167,17 @@ pub fn make_device(name: &str, path: &Path) -> Result<(), JailError> {
 
 /// Inside the new namespaces (sandbox root, all capabilities there): the whole tree on
 /// the stage's root mount point.
-pub fn build_root(spec: &JailSpec, stage: &Stage, host: &HostView) -> Result<(), JailError> {
+pub fn build_root(
+    spec: &JailSpec,
+    stage: &Stage,
+    host: &HostView,
+    sources: &ShownFolders,
+) -> Result<(), JailError> {
     let root = stage.root();
     make_mounts_slaves()?;
     mount_tmpfs(&root, "size=4m,nr_inodes=4096,mode=0755", MsFlags::empty())?;
     host.share_system(&root, stage)?;
-    if let Some(packages) = &spec.packages {
+    if let Some(packages) = sources.packages() {
         share_packages(&root, packages, stage)?;
     }
     if let Some(deps) = &spec.deps {

@@ -523,7 +523,6 @@ fn start_templates(
         .ok()
         .and_then(|_| PythonSpec::of(Path::new("/usr/bin/python3")))
         .map(|spec| PythonSpec {
-            packages: config.packages.clone(),
             warm_imports: config.warm_imports.clone(),
             ..spec
         });
@@ -550,7 +549,8 @@ fn start_template(
     // within what one id map can hold (two lines per sandbox).
     let slots = (sandboxes * 2).min(TEMPLATE_SLOTS_MAX);
     let ids: Vec<HostIds> = (0..slots).map(|i| layout.ids_of(i).0).collect();
-    match Template::start(config.id_base + offset, &devices, &ids, python) {
+    let packages = config.packages.as_deref();
+    match Template::start(config.id_base + offset, &devices, &ids, packages, python) {
         Ok(template) => {
             tracing::info!(template = kind, "sandboxes are forked from a template");
             Some(template)

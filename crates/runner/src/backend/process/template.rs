@@ -94,11 +94,13 @@ pub struct Forked {
 impl Template {
     /// Starts a template that runs as host `id` and has device nodes for sandbox
     /// indices below `slots`, mounted (in its own mount namespace) on `devices`, an
-    /// existing folder. Blocks until it is ready (at most [`START_TIMEOUT`]).
+    /// existing folder; its sandboxes show the package set `packages`. Blocks until it
+    /// is ready (at most [`START_TIMEOUT`]).
     pub fn start(
         id: u32,
         devices: &Path,
         sandboxes: &[HostIds],
+        packages: Option<&Path>,
         python: Option<PythonSpec>,
     ) -> Result<Template, TemplateError> {
         let slots = sandboxes.len();
@@ -106,6 +108,7 @@ impl Template {
             id,
             devices: devices.to_owned(),
             slots,
+            packages: packages.map(Path::to_owned),
             python,
         };
         let spec_json = serde_json::to_string(&spec).map_err(TemplateError::Spec)?;
