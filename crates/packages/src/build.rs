@@ -304,9 +304,9 @@ impl BuildError {
                 step,
                 detail: "no space left on the store's device".into(),
             },
-            ToolError::Killed => BuildError::Failed {
+            ToolError::OutOfMemory => BuildError::Failed {
                 step,
-                detail: "pip was killed (SIGKILL)".into(),
+                detail: "pip ran out of memory".into(),
             },
         }
     }

@@ -97,6 +97,12 @@ pub trait Scratch: Send + Sync {
     /// `program`, ready to run confined: its environment, user, limits and working
     /// folder are set; the caller adds arguments and variables.
     fn command(&self, program: &Path) -> Command;
+
+    /// Whether the out-of-memory killer has killed a process of the scratch (a
+    /// confinement without a memory limit never has).
+    fn out_of_memory(&self) -> bool {
+        false
+    }
 }
 
 /// This process's user, environment and disk: a folder under `parent` that is

@@ -118,9 +118,9 @@ pub(crate) enum ToolError {
     },
     /// The scratch filled up: what pip was writing is larger than the space allowed.
     NoSpace,
-    /// It was killed by SIGKILL it did not get from us: the out-of-memory killer of
-    /// its cgroup, in a confined scratch.
-    Killed,
+    /// The out-of-memory killer of its scratch's cgroup killed it (or another process
+    /// of the scratch).
+    OutOfMemory,
     /// Its report or lock file is not what was expected.
     Output {
         path: std::path::PathBuf,

@@ -116,7 +116,9 @@ async fn stop<S: SandboxFactory>(state: &AppState<S>, mut serving: JoinHandle<()
         .await
         .is_err()
     {
-        // A request came in after the drain ended (a session's run): end it.
+        // A request came in after the drain ended (a session's run): end it, and any
+        // resolution of inline dependencies first (see `drain`).
+        state.base.deps.stop(DEPS_STOP_TIME).await;
         state.pool.abort_runs();
         serving.abort();
     }
@@ -141,8 +143,10 @@ async fn drain<S: SandboxFactory>(state: &AppState<S>, grace: Duration) {
             ?grace,
             "grace period over: killing the runs still in flight"
         );
-        state.pool.abort_runs();
+        // Resolutions first: killing the runs kills every process of this runner's
+        // cgroups, theirs too, which they would take for their own failure.
         state.base.deps.stop(DEPS_STOP_TIME).await;
+        state.pool.abort_runs();
         // Killed runs answer at once: let their callers hear it.
         let _ = tokio::time::timeout(KILLED_ANSWER_TIME, lifecycle.idle()).await;
     }

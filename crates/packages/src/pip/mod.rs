@@ -206,8 +206,8 @@ impl Pip<'_> {
     /// whether it exists at all, to say which it is.
     async fn failure(&self, step: &'static str, out: &Output, deadline: Instant) -> ToolError {
         let text = out.text();
-        if std::os::unix::process::ExitStatusExt::signal(&out.status) == Some(nix::libc::SIGKILL) {
-            return ToolError::Killed;
+        if self.scratch.out_of_memory() {
+            return ToolError::OutOfMemory;
         }
         match out.status.code() {
             Some(URL_REFUSED) => return url_refusal(&out.stderr),

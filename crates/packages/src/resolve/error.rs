@@ -244,7 +244,7 @@ impl DepsError {
                 ),
                 package,
             },
-            ToolError::Killed => DepsError::OutOfMemory {
+            ToolError::OutOfMemory => DepsError::OutOfMemory {
                 requested: requested.to_owned(),
             },
             ToolError::NoSpace => DepsError::TooLarge {

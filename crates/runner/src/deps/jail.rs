@@ -177,6 +177,13 @@ impl Scratch for JailedScratch {
         }
         cmd
     }
+
+    fn out_of_memory(&self) -> bool {
+        self.cgroup
+            .as_ref()
+            .and_then(|cgroup| cgroup.oom_kills().ok())
+            .is_some_and(|kills| kills > 0)
+    }
 }
 
 impl Drop for JailedScratch {
