@@ -83,7 +83,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), ImageError> {
             copy_tree(&source, &dest)?;
             set_mode(&dest, meta.mode())?;
         } else if meta.is_file() {
-            fs::copy(&source, &dest).map_err(|e| ImageError::io("copying", &source, e))?;
+            super::copy_file(&source, &dest, &meta)?;
         }
     }
     Ok(())

@@ -260,7 +260,7 @@ fn copy_one(path: &Path, root: &Path) -> Result<Option<PathBuf>, ImageError> {
         return Ok(fs::symlink_metadata(&resolved).is_ok().then_some(resolved));
     }
     if meta.is_file() && fs::symlink_metadata(&dest).is_err() {
-        fs::copy(path, &dest).map_err(|e| ImageError::io("copying", path, e))?;
+        super::copy_file(path, &dest, &meta)?;
     }
     Ok(None)
 }
