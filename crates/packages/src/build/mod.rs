@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::confine::{Confinement, Unconfined};
+use crate::confine::{Confinement, Scratch, Unconfined};
 use crate::key::set_key;
 use crate::npm::{NodePin, Npm};
 use crate::pip::{self, Pip};
@@ -39,7 +39,7 @@ use crate::tree::{is_taken, make_read_only, rfc3339, tree_size};
 use crate::{DEFAULT_NODE, DEFAULT_PYTHON};
 
 /// The module every base set carries beside its packages.
-pub const SANDBOX_PLOTS: &str = include_str!("python/sandbox_plots.py");
+pub const SANDBOX_PLOTS: &str = include_str!("../python/sandbox_plots.py");
 
 /// What to build.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,35 +116,14 @@ pub async fn build(
             path: e.path,
             source: e.source,
         })?;
-    let python_version = pip::python_version(&spec.interpreter, &spec.env, &*scratch, deadline)
-        .await
-        .map_err(BuildError::from_tool(
-            "asking the interpreter",
-            spec.timeout,
-        ))?;
-    let mut builder = Builder {
-        spec,
-        pip: Pip {
-            interpreter: &spec.interpreter,
-            env: &spec.env,
-            python_version: &python_version,
-            scratch: &*scratch,
-        },
-        npm: Npm {
-            program: &spec.npm,
-            env: &spec.env,
-        },
-        dirs,
-        deadline,
-        progress,
-    };
+    let mut builder = Builder::start(spec, &*scratch, dirs, deadline, progress).await?;
 
     // 1-2. Resolve.
     let python = builder.resolve_python().await?;
     let node = builder.resolve_node().await?;
 
     // 3. The key; a set that exists is only pointed at.
-    let key = set_key(&python_version, &python, &node, SANDBOX_PLOTS);
+    let key = set_key(&builder.python_version, &python, &node, SANDBOX_PLOTS);
     let existing = store.set(&key)?;
     (builder.progress)(Progress::Resolved {
         key: key.clone(),
@@ -199,14 +178,58 @@ impl SetDirs {
 /// One build's tools, folders and deadline, which its steps share.
 struct Builder<'a> {
     spec: &'a BuildSpec,
-    pip: Pip<'a>,
-    npm: Npm<'a>,
+    /// Where pip's processes run and write.
+    scratch: &'a dyn Scratch,
+    /// The interpreter's version (`3.11.2`).
+    python_version: String,
     dirs: SetDirs,
     deadline: Instant,
     progress: &'a mut (dyn FnMut(Progress) + Send),
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
+    /// A build of `spec` into `dirs`, once the interpreter has told its version.
+    async fn start(
+        spec: &'a BuildSpec,
+        scratch: &'a dyn Scratch,
+        dirs: SetDirs,
+        deadline: Instant,
+        progress: &'a mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Builder<'a>, BuildError> {
+        let python_version = pip::python_version(&spec.interpreter, &spec.env, scratch, deadline)
+            .await
+            .map_err(BuildError::from_tool(
+                "asking the interpreter",
+                spec.timeout,
+            ))?;
+        Ok(Builder {
+            spec,
+            scratch,
+            python_version,
+            dirs,
+            deadline,
+            progress,
+        })
+    }
+
+    /// pip, for the spec's interpreter.
+    fn pip(&self) -> Pip<'_> {
+        Pip {
+            interpreter: &self.spec.interpreter,
+            env: &self.spec.env,
+            python_version: &self.python_version,
+            scratch: self.scratch,
+        }
+    }
+
+    /// npm, the spec's.
+    fn npm(&self) -> Npm<'_> {
+        Npm {
+            program: &self.spec.npm,
+            env: &self.spec.env,
+        }
+    }
+
     /// A tool's failure while doing `step`.
     fn failed(&self, step: &'static str) -> impl FnOnce(ToolError) -> BuildError {
         BuildError::from_tool(step, self.spec.timeout)
@@ -221,7 +244,7 @@ impl Builder<'_> {
             requirements: self.spec.python.len(),
         });
         let resolved = self
-            .pip
+            .pip()
             .resolve(&self.spec.python, &[], self.deadline)
             .await
             .map_err(self.failed("resolving python packages"))?;
@@ -236,7 +259,7 @@ impl Builder<'_> {
         (self.progress)(Progress::ResolvingNode {
             packages: self.spec.node.len(),
         });
-        self.npm
+        self.npm()
             .lock(&self.dirs.node, &self.spec.node, self.deadline)
             .await
             .map_err(self.failed("resolving node packages"))
@@ -248,7 +271,7 @@ impl Builder<'_> {
             (self.progress)(Progress::InstallingPython {
                 wheels: python.len(),
             });
-            self.pip
+            self.pip()
                 .install(python, &self.dirs.python, self.deadline)
                 .await
                 .map_err(self.failed("installing wheels"))?;
@@ -259,7 +282,7 @@ impl Builder<'_> {
         pip::compile(
             &spec.interpreter,
             &spec.env,
-            self.pip.scratch,
+            self.scratch,
             &plots,
             self.deadline,
         )
@@ -271,12 +294,13 @@ impl Builder<'_> {
     async fn install_node(&mut self, node: &[NodePin]) -> Result<(), BuildError> {
         if node.is_empty() {
             let modules = self.dirs.node.join("node_modules");
-            return fs::create_dir_all(&modules).map_err(io_error(&modules));
+            fs::create_dir_all(&modules).map_err(io_error(&modules))?;
+            return Ok(());
         }
         (self.progress)(Progress::InstallingNode {
             packages: node.len(),
         });
-        self.npm
+        self.npm()
             .install(&self.dirs.node, self.deadline)
             .await
             .map_err(self.failed("installing node packages"))
@@ -300,7 +324,7 @@ impl Builder<'_> {
         node_packages.dedup();
         let manifest = Manifest {
             key,
-            python_version: self.pip.python_version.to_owned(),
+            python_version: self.python_version.clone(),
             python,
             node: node_packages,
             python_bytes,
