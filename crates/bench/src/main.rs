@@ -160,6 +160,8 @@ struct Plan {
 }
 
 impl Plan {
+    /// The plan `args` ask for: the sizes of the flags, or with `--smoke` a few runs of
+    /// everything.
     fn from(args: &Args) -> Plan {
         let sections = if args.only.is_empty() {
             Section::ALL.to_vec()
@@ -170,43 +172,7 @@ impl Plan {
                 .collect()
         };
         let pool_size = args.pool_size as usize;
-        if args.smoke {
-            return Plan {
-                iterations: 3,
-                warmup: 1,
-                throughput_runs: 8,
-                pool_size,
-                session_rest: SMOKE_SESSION_REST,
-                plot: first_plot::Sizes {
-                    rounds: 2,
-                    warmup: 0,
-                    pool_size,
-                },
-                languages: languages::Sizes {
-                    rounds: 1,
-                    warmup: 1,
-                    pool_size,
-                },
-                scale_out: scale_out::Sizes {
-                    calls: 8,
-                    warmup: 4,
-                    concurrency: SCALE_OUT_CONCURRENCY,
-                    pool_size: SCALE_OUT_POOL,
-                    failover: scale_out::Phases {
-                        before: Duration::from_secs(1),
-                        down: Duration::from_secs(1),
-                        after: Duration::from_millis(200),
-                    },
-                },
-                cpu: cpu_cost::Sizes {
-                    runs: 16,
-                    concurrency: CPU_CONCURRENCY,
-                    pool_size,
-                },
-                sections,
-            };
-        }
-        Plan {
+        let plan = Plan {
             iterations: args.iterations as usize,
             warmup: (args.iterations as usize / 10).clamp(1, 20),
             throughput_runs: args.throughput_runs as usize,
@@ -239,7 +205,29 @@ impl Plan {
                 pool_size,
             },
             sections,
+        };
+        if args.smoke {
+            plan.smoke()
+        } else {
+            plan
         }
+    }
+
+    /// The same plan with a few runs of everything (`--smoke`): the pool sizes and the
+    /// concurrency stay.
+    fn smoke(mut self) -> Plan {
+        (self.iterations, self.warmup, self.throughput_runs) = (3, 1, 8);
+        self.session_rest = SMOKE_SESSION_REST;
+        (self.plot.rounds, self.plot.warmup) = (2, 0);
+        (self.languages.rounds, self.languages.warmup) = (1, 1);
+        (self.scale_out.calls, self.scale_out.warmup) = (8, 4);
+        self.scale_out.failover = scale_out::Phases {
+            before: Duration::from_secs(1),
+            down: Duration::from_secs(1),
+            after: Duration::from_millis(200),
+        };
+        self.cpu.runs = 16;
+        self
     }
 
     fn has(&self, section: Section) -> bool {

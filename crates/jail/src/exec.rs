@@ -5,7 +5,7 @@
 //! stack canary: the agent shares neither with the process that executed it, nor with
 //! anything forked from that process.
 
-use crate::setup::JailError;
+use crate::error::JailError;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};

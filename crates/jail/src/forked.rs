@@ -26,10 +26,11 @@
 //! it against the template's uid, whose per-user rlimits are lifted: each sandbox's own
 //! rlimits are its bounds, and no sandbox's use is another's.
 
+use crate::error::JailError;
 use crate::fdpass;
 use crate::rootfs::{HostView, ShownFolders};
-use crate::setup::{clone_as_owner, enter, write_id_maps, JailSpec};
-use crate::JailError;
+use crate::setup::{clone_as_owner, enter, write_id_maps};
+use crate::spec::JailSpec;
 use nix::sys::socket::MsgFlags;
 use std::fs;
 use std::io;

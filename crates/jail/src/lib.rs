@@ -7,7 +7,9 @@
 //! sandbox's agent, which runs the program as the sandbox user (see [`setup`] for the
 //! steps and docs/security.md for what each one stops).
 //!
-//! - [`setup`]: the steps, in order, and [`JailSpec`], what the jail is told;
+//! - [`setup`]: the steps, in order;
+//! - [`spec`]: [`JailSpec`], what the jail is told; [`error`]: [`JailError`], the step
+//!   that failed;
 //! - [`exec`]: the last step, the agent executed afresh;
 //! - [`forked`]: the same sandbox made from a fork of a template (issue 16), with the
 //!   runner doing the steps that need host root;
@@ -21,6 +23,7 @@
 //! - [`net`]: the loopback interface.
 
 pub mod cgroup;
+pub mod error;
 pub mod exec;
 pub mod fdpass;
 pub mod forked;
@@ -30,8 +33,10 @@ pub mod owner;
 pub mod rootfs;
 pub mod seccomp;
 pub mod setup;
+pub mod spec;
 
+pub use error::JailError;
 pub use setup::{
-    channel_to_fd3, main, HostIds, JailError, JailSpec, Rootless, AGENT_ARG, AGENT_CAPS,
-    CHANNEL_FD, JAIL_ARG, MEMLOCK_MAX, SIGPENDING_MAX,
+    channel_to_fd3, main, AGENT_ARG, AGENT_CAPS, CHANNEL_FD, JAIL_ARG, MEMLOCK_MAX, SIGPENDING_MAX,
 };
+pub use spec::{HostIds, JailSpec, Rootless};

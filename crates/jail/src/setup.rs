@@ -34,15 +34,16 @@
 //! Any failing step writes `sandbox-jail: <step>: <error>` to standard error and exits
 //! 1, so the runner can say exactly which layer could not be set up.
 
+use crate::error::JailError;
 use crate::layout::{HOME, SANDBOX_UID};
 use crate::rootfs::{self, prepare, remount, HostView, ShownFolders, Stage};
-use crate::seccomp::{self, SeccompError};
+use crate::seccomp;
+use crate::spec::{HostIds, JailSpec, Rootless};
 use nix::mount::{umount2, MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{chdir, pivot_root, sethostname, setresgid, setresuid, Gid, Pid, Uid};
-use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -67,203 +68,6 @@ const CAP_SETPCAP: u32 = 8;
 pub const SIGPENDING_MAX: u64 = 256;
 /// Bytes of memory a sandbox may lock (Linux's default), whatever its maker's limit.
 pub const MEMLOCK_MAX: u64 = 8 * 1024 * 1024;
-
-/// The host identities of one sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostIds {
-    /// The host uid (and gid) of sandbox root: the agent's, and the user namespace's
-    /// owner when [`JailSpec::unprivileged_owner`] is set.
-    pub root: u32,
-    /// The host uid (and gid) of the sandbox user, which programs run as.
-    pub user: u32,
-}
-
-/// How a jail started by an ordinary user (not root) maps its ids: through the setuid
-/// helpers of the `uidmap` package, which map the subordinate ids `/etc/subuid` and
-/// `/etc/subgid` grant that user.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rootless {
-    /// `newuidmap`.
-    pub newuidmap: PathBuf,
-    /// `newgidmap`.
-    pub newgidmap: PathBuf,
-}
-
-/// What the jail is told (by the runner, or by a VM's init).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JailSpec {
-    /// The `cgroup.procs` files to join (none: the sandbox has no cgroup, and its
-    /// memory and CPU are not limited).
-    pub cgroup_procs: Vec<PathBuf>,
-    /// An empty host folder for the stage (mounted on in the jail's mount namespace).
-    pub stage_dir: PathBuf,
-    /// This sandbox's host uids (no other sandbox running at the same time has them).
-    pub ids: HostIds,
-    /// This sandbox's host gids (the same numbers as `ids` where root runs the jail).
-    pub gids: HostIds,
-    /// Create the user namespace as `ids.root` rather than as host root.
-    pub unprivileged_owner: bool,
-    /// Set when an ordinary user runs the jail: the user namespace is the user's, its
-    /// ids are mapped by the helpers, the stage is made inside it and the device nodes
-    /// are the host's, bound in (an unprivileged user cannot make any).
-    pub rootless: Option<Rootless>,
-    /// The most processes the sandbox user may have at once, as an rlimit: the process
-    /// cap of a sandbox without a cgroup (the user is the sandbox's own).
-    pub nproc: Option<u64>,
-    /// Size of /tmp in bytes.
-    pub tmp_bytes: u64,
-    /// Size of the home folder in bytes.
-    pub home_bytes: u64,
-    /// Most open files per process.
-    pub nofile: u64,
-    /// Largest file a process may write, in bytes.
-    pub fsize_bytes: u64,
-    /// A host folder of installed packages (a package set), shown read-only at
-    /// [`PACKAGES`](crate::layout::PACKAGES) through an overlay of its own.
-    #[serde(default)]
-    pub packages: Option<PathBuf>,
-    /// A host folder, below a shared mount, bound at [`DEPS`](crate::layout::DEPS) as a
-    /// slave of that mount: what the runner mounts in it later (a program's inline
-    /// dependencies, read-only) appears in the sandbox, and nothing goes the other way.
-    #[serde(default)]
-    pub deps: Option<PathBuf>,
-    /// A host folder of this sandbox's device nodes, made for it by the runner and bound
-    /// in, for a jail that cannot make them (one forked from a template); none: the jail
-    /// makes them as host root, or (an ordinary user's) binds the host's.
-    #[serde(default)]
-    pub devices: Option<PathBuf>,
-    /// Bytes of memory the sandbox may lock (none: Linux's default, 8 MiB): less where its
-    /// maker's own ceiling is shared by many sandboxes (a template's, see [`crate::forked`]).
-    #[serde(default)]
-    pub memlock_bytes: Option<u64>,
-    /// Queued signals the sandbox user may have pending (none: 256); less, as above.
-    #[serde(default)]
-    pub sigpending: Option<u64>,
-    /// More host paths shown read-only at the same place, as the system folders are (a
-    /// toolchain's configuration under /etc, say); a missing one is skipped.
-    #[serde(default)]
-    pub shared: Vec<PathBuf>,
-}
-
-/// A jail step that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum JailError {
-    /// The jail spec could not be read.
-    #[error("bad jail spec: {0}")]
-    Spec(#[from] serde_json::Error),
-    /// Closing inherited descriptors failed.
-    #[error("closing inherited descriptors: {0}")]
-    Sanitize(io::Error),
-    /// Opening own executable failed.
-    #[error("opening own executable: {0}")]
-    OpenSelf(io::Error),
-    /// Joining the cgroup failed.
-    #[error("joining cgroup {path}: {source}")]
-    JoinCgroup {
-        /// The file or folder concerned.
-        path: PathBuf,
-        /// What failed underneath.
-        source: io::Error,
-    },
-    /// Clearing supplementary groups failed.
-    #[error("clearing supplementary groups: {0}")]
-    Groups(nix::Error),
-    /// Making the jail's own mount namespace failed.
-    #[error("making the jail's own mount namespace: {0}")]
-    MountNs(nix::Error),
-    /// Taking the sandbox's host identity to create its namespaces failed.
-    #[error("taking the sandbox's host identity {uid} to create its namespaces: {source}")]
-    Owner {
-        /// The uid concerned.
-        uid: u32,
-        /// What failed underneath.
-        source: nix::Error,
-    },
-    /// Returning to host root after the clone failed.
-    #[error("returning to host root after the clone: {0}")]
-    Restore(nix::Error),
-    /// Creating the namespaces (clone) failed.
-    #[error("creating the namespaces (clone): {0}")]
-    Clone(io::Error),
-    /// A helper that maps ids (`newuidmap`, `newgidmap`) failed.
-    #[error("{helper}: {said}")]
-    IdHelper {
-        /// The helper.
-        helper: PathBuf,
-        /// What it said, or why it could not run.
-        said: String,
-    },
-    /// Writing an id map of the user namespace failed.
-    #[error("writing {path} for the user namespace: {source}")]
-    IdMap {
-        /// The file or folder concerned.
-        path: PathBuf,
-        /// What failed underneath.
-        source: io::Error,
-    },
-    /// Waiting for the sandbox's first process failed.
-    #[error("waiting for the sandbox's first process: {0}")]
-    Wait(nix::Error),
-    /// Synchronising with the parent failed.
-    #[error("synchronising with the parent: {0}")]
-    Sync(io::Error),
-    /// Becoming root of the user namespace failed.
-    #[error("becoming root of the user namespace: {0}")]
-    NsRoot(nix::Error),
-    /// Setting the hostname failed.
-    #[error("setting the hostname: {0}")]
-    Hostname(nix::Error),
-    /// A mount failed.
-    #[error("mounting {target}: {source}")]
-    Mount {
-        /// The mount point.
-        target: PathBuf,
-        /// What failed underneath.
-        source: nix::Error,
-    },
-    /// Preparing a file or folder of the new root failed.
-    #[error("preparing {path}: {source}")]
-    Prepare {
-        /// The file or folder concerned.
-        path: PathBuf,
-        /// What failed underneath.
-        source: io::Error,
-    },
-    /// pivot_root into the new root failed.
-    #[error("pivot_root: {0}")]
-    PivotRoot(nix::Error),
-    /// Bringing up the loopback interface failed.
-    #[error("bringing up the loopback interface: {0}")]
-    Loopback(io::Error),
-    /// Setting a resource limit failed.
-    #[error("setting rlimit {resource:?}: {source}")]
-    Rlimit {
-        /// The resource limit concerned.
-        resource: Resource,
-        /// What failed underneath.
-        source: nix::Error,
-    },
-    /// Dropping capability from the bounding set failed.
-    #[error("dropping capability {cap} from the bounding set: {source}")]
-    CapBound {
-        /// The capability number.
-        cap: u32,
-        /// What failed underneath.
-        source: io::Error,
-    },
-    /// Setting no_new_privs failed.
-    #[error("setting no_new_privs: {0}")]
-    NoNewPrivs(nix::Error),
-    /// The seccomp filter could not be built or installed.
-    #[error(transparent)]
-    Seccomp(#[from] SeccompError),
-    /// Redirecting standard input/output failed.
-    #[error("redirecting standard input/output: {0}")]
-    StdioRedirect(io::Error),
-    /// Executing the agent failed.
-    #[error("executing the agent: {0}")]
-    Exec(io::Error),
-}
 
 /// In a forked child before it executes the jail: puts the channel `fd` on
 /// [`CHANNEL_FD`], inheritable. Only async-signal-safe calls (`dup2`, `fcntl`), no

@@ -23,6 +23,8 @@
 //! entropy for its kernel (so that no two restored VMs share random-number state), and
 //! answers Ready: from there on the exchange is steps 2 to 4.
 
+use crate::files::OutputFile;
+pub use crate::files::{FileEntry, FileKind};
 use crate::language::Recipe;
 use crate::Lang;
 use serde::{Deserialize, Serialize};
@@ -151,49 +153,6 @@ pub enum FileRequest {
 /// so that a listing's answer always fits one with room to spare.
 pub const LISTING_BYTES_CEILING: usize = crate::frame::MAX_FRAME_LEN / 2;
 
-/// One entry of a listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileEntry {
-    /// Relative to the home folder.
-    pub path: String,
-    /// Bytes (0 for a folder; a symlink's is the length of what it points to).
-    pub size: u64,
-    /// What it is.
-    pub kind: FileKind,
-}
-
-/// What an entry of a listing is. Only a [`FileKind::File`] can be read or written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FileKind {
-    /// A regular file.
-    File,
-    /// A folder.
-    Dir,
-    /// A symbolic link: listed as itself, never followed.
-    Symlink,
-    /// A FIFO (a named pipe).
-    Fifo,
-    /// A Unix socket.
-    Socket,
-    /// A character or block device.
-    Device,
-}
-
-impl FileKind {
-    /// The kind, for a sentence ("a FIFO (named pipe)").
-    pub fn described(self) -> &'static str {
-        match self {
-            FileKind::File => "a regular file",
-            FileKind::Dir => "a folder",
-            FileKind::Symlink => "a symlink",
-            FileKind::Fifo => "a FIFO (named pipe)",
-            FileKind::Socket => "a socket",
-            FileKind::Device => "a device",
-        }
-    }
-}
-
 /// Why a file operation was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -308,7 +267,7 @@ pub struct JobOutcome {
     pub oom_killed: Option<bool>,
     /// The files the job wrote under `outputs/` (see [`Job::outputs`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub outputs: Vec<crate::api::OutputFile>,
+    pub outputs: Vec<OutputFile>,
     /// More files were written under `outputs/` than the answer lists.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outputs_truncated: bool,

@@ -3,6 +3,8 @@
 //!
 //! Field names are camelCase on the wire, as users and outside tests rely on them.
 
+use crate::files::FileEntry;
+pub use crate::files::OutputFile;
 use crate::language::LanguageInfo;
 use serde::{Deserialize, Serialize};
 
@@ -56,22 +58,6 @@ pub struct RunResponse {
     /// earlier runs left in it (variables, imports) is gone; its files remain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_lost: Option<bool>,
-}
-
-/// A file a run wrote under `/home/sandbox/outputs/`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OutputFile {
-    /// Relative to the outputs folder.
-    pub path: String,
-    /// Bytes.
-    pub size: u64,
-    /// The media type, from the file's first bytes and its name (see [`crate::media`]).
-    pub mime_type: String,
-    /// The bytes in standard base64; absent when the file is over the per-file cap or
-    /// the answer's total was reached (a session's file can still be downloaded).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<String>,
 }
 
 /// The runner's defaults: the one place each default limit is written. The runner's
@@ -288,7 +274,7 @@ pub struct CreateSession {
 pub struct FileList {
     /// Files, folders and what else is there (`path` relative to the home folder,
     /// `size`, `kind`), each folder's entries by name and before what they hold.
-    pub files: Vec<crate::agent::FileEntry>,
+    pub files: Vec<FileEntry>,
     /// The listing stopped early (at its entries, bytes or depth): there is more than
     /// it gives.
     pub truncated: bool,

@@ -5,6 +5,7 @@
 //!   used by `sandbox-runner` to serve and by `sandbox-mcp` to call it;
 //! - [`agent`]: the frames exchanged between the runner and the in-sandbox agent,
 //!   and their length-prefixed framing ([`frame`]);
+//! - [`files`]: the files a run wrote and the entries of a listing, which both carry;
 //! - [`media`]: the media type of a file a sandbox hands back;
 //! - [`Lang`]: a language's name; [`language`]: how a sandbox runs one, and how a
 //!   runner lists those it offers.
@@ -14,6 +15,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod files;
 pub mod frame;
 pub mod language;
 pub mod media;

@@ -3,7 +3,7 @@
 //! its fresh namespaces.
 
 use super::{make_dir, overlay, prepare, proc, set_mode, Stage};
-use crate::setup::JailError;
+use crate::error::JailError;
 use nix::errno::Errno;
 use std::fs;
 use std::io::ErrorKind;

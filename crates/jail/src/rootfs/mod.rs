@@ -31,8 +31,9 @@ pub use host::HostView;
 use host::SharedPath;
 pub use shown::ShownFolders;
 
+use crate::error::JailError;
 use crate::layout::{self, DEPS, HOME, NODE_MODULES, PACKAGES, SANDBOX_UID};
-use crate::setup::{JailError, JailSpec};
+use crate::spec::JailSpec;
 use nix::mount::{mount, MsFlags};
 use nix::sys::stat::{mknod, Mode, SFlag};
 use std::fs::{self, File};

@@ -9,7 +9,7 @@
 //! what the mount (or the write) answers, in the one call it makes anyway.
 
 use super::{make_dir, mount_at, remount, HostView, Stage};
-use crate::setup::JailError;
+use crate::error::JailError;
 use nix::errno::Errno;
 use nix::mount::MsFlags;
 use std::fs;

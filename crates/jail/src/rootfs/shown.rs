@@ -16,8 +16,8 @@
 //! ([`ShownFolders::hold`]); the path must be open to the sandbox's root, another user
 //! (the runner checks at start).
 
+use crate::error::JailError;
 use crate::rootfs::{mount_at, prepare, remount};
-use crate::setup::JailError;
 use nix::fcntl::{open, OFlag};
 use nix::mount::MsFlags;
 use nix::sys::stat::Mode;

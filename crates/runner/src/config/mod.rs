@@ -1,16 +1,25 @@
 //! The runner's configuration: flags and environment variables (clap), validated once
 //! into [`RunnerConfig`] and [`SandboxConfig`].
 
-use crate::backend::cgroup::CgroupLimits;
+//!
+//! - `mod.rs`: the flags, the validated settings, and the checks;
+//! - `backend.rs`: the backend's own settings, made from the sandbox flags;
+//! - `packages.rs`, `session.rs`: the packages' and the sessions' flags and checks;
+//! - `summary.rs`: the start-up line.
+
 use crate::backend::process::ProcessConfig;
-use crate::backend::vm::firecracker::FirecrackerConfig;
 use crate::backend::vm::{AccelChoice, VmConfig, Vmm};
 use crate::languages::{self, Languages};
 use crate::pool::PoolConfig;
 use crate::session::SessionConfig;
 
+mod backend;
 mod packages;
 mod session;
+mod summary;
+#[cfg(test)]
+mod tests;
+
 pub use packages::{PackageArgs, DEFAULT_WARM_IMPORTS};
 use sandbox_protocol::api::{defaults, Limits};
 pub use session::SessionArgs;
@@ -20,13 +29,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The CFS period every sandbox's CPU quota is expressed in.
-const CPU_PERIOD_US: u64 = 100_000;
 /// Where the uids of VMM processes start, above `--id-base` (clear of the process
 /// backend's id maps).
 const VMM_UID_OFFSET: u32 = 500_000;
-/// Threads a VMM process may have (QEMU uses a handful).
-const VMM_PIDS_MAX: u64 = 64;
 
 /// Which backend makes sandboxes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -321,6 +326,27 @@ fn check(
 impl SandboxArgs {
     /// Checks the values and builds the backend settings.
     pub fn validate(&self) -> Result<SandboxConfig, ConfigError> {
+        self.check_ranges()?;
+        let packages = self.packages_config()?;
+        let languages = Arc::new(self.languages(&packages)?);
+        let backend = match self.backend {
+            BackendKind::Process => {
+                BackendConfig::Process(self.process_config(&packages, languages.clone()))
+            }
+            BackendKind::Vm => BackendConfig::Vm(self.vm_config(&packages, languages.clone())),
+        };
+        Ok(SandboxConfig {
+            default_timeout: Duration::from_millis(self.default_timeout_ms),
+            max_timeout: Duration::from_millis(self.max_timeout_ms),
+            output_cap_bytes: self.output_cap_bytes,
+            backend,
+            packages,
+            languages,
+        })
+    }
+
+    /// Checks that each value is in its range, and that the backend takes them.
+    fn check_ranges(&self) -> Result<(), ConfigError> {
         check(
             self.max_timeout_ms >= 1,
             "RUNNER_MAX_TIMEOUT_MS",
@@ -381,8 +407,12 @@ impl SandboxArgs {
             "RUNNER_UNSAFE_NO_RESOURCE_LIMITS",
             "off with the vm backend (its limits are the guest's own)",
             self.unsafe_no_resource_limits,
-        )?;
-        let packages = self.packages_config()?;
+        )
+    }
+
+    /// The languages offered: the table, checked on this host, and on the vm backend
+    /// only those its guests can run.
+    fn languages(&self, packages: &PackagesConfig) -> Result<Languages, ConfigError> {
         let context = languages::Context {
             memory_mb: self.memory_mb,
             packages: packages.set.as_ref().map(|set| set.dir.clone()),
@@ -397,21 +427,7 @@ impl SandboxArgs {
             }
             languages.without_own_memory()?;
         }
-        let languages = Arc::new(languages);
-        let backend = match self.backend {
-            BackendKind::Process => {
-                BackendConfig::Process(self.process_config(&packages, languages.clone()))
-            }
-            BackendKind::Vm => BackendConfig::Vm(self.vm_config(&packages, languages.clone())),
-        };
-        Ok(SandboxConfig {
-            default_timeout: Duration::from_millis(self.default_timeout_ms),
-            max_timeout: Duration::from_millis(self.max_timeout_ms),
-            output_cap_bytes: self.output_cap_bytes,
-            backend,
-            packages,
-            languages,
-        })
+        Ok(languages)
     }
 
     /// The packages' settings, with the store's current set (a VM sees the set its
@@ -425,88 +441,6 @@ impl SandboxArgs {
             deps: self.packages.deps_policy()?,
         })
     }
-
-    /// The cgroup limits of one sandbox (on the host, or inside a VM guest).
-    fn sandbox_limits(&self) -> CgroupLimits {
-        CgroupLimits {
-            memory_bytes: self.memory_mb * 1024 * 1024,
-            cpu_quota_us: (self.cpus * CPU_PERIOD_US as f64).round() as u64,
-            cpu_period_us: CPU_PERIOD_US,
-            pids_max: self.pids_max,
-        }
-    }
-
-    fn process_config(
-        &self,
-        packages: &PackagesConfig,
-        languages: Arc<Languages>,
-    ) -> ProcessConfig {
-        let mib = 1024 * 1024;
-        ProcessConfig {
-            cgroup_mount: self.cgroup_root.clone(),
-            state_dir: self.state_dir.clone(),
-            id_base: self.id_base,
-            limits: self.sandbox_limits(),
-            tmpfs_bytes: self.tmpfs_mb * mib,
-            nofile: 1024,
-            create_timeout: Duration::from_secs(10),
-            unsafe_no_resource_limits: self.unsafe_no_resource_limits,
-            packages: packages.set.as_ref().map(|set| set.dir.clone()),
-            warm_imports: packages.warm_imports.clone(),
-            languages,
-            templates: self.templates,
-        }
-    }
-
-    /// A VM's memory: the sandbox's, plus the guest's own.
-    fn guest_memory_mb(&self) -> u64 {
-        self.memory_mb + self.vm_guest_overhead_mb
-    }
-
-    fn vm_config(&self, packages: &PackagesConfig, languages: Arc<Languages>) -> VmConfig {
-        VmConfig {
-            vmm: self.vmm,
-            accel: self.accel,
-            image_dir: self.vm_image.clone(),
-            cgroup_mount: self.cgroup_root.clone(),
-            state_dir: self.state_dir.clone(),
-            guest_memory_mb: self.guest_memory_mb(),
-            sandbox_limits: self.sandbox_limits(),
-            // The outer bound: the VM's one vCPU, fully (the sandbox's share of it is
-            // enforced inside the guest, where the program can be shown it).
-            vmm_limits: CgroupLimits {
-                memory_bytes: (self.guest_memory_mb() + self.vmm_overhead_mb) * 1024 * 1024,
-                cpu_quota_us: CPU_PERIOD_US,
-                cpu_period_us: CPU_PERIOD_US,
-                pids_max: VMM_PIDS_MAX,
-            },
-            tmpfs_mb: self.tmpfs_mb,
-            warm_imports: packages.warm_imports.clone(),
-            languages,
-            boot_timeout: Duration::from_millis(self.vm_boot_timeout_ms),
-            vmm_uid_base: self.id_base + VMM_UID_OFFSET,
-            firecracker: FirecrackerConfig {
-                binary: on_path(&self.firecracker_bin),
-                jailer: (!self.firecracker_without_jailer).then(|| on_path(&self.jailer_bin)),
-                snapshots: self.vm_snapshots,
-            },
-        }
-    }
-}
-
-/// `name` found on PATH when it is a bare name; the path itself otherwise (or when not
-/// found: the backend then says it is missing).
-fn on_path(name: &Path) -> PathBuf {
-    if name.components().count() != 1 {
-        return name.to_owned();
-    }
-    std::env::var_os("PATH")
-        .and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(name))
-                .find(|candidate| candidate.is_file())
-        })
-        .unwrap_or_else(|| name.to_owned())
 }
 
 impl ServeArgs {
@@ -580,101 +514,6 @@ impl ServeArgs {
             sandbox,
             sessions: self.pool.sessions.validate()?,
         })
-    }
-}
-
-/// The vm backend's settings, in the start-up log when it is the backend.
-/// The backend's own settings, for the start-up line.
-struct BackendSummary<'a>(&'a BackendConfig);
-
-impl fmt::Display for BackendSummary<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            BackendConfig::Process(p) => write!(
-                f,
-                "memory_bytes={} cpu_quota={}us/{}us pids_max={} tmpfs_bytes={} id_base={} \
-                 state_dir={} cgroup_root={}",
-                p.limits.memory_bytes,
-                p.limits.cpu_quota_us,
-                p.limits.cpu_period_us,
-                p.limits.pids_max,
-                p.tmpfs_bytes,
-                p.id_base,
-                p.state_dir.display(),
-                p.cgroup_mount.display(),
-            ),
-            BackendConfig::Vm(vm) => write_vm(f, vm),
-        }
-    }
-}
-
-fn write_vm(f: &mut fmt::Formatter<'_>, vm: &VmConfig) -> fmt::Result {
-    write!(
-        f,
-        "vmm={:?} accel={:?} vm_image={} guest_memory_mb={} sandbox_memory_bytes={} \
-         sandbox_cpu_quota={}us/{}us vmm_memory_cap_bytes={} vm_boot_timeout={:?} \
-         sandbox_pids_max={} tmpfs_mb={} state_dir={} cgroup_root={}",
-        vm.vmm,
-        vm.accel,
-        vm.image_dir.display(),
-        vm.guest_memory_mb,
-        vm.sandbox_limits.memory_bytes,
-        vm.sandbox_limits.cpu_quota_us,
-        vm.sandbox_limits.cpu_period_us,
-        vm.vmm_limits.memory_bytes,
-        vm.boot_timeout,
-        vm.sandbox_limits.pids_max,
-        vm.tmpfs_mb,
-        vm.state_dir.display(),
-        vm.cgroup_mount.display(),
-    )?;
-    if vm.vmm != Vmm::Firecracker {
-        return Ok(());
-    }
-    let fc = &vm.firecracker;
-    write!(
-        f,
-        " firecracker={} jailer={} vm_snapshots={}",
-        fc.binary.display(),
-        fc.jailer
-            .as_ref()
-            .map_or("NONE (--firecracker-without-jailer)".into(), |j| j
-                .display()
-                .to_string()),
-        fc.snapshots
-    )
-}
-
-impl fmt::Display for RunnerConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.sandbox;
-        write!(
-            f,
-            "listen={} auth={} backend={:?} pool_size={} queue_size={} queue_timeout={:?} \
-             default_timeout={:?} max_timeout={:?} output_cap_bytes={} code_cap_bytes={} \
-             shutdown_grace={:?} header_timeout={:?} max_header_bytes={} max_connections={} \
-             body_timeout={:?} {}",
-            self.listen,
-            if self.token.is_some() {
-                "bearer"
-            } else {
-                "none"
-            },
-            s.backend.kind(),
-            self.pool.size,
-            self.pool.queue_size,
-            self.pool.queue_timeout,
-            s.default_timeout,
-            s.max_timeout,
-            s.output_cap_bytes,
-            self.code_cap_bytes,
-            self.shutdown_grace,
-            self.http.header_read_timeout,
-            self.http.max_header_bytes,
-            self.http.max_connections,
-            self.http.body_read_timeout,
-            BackendSummary(&s.backend),
-        )
     }
 }
 

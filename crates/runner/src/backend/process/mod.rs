@@ -1,49 +1,44 @@
 //! The process backend: each sandbox is a process tree in fresh Linux namespaces, in a
 //! cgroup of its own, under a seccomp filter (see [`jail`] for the steps and
 //! docs/security.md for what each one stops).
+//!
+//! This module makes sandboxes ([`ProcessBackend`]); `sandbox.rs` is one sandbox's life,
+//! `launch.rs` how its first process starts (a jail or a template's fork), `error.rs` what
+//! can fail.
 
 pub mod deps;
+mod error;
 mod freeze;
 pub mod identity;
+mod launch;
 pub mod leader;
 pub mod rootless;
+mod sandbox;
 pub mod template;
 
-use super::cgroup::{self, Cgroup, CgroupError, CgroupLimits, Freezer, Hierarchy};
-use super::channel::{self, ChannelError};
-use super::RunOutcome;
-use crate::languages::{Language, Languages};
-use deps::{DepsMountError, DepsMounts};
+pub use error::ProcessError;
+pub use sandbox::ProcessSandbox;
+
+use super::cgroup::{self, Cgroup, CgroupLimits, Hierarchy};
+use crate::languages::Languages;
+use deps::DepsMounts;
 use identity::{IdLayout, Identities, Identity};
-use leader::Leader;
+use launch::Launched;
 use rootless::{RootlessError, RootlessSetup};
+use sandbox::Reservation;
 use sandbox_agent::template::PythonSpec;
 use sandbox_jail::{owner, HostIds, JailSpec};
-use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::language::LoaderKind;
 use sandbox_protocol::Lang;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use template::{Template, TemplateError};
-use tokio::io::AsyncReadExt;
-use tokio::net::unix::pipe;
-use tokio::net::UnixStream;
-use tokio::process::Command;
+use template::Template;
 
-/// How long the agent may take, past the job's own timeout, to report.
-const REPORT_GRACE: Duration = Duration::from_secs(5);
-/// How long a sandbox without a cgroup may take to end by itself once its channel is
-/// closed, before its jail is killed.
-const SELF_END_GRACE: Duration = Duration::from_secs(2);
 /// The most sandbox indices a template serves: its id maps hold two lines per index,
 /// and the kernel at most 340 lines.
 const TEMPLATE_SLOTS_MAX: usize = 160;
-/// The most bytes of the jail's standard error kept for an error message.
-const JAIL_STDERR_CAP: u64 = 4096;
 
 /// How process sandboxes are made.
 #[derive(Debug, Clone)]
@@ -77,74 +72,6 @@ pub struct ProcessConfig {
     /// runner whose kernel lets an unprivileged user make user namespaces); otherwise,
     /// or if the template cannot start, each from a fresh jail process.
     pub templates: bool,
-}
-
-/// Why a process sandbox could not be made or run.
-#[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    /// An ordinary user's runner lacks what stands in for root.
-    #[error(transparent)]
-    Rootless(#[from] RootlessError),
-    /// A cgroup step failed.
-    #[error(transparent)]
-    Cgroup(#[from] CgroupError),
-    /// The state folder could not be made.
-    #[error("creating state folder {path}: {source}")]
-    StateDir {
-        /// The file or folder concerned.
-        path: PathBuf,
-        /// What failed underneath.
-        source: std::io::Error,
-    },
-    /// The state folder's path cannot name an overlay layer.
-    #[error("the state folder {0} may not contain ',', ':' or '\\' (it names overlay layers)")]
-    StatePath(PathBuf),
-    /// Every host identity is held.
-    #[error(transparent)]
-    Identities(#[from] identity::Exhausted),
-    /// The jail could not be started.
-    #[error("starting the jail: {0}")]
-    Spawn(std::io::Error),
-    /// The jail failed to set the sandbox up: its own words, which name the step.
-    #[error("sandbox setup failed: {0}")]
-    Jail(String),
-    /// The task making the cgroup failed.
-    #[error("sandbox setup failed: the cgroup task: {0}")]
-    CgroupTask(tokio::task::JoinError),
-    /// The jail's spec could not be encoded.
-    #[error("sandbox setup failed: encoding the jail spec: {0}")]
-    Spec(serde_json::Error),
-    /// The jail was started without a pipe on its standard error.
-    #[error("sandbox setup failed: the jail's standard error is not piped")]
-    NoStderr,
-    /// The new sandbox's agent did not get ready (said nothing, or failed to start the
-    /// interpreter).
-    #[error("sandbox setup failed: {0}")]
-    NotReady(ChannelError),
-    /// The sandbox was not ready in time.
-    #[error("sandbox setup took longer than {0:?}")]
-    SetupTimeout(Duration),
-    /// The exchange with the agent failed.
-    #[error(transparent)]
-    Channel(#[from] ChannelError),
-    /// Inline dependencies could not be mounted.
-    #[error(transparent)]
-    Deps(#[from] DepsMountError),
-    /// The task mounting inline dependencies failed.
-    #[error("mounting inline dependencies: the task: {0}")]
-    DepsTask(tokio::task::JoinError),
-    /// This runner mounts no inline dependencies (an ordinary user's cannot).
-    #[error("inline dependencies need a runner started as root")]
-    NoDeps,
-    /// The template could not make the sandbox.
-    #[error("sandbox setup failed: {0}")]
-    Template(#[from] TemplateError),
-    /// A session's sandbox could not be frozen or thawed.
-    #[error("freezing or thawing the session's sandbox: {0}")]
-    Freezer(CgroupError),
-    /// The task freezing or thawing a session's sandbox failed.
-    #[error("freezing or thawing the session's sandbox: the task: {0}")]
-    FreezerTask(tokio::task::JoinError),
 }
 
 /// Who makes the sandboxes' user namespaces and maps their ids.
@@ -264,28 +191,82 @@ impl ProcessBackend {
         by_template: bool,
     ) -> Result<ProcessSandbox, ProcessError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let cgroup = match &self.hierarchy {
-            Some(hierarchy) => Some(self.make_cgroup(hierarchy, id).await?),
-            None => None,
-        };
-        let identity = match self.identities.take() {
-            Ok(identity) => identity,
+        let mut reservation = Reservation::new(id, self.identities.clone(), self.deps.clone());
+        let launched = match self
+            .launch(&mut reservation, prepare.as_ref(), by_template)
+            .await
+        {
+            Ok(launched) => launched,
             Err(e) => {
-                remove_cgroup(cgroup).await;
-                return Err(e.into());
+                reservation.release().await;
+                return Err(e);
             }
         };
-        let deps_dir = match self.deps.as_ref().map(|d| d.sandbox_dir(id)).transpose() {
-            Ok(dir) => dir,
-            Err(e) => {
-                if remove_cgroup(cgroup).await {
-                    self.identities.give_back(identity);
-                }
-                return Err(e.into());
-            }
+        let language = prepare.and_then(|l| self.config.languages.get(l.as_str()).ok());
+        let warm_imports = if warm {
+            &self.config.warm_imports[..]
+        } else {
+            &[]
         };
-        let spec = JailSpec {
-            cgroup_procs: cgroup.as_ref().map(Cgroup::procs_files).unwrap_or_default(),
+        let sandbox = reservation.into_sandbox(launched);
+        sandbox
+            .ready(language, warm_imports, self.config.create_timeout)
+            .await
+    }
+
+    /// Takes what the sandbox needs into `reservation` (a cgroup, a host identity, a
+    /// folder for its inline dependencies) and starts its first process: a fork of the
+    /// template for `prepare` if `by_template` and it serves the identity's index, a jail
+    /// otherwise. A template that fails is left for good (logged).
+    async fn launch(
+        &self,
+        reservation: &mut Reservation,
+        prepare: Option<&Lang>,
+        by_template: bool,
+    ) -> Result<Launched, ProcessError> {
+        if let Some(hierarchy) = &self.hierarchy {
+            reservation.cgroup = Some(self.make_cgroup(hierarchy, reservation.id).await?);
+        }
+        let identity = &*reservation.identity.insert(self.identities.take()?);
+        reservation.deps_dir = self
+            .deps
+            .as_ref()
+            .map(|d| d.sandbox_dir(reservation.id))
+            .transpose()?;
+        let spec = self.jail_spec(
+            reservation.cgroup.as_ref(),
+            identity,
+            reservation.deps_dir.clone(),
+        );
+        let template = self
+            .template_for(prepare)
+            .filter(|t| by_template && t.serves(identity.index()));
+        let Some(template) = template else {
+            return launch::jail(&spec).await;
+        };
+        let forked = launch::fork(
+            template,
+            &spec,
+            identity.index(),
+            self.config.create_timeout,
+        )
+        .await;
+        if let Err(ProcessError::Template(e)) = &forked {
+            template.leave(e);
+        }
+        forked
+    }
+
+    /// What the jail (or the template) is told of the sandbox with `cgroup`, `identity`
+    /// and the inline dependencies' folder `deps`.
+    fn jail_spec(
+        &self,
+        cgroup: Option<&Cgroup>,
+        identity: &Identity,
+        deps: Option<PathBuf>,
+    ) -> JailSpec {
+        JailSpec {
+            cgroup_procs: cgroup.map(Cgroup::procs_files).unwrap_or_default(),
             stage_dir: self.stage_dir.clone(),
             ids: identity.ids,
             gids: identity.gids,
@@ -306,67 +287,11 @@ impl ProcessBackend {
             // Above the tmpfs size, so that filling /tmp ends in ENOSPC, not SIGXFSZ.
             fsize_bytes: self.config.tmpfs_bytes.saturating_mul(2),
             packages: self.config.packages.clone(),
-            deps: deps_dir,
+            deps,
             devices: None,
             memlock_bytes: None,
             sigpending: None,
             shared: self.config.languages.shared_paths().to_vec(),
-        };
-        let template = self
-            .template_for(prepare.as_ref())
-            .filter(|t| by_template && t.serves(identity.index()));
-        let started = match template {
-            Some(template) => {
-                let forked = self.fork(template, &spec, identity.index()).await;
-                if let Err(ProcessError::Template(e)) = &forked {
-                    template.leave(e);
-                }
-                forked
-            }
-            None => start(&spec).await,
-        };
-        match started {
-            Ok((child, channel, stderr)) => {
-                let mut sandbox = ProcessSandbox {
-                    id,
-                    freezer: cgroup.as_ref().map(Cgroup::freezer),
-                    cgroup,
-                    identity: Some(identity),
-                    identities: self.identities.clone(),
-                    leader: child,
-                    channel,
-                    stderr: Some(stderr),
-                    oom_kills: 0,
-                    deps: self.deps.clone(),
-                };
-                let warm_imports = if warm {
-                    &self.config.warm_imports[..]
-                } else {
-                    &[]
-                };
-                let language = prepare.and_then(|l| self.config.languages.get(l.as_str()).ok());
-                let ready = sandbox.await_ready(language, warm_imports);
-                match tokio::time::timeout(self.config.create_timeout, ready).await {
-                    Ok(Ok(())) => {
-                        sandbox.log_stderr();
-                        Ok(sandbox)
-                    }
-                    Ok(Err(e)) => Err(sandbox.fail(e).await),
-                    Err(_) => {
-                        let timeout = ProcessError::SetupTimeout(self.config.create_timeout);
-                        Err(sandbox.fail(timeout).await)
-                    }
-                }
-            }
-            Err(e) => {
-                if let Some(deps) = &self.deps {
-                    deps.release(id);
-                }
-                if remove_cgroup(cgroup).await {
-                    self.identities.give_back(identity);
-                }
-                Err(e)
-            }
         }
     }
 
@@ -381,29 +306,6 @@ impl ProcessBackend {
             (true, Some(template)) if template.alive() => Some(template),
             _ => self.template.as_ref(),
         }
-    }
-
-    /// Asks `template` for the sandbox `spec` describes (index `index`).
-    async fn fork(
-        &self,
-        template: &Template,
-        spec: &JailSpec,
-        index: usize,
-    ) -> Result<(Leader, UnixStream, pipe::Receiver), ProcessError> {
-        let mut spec = spec.clone();
-        spec.stage_dir = PathBuf::from(rootless::STAGE_DIR);
-        let forked = template
-            .make(&spec, index, self.config.create_timeout)
-            .await?;
-        let spawn = ProcessError::Spawn;
-        // SAFETY: the pidfd is an OwnedFd moved into the AsyncFd, which alone holds it
-        // (open, the same descriptor) until the AsyncFd is dropped.
-        let pidfd = unsafe { tokio::io::unix::AsyncFd::register(forked.leader) }
-            .map_err(|e| spawn(e.into()))?;
-        forked.channel.set_nonblocking(true).map_err(spawn)?;
-        let channel = UnixStream::from_std(forked.channel).map_err(spawn)?;
-        let stderr = pipe::Receiver::from_owned_fd(forked.stderr).map_err(spawn)?;
-        Ok((Leader::Forked(pidfd), channel, stderr))
     }
 
     async fn make_cgroup(
@@ -558,238 +460,6 @@ fn start_template(
         Err(e) => {
             tracing::warn!(template = kind, error = %e, "no template: its sandboxes are made otherwise");
             None
-        }
-    }
-}
-
-/// Starts the jail: this binary with the jail argument, the channel on descriptor 3.
-async fn start(spec: &JailSpec) -> Result<(Leader, UnixStream, pipe::Receiver), ProcessError> {
-    let spec_json = serde_json::to_string(spec).map_err(ProcessError::Spec)?;
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(ProcessError::Spawn)?;
-    let theirs = OwnedFd::from(theirs);
-    let theirs_raw = theirs.as_raw_fd();
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg(sandbox_jail::JAIL_ARG)
-        .arg(spec_json)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // SAFETY: the closure runs in the forked child before exec and makes only
-    // async-signal-safe calls; it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || sandbox_jail::channel_to_fd3(theirs_raw));
-    }
-    let mut child = cmd.spawn().map_err(ProcessError::Spawn)?;
-    drop(theirs);
-    let stderr = child.stderr.take().ok_or(ProcessError::NoStderr)?;
-    let stderr = stderr.into_owned_fd().map_err(ProcessError::Spawn)?;
-    let stderr = pipe::Receiver::from_owned_fd(stderr).map_err(ProcessError::Spawn)?;
-    ours.set_nonblocking(true).map_err(ProcessError::Spawn)?;
-    let channel = UnixStream::from_std(ours).map_err(ProcessError::Spawn)?;
-    Ok((Leader::Jail(child), channel, stderr))
-}
-
-/// One warm sandbox: its jail process, its cgroup and the channel to its agent.
-pub struct ProcessSandbox {
-    id: u64,
-    cgroup: Option<Cgroup>,
-    /// Its cgroup's freezer, which holds a session between its calls (none without
-    /// cgroups: the agent then stops the session's processes with SIGSTOP).
-    freezer: Option<Freezer>,
-    /// Given back once the cgroup is gone, with every process in it.
-    identity: Option<Identity>,
-    identities: Arc<Identities>,
-    leader: Leader,
-    channel: UnixStream,
-    stderr: Option<pipe::Receiver>,
-    /// The cgroup's OOM kills before the current job.
-    oom_kills: u64,
-    /// Where its inline dependencies are mounted (none: it can have none).
-    deps: Option<Arc<DepsMounts>>,
-}
-
-impl ProcessSandbox {
-    async fn await_ready(
-        &mut self,
-        prepare: Option<&Language>,
-        warm_imports: &[String],
-    ) -> Result<(), ProcessError> {
-        let setup = ProcessError::NotReady;
-        channel::expect_ready(&mut self.channel)
-            .await
-            .map_err(setup)?;
-        if let Some(language) = prepare {
-            channel::prepare(&mut self.channel, language, warm_imports)
-                .await
-                .map_err(setup)?;
-        }
-        Ok(())
-    }
-
-    /// Mounts the inline-dependency set `key` (the host folder `source`) read-only in
-    /// this sandbox, and returns the folder it shows at inside.
-    pub async fn add_deps(&mut self, key: &str, source: &Path) -> Result<String, ProcessError> {
-        let deps = self.deps.clone().ok_or(ProcessError::NoDeps)?;
-        let (id, key, source) = (self.id, key.to_owned(), source.to_owned());
-        tokio::task::spawn_blocking(move || deps.mount(id, &key, &source))
-            .await
-            .map_err(ProcessError::DepsTask)?
-            .map_err(ProcessError::from)
-    }
-
-    /// Turns a setup failure into the jail's own words where it left some, and
-    /// destroys what was made.
-    async fn fail(mut self, e: ProcessError) -> ProcessError {
-        self.leader.start_kill();
-        self.leader.wait().await;
-        let mut said = String::new();
-        if let Some(stderr) = self.stderr.take() {
-            let _ = stderr.take(JAIL_STDERR_CAP).read_to_string(&mut said).await;
-        }
-        self.destroy().await;
-        let said = said.trim();
-        if said.is_empty() {
-            e
-        } else {
-            ProcessError::Jail(said.to_owned())
-        }
-    }
-
-    /// Logs what the agent writes to standard error (it should write nothing).
-    fn log_stderr(&mut self) {
-        let Some(mut stderr) = self.stderr.take() else {
-            return;
-        };
-        let id = self.id;
-        tokio::spawn(async move {
-            let mut buf = Vec::new();
-            let _ = (&mut stderr)
-                .take(JAIL_STDERR_CAP)
-                .read_to_end(&mut buf)
-                .await;
-            if !buf.is_empty() {
-                tracing::warn!(sandbox = id, said = %String::from_utf8_lossy(&buf), "agent stderr");
-            }
-            // Keep draining, so that the agent can never block on a full pipe.
-            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
-        });
-    }
-
-    /// Sends the job and waits for the result. A one-shot sandbox is spent after it
-    /// ([`destroy`](Self::destroy) must follow); a session's takes the next.
-    pub async fn run(&mut self, mut job: Job) -> Result<RunOutcome, ProcessError> {
-        job.sigstop_between_runs = job.session && self.freezer.is_none();
-        // A language whose toolchain needs more memory: the limit grows before the job
-        // (and stays so for a session's later runs: it is never lowered under a
-        // program's feet).
-        if let (Some(mb), Some(cgroup)) = (job.recipe.memory_mb, &self.cgroup) {
-            cgroup.raise_memory(mb * 1024 * 1024)?;
-        }
-        let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE).await;
-        // The cgroup's count covers the sandbox's life; a session's sandbox runs more
-        // than one job.
-        let kills = self.cgroup.as_ref().and_then(|c| c.oom_kills().ok());
-        let oom_killed = kills.is_some_and(|n| n > self.oom_kills);
-        self.oom_kills = kills.unwrap_or(self.oom_kills);
-        Ok(RunOutcome {
-            job: result?,
-            oom_killed,
-        })
-    }
-
-    /// Does a session's file operation.
-    pub async fn file(&mut self, request: FileRequest) -> Result<AgentMessage, ProcessError> {
-        Ok(channel::file(&mut self.channel, request).await?)
-    }
-
-    /// Kills every process of the sandbox, removes its cgroup and gives its host
-    /// identity back (kept from reuse if a process may have survived). Without a
-    /// cgroup, the sandbox ends from the inside: the agent, PID 1 of its namespace, exits
-    /// when its channel closes (the kernel then kills every process of the namespace)
-    /// and the jail reaps it and exits; the jail is killed only if that takes too long
-    /// (the agent then dies of its parent-death signal). The ids are given back once no
-    /// process has them.
-    pub async fn destroy(mut self) {
-        let cgroup = self.cgroup.take();
-        let had_cgroup = cgroup.is_some();
-        if !had_cgroup {
-            let _ = nix::sys::socket::shutdown(
-                self.channel.as_raw_fd(),
-                nix::sys::socket::Shutdown::Both,
-            );
-            let _ = tokio::time::timeout(SELF_END_GRACE, self.leader.wait()).await;
-        }
-        self.leader.start_kill();
-        let mut gone = remove_cgroup(cgroup).await;
-        self.leader.wait().await;
-        if let Some(deps) = self.deps.take() {
-            deps.release(self.id);
-        }
-        if let Some(identity) = self.identity.take() {
-            if !had_cgroup {
-                let ids = identity.ids;
-                gone = tokio::task::spawn_blocking(move || no_process_left(ids))
-                    .await
-                    .unwrap_or(false);
-            }
-            if gone {
-                self.identities.give_back(identity);
-            } else {
-                tracing::error!(sandbox = self.id, ids = ?identity.ids, "host ids kept from reuse");
-            }
-        }
-    }
-}
-
-/// Waits (up to 5 s) until no process runs as either of `ids`; false if one still does.
-fn no_process_left(ids: HostIds) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        if !any_process_of(ids) {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Whether a live process of the host (zombies hold nothing but their number) has
-/// `ids.root` or `ids.user` as its real uid.
-fn any_process_of(ids: HostIds) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries.flatten().any(|entry| {
-        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-        let zombie = status.lines().any(|l| l.starts_with("State:\tZ"));
-        !zombie
-            && status
-                .lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|uids| uids.split_whitespace().next()?.parse::<u32>().ok())
-                .is_some_and(|uid| uid == ids.root || uid == ids.user)
-    })
-}
-
-/// Kills the cgroup's processes and removes it; false if it is left behind (true when
-/// there is none).
-async fn remove_cgroup(cgroup: Option<Cgroup>) -> bool {
-    let Some(cgroup) = cgroup else {
-        return true;
-    };
-    match tokio::task::spawn_blocking(move || cgroup.kill_and_remove()).await {
-        Ok(Ok(())) => true,
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "sandbox cgroup left behind");
-            false
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "cgroup removal task failed");
-            false
         }
     }
 }

@@ -15,6 +15,14 @@
 //! has finished importing). A "back to back" series (no pause) shows what a busy pool
 //! gives instead. Both runners are fresh (started for this figure), so that no sandbox
 //! made during an earlier burst, without warm imports, waits in the pool.
+//!
+//! `program.rs` holds the program and what each run must hand back, `direct.rs` the
+//! direct spawn (a).
+
+mod direct;
+mod program;
+
+pub use program::ONE_LINER;
 
 use crate::clients::{call_tool, timed, McpSession, RunnerApi};
 use crate::cpu_group::CpuGroup;
@@ -24,49 +32,17 @@ use crate::pool_watch::{self, Runner};
 use crate::services::{Binaries, Service};
 use crate::stats::{self, Latency};
 use anyhow::{ensure, Context};
-use rmcp::model::CallToolResult;
+use direct::{Direct, PACKAGES_DIR};
+use program::{check_answer, check_result, SCRIPT};
 use rmcp::service::Peer;
 use rmcp::RoleClient;
-use sandbox_protocol::api::{Health, RunResponse};
+use sandbox_protocol::api::Health;
 use sandbox_protocol::Lang;
 use serde::Serialize;
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::time::Duration;
-use tokio::process::Command;
 
-/// The program measured. In a sandbox its working folder is `/home/sandbox`, whose
-/// `outputs/` the run hands back; the direct spawn runs it in a folder of its own with
-/// an `outputs/` folder. `matplotlib.use("Agg")` makes it the same program on both
-/// paths (in a sandbox, pyplot would otherwise pick the set's `sandbox_plots` backend
-/// and hand back a `figure-1.png` as well).
-pub const SCRIPT: &str = r#"import numpy as np
-import pandas as pd
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
-df = pd.DataFrame({"x": np.arange(100), "y": np.random.rand(100)})
-print(df.describe())
-df.plot(x="x", y="y")
-plt.savefig("outputs/plot.png")
-"#;
-/// The program that shows what warm imports cost a run that does not use them.
-pub const ONE_LINER: &str = "print(1)";
-/// The one file every run must produce, in `outputs/`.
-const PLOT: &str = "plot.png";
-/// The first bytes of a PNG file, and the same in base64 (as the answers carry it).
-const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
-const PNG_BASE64: &str = "iVBORw0KGgo";
-/// What `df.describe()` prints among its rows.
-const DESCRIBED: [&str; 2] = ["count", "mean"];
-/// The interpreter the sandboxes run, spawned directly.
-const PYTHON: &str = "/usr/bin/python3";
-/// The runner's package store (`RUNNER_PACKAGES_DIR`'s default,
-/// `sandbox_packages::DEFAULT_STORE`: the bench starts its runners with a clean
-/// environment).
-const PACKAGES_DIR: &str = "/var/lib/sandbox-runner/packages";
 /// The MCP tool of (c).
 const TOOL: &str = "run_python";
 /// Sandboxes of the runner without warm imports (a python one, a node one, a bare one).
@@ -462,155 +438,10 @@ async fn one_liner(api: &RunnerApi) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_answer(answer: &RunResponse) -> anyhow::Result<()> {
-    ensure!(
-        answer.exit_code == 0 && !answer.timed_out && !answer.oom_killed,
-        "exit code {}, timed out {}, OOM-killed {}; stderr: {}",
-        answer.exit_code,
-        answer.timed_out,
-        answer.oom_killed,
-        tail(&answer.stderr)
-    );
-    check_described(&answer.stdout)?;
-    let files: Vec<(&str, &str)> = answer
-        .outputs
-        .iter()
-        .map(|f| (f.path.as_str(), f.mime_type.as_str()))
-        .collect();
-    ensure!(
-        files == [(PLOT, "image/png")],
-        "outputs {files:?}: one {PLOT} (image/png) expected"
-    );
-    let data = answer.outputs.first().and_then(|f| f.data.as_deref());
-    ensure!(
-        data.is_some_and(|d| d.starts_with(PNG_BASE64)),
-        "{PLOT} came back without PNG data"
-    );
-    Ok(())
-}
-
 /// (c): `tools/call run_python`; the result must say exit 0 and carry one PNG image.
 async fn tools_call(mcp: &Peer<RoleClient>) -> anyhow::Result<()> {
     let result = call_tool(mcp, TOOL, SCRIPT).await?;
     check_result(&result)
-}
-
-fn check_result(result: &CallToolResult) -> anyhow::Result<()> {
-    let structured = result
-        .structured_content
-        .as_ref()
-        .context("the result has no structuredContent")?;
-    ensure!(
-        result.is_error != Some(true) && structured["exitCode"] == 0,
-        "unexpected result {structured}"
-    );
-    check_described(structured["stdout"].as_str().unwrap_or_default())?;
-    let outputs = &structured["outputs"];
-    ensure!(
-        outputs.as_array().map(Vec::len) == Some(1)
-            && outputs[0]["path"] == PLOT
-            && outputs[0]["mimeType"] == "image/png",
-        "structuredContent.outputs is {outputs}: one {PLOT} (image/png) expected"
-    );
-    let images: Vec<_> = result.content.iter().filter_map(|c| c.as_image()).collect();
-    ensure!(
-        images.len() == 1,
-        "{} image contents, 1 expected",
-        images.len()
-    );
-    ensure!(
-        images
-            .iter()
-            .all(|i| i.mime_type == "image/png" && i.data.starts_with(PNG_BASE64)),
-        "the image content is not a PNG"
-    );
-    Ok(())
-}
-
-fn check_described(stdout: &str) -> anyhow::Result<()> {
-    ensure!(
-        DESCRIBED.iter().all(|word| stdout.contains(word)),
-        "stdout lacks df.describe()'s rows: {}",
-        tail(stdout)
-    );
-    Ok(())
-}
-
-/// The end of a program's output, for an error message.
-fn tail(text: &str) -> &str {
-    let start = text.len().saturating_sub(2000);
-    let start = (start..=text.len())
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(text.len());
-    &text[start..]
-}
-
-/// The direct spawn's folders: a home (where matplotlib keeps its font cache) and a
-/// working folder holding `script.py` and `outputs/`.
-struct Direct {
-    root: PathBuf,
-    home: PathBuf,
-    work: PathBuf,
-}
-
-impl Direct {
-    fn new() -> anyhow::Result<Direct> {
-        let root = std::env::temp_dir().join(format!("bench-first-plot-{}", std::process::id()));
-        let home = root.join("home");
-        let work = root.join("work");
-        for dir in [&home, &work.join("outputs")] {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        let script = work.join("script.py");
-        std::fs::write(&script, SCRIPT).with_context(|| format!("writing {}", script.display()))?;
-        Ok(Direct { root, home, work })
-    }
-
-    /// (a): `/usr/bin/python3 script.py` in the working folder, with the agent's clean
-    /// environment plus the set on `PYTHONPATH`, `MPLBACKEND=Agg` and the bench's home.
-    async fn run(&self) -> anyhow::Result<()> {
-        let plot = self.work.join("outputs").join(PLOT);
-        match std::fs::remove_file(&plot) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing {}", plot.display())),
-        }
-        let python = Path::new(PACKAGES_DIR).join("current").join("python");
-        let output = Command::new(PYTHON)
-            .arg("script.py")
-            .current_dir(&self.work)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &self.home)
-            .env("LANG", "C.UTF-8")
-            .env("TMPDIR", "/tmp")
-            .env("PYTHONPATH", python)
-            .env("MPLBACKEND", "Agg")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output()
-            .await
-            .with_context(|| format!("spawning {PYTHON}"))?;
-        ensure!(
-            output.status.success(),
-            "exited with {}; stderr: {}",
-            output.status,
-            tail(&String::from_utf8_lossy(&output.stderr))
-        );
-        check_described(&String::from_utf8_lossy(&output.stdout))?;
-        let png = std::fs::read(&plot).with_context(|| format!("reading {}", plot.display()))?;
-        ensure!(
-            png.starts_with(PNG_MAGIC),
-            "{} is not a PNG",
-            plot.display()
-        );
-        Ok(())
-    }
-
-    fn remove(&self) -> anyhow::Result<()> {
-        std::fs::remove_dir_all(&self.root)
-            .with_context(|| format!("removing {}", self.root.display()))
-    }
 }
 
 /// The idle python sandboxes of the runner `runner_pid`.
@@ -627,61 +458,4 @@ fn python_sandboxes(runner_pid: u32) -> anyhow::Result<Vec<SandboxMemory>> {
 /// Waits until both runners' pools are at rest (see [`pool_watch::at_rest`]).
 async fn at_rest(paths: &Paths<'_>) -> anyhow::Result<(Duration, bool)> {
     pool_watch::at_rest(&[&paths.warm, &paths.cold], REST_TIMEOUT).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sandbox_protocol::api::OutputFile;
-
-    fn answer(outputs: Vec<OutputFile>) -> RunResponse {
-        serde_json::from_value(serde_json::json!({
-            "stdout": "       x\ncount 100\nmean 49.5\n",
-            "stderr": "",
-            "exitCode": 0,
-            "durationMs": 1,
-            "timedOut": false,
-            "oomKilled": false,
-            "stdoutTruncated": false,
-            "stderrTruncated": false,
-            "outputs": outputs,
-        }))
-        .unwrap()
-    }
-
-    fn png(path: &str) -> OutputFile {
-        OutputFile {
-            path: path.into(),
-            size: 8,
-            mime_type: "image/png".into(),
-            data: Some("iVBORw0KGgo=".into()),
-        }
-    }
-
-    #[test]
-    fn an_answer_needs_exactly_the_plot() {
-        assert!(check_answer(&answer(vec![png(PLOT)])).is_ok());
-        assert!(check_answer(&answer(vec![])).is_err());
-        assert!(check_answer(&answer(vec![png(PLOT), png("figure-1.png")])).is_err());
-        let mut no_data = png(PLOT);
-        no_data.data = None;
-        assert!(check_answer(&answer(vec![no_data])).is_err());
-        let mut failed = answer(vec![png(PLOT)]);
-        failed.exit_code = 1;
-        assert!(check_answer(&failed).is_err());
-    }
-
-    #[test]
-    fn the_script_saves_where_the_checks_look() {
-        assert!(SCRIPT.contains(&format!("outputs/{PLOT}")));
-        assert!(SCRIPT.contains("describe()"));
-        assert!(PNG_BASE64.len() <= 12);
-    }
-
-    #[test]
-    fn tail_keeps_the_end_on_a_char_boundary() {
-        let text = "é".repeat(1500);
-        assert!(tail(&text).len() <= 2001);
-        assert_eq!(tail("short"), "short");
-    }
 }
