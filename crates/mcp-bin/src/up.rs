@@ -5,10 +5,10 @@
 //! ([`crate::banner`]).
 
 use crate::banner::Banner;
-use crate::config::ServeArgs;
 use crate::embedded::{self, EmbedError, EmbeddedRunnerArgs};
-use crate::listen::{self, ListenError};
 use crate::token_store::{self, Origin};
+use sandbox_mcp::config::ServeArgs;
+use sandbox_mcp::listen::{self, ListenError};
 use std::net::SocketAddr;
 use tokio::sync::watch;
 
@@ -32,7 +32,7 @@ pub struct UpArgs {
 pub enum UpError {
     /// An MCP server setting is not usable.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] sandbox_mcp::ConfigError),
     /// The MCP port could not be bound.
     #[error(transparent)]
     Listen(#[from] ListenError),
@@ -44,7 +44,7 @@ pub enum UpError {
     TokenStore(#[from] crate::token_store::TokenStoreError),
     /// The MCP server failed.
     #[error(transparent)]
-    Mcp(#[from] crate::ServeError),
+    Mcp(#[from] sandbox_mcp::ServeError),
 }
 
 /// Runs the runner and the MCP server until `shutdown` completes; `announce` gets the
@@ -87,7 +87,7 @@ pub async fn up(
         languages: runner.languages.clone(),
         exe: std::env::current_exe().ok(),
     });
-    let served = crate::serve(mcp_config, mcp_listener, embedded::stopped(stop_rx)).await;
+    let served = sandbox_mcp::serve(mcp_config, mcp_listener, embedded::stopped(stop_rx)).await;
     runner.stopped().await?;
     Ok(served?)
 }

@@ -6,7 +6,7 @@
 //! below, and the sandboxes' own); the ones that cannot apply are refused by name rather
 //! than silently ignored.
 
-use crate::config::ToolArgs;
+use sandbox_mcp::config::ToolArgs;
 use sandbox_runner::config::{PoolArgs, SandboxArgs};
 use std::io::Read;
 use std::net::SocketAddr;
