@@ -153,7 +153,7 @@ impl fmt::Display for Banner {
             f,
             "  Runner:        embedded at {}, {backend} backend, {} at once",
             self.runner,
-            sandbox_mcp::report::plural(self.pool_size, "sandbox")
+            sandbox_mcp::wording::plural(self.pool_size, "sandbox")
         )?;
         writeln!(
             f,

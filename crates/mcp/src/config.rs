@@ -11,7 +11,9 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 
 use crate::handle::HandleKey;
-use crate::runner_target::RunnerTarget;
+use crate::origin::AllowedOrigin;
+pub use crate::origin::OriginPolicy;
+use crate::runner_target::{RunnerTarget, RunnerUrlError};
 
 /// The largest `/mcp` request body accepted by default, in bytes: room for a program at the
 /// runner's 1 MiB code cap even when JSON escaping makes it several times longer.
@@ -30,14 +32,8 @@ pub enum ConfigError {
     #[error("MCP_AUTH_TOKEN is required: set it (or --auth-token) to the bearer token clients must send")]
     MissingAuthToken,
     /// `SANDBOX_RUNNER_URL` is not an `http://` URL.
-    #[error("SANDBOX_RUNNER_URL {url} is not usable: {reason}")]
-    BadRunnerUrl {
-        /// The value given, quoted, without its user name and password (or a note in its
-        /// place where they cannot be told apart).
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
+    #[error(transparent)]
+    BadRunnerUrl(#[from] RunnerUrlError),
     /// `SANDBOX_TIMEOUT_MS` is zero.
     #[error("SANDBOX_TIMEOUT_MS={0} is out of range: use at least 1 (and at most the runner's largest timeout)")]
     BadTimeout(u64),
@@ -94,17 +90,6 @@ impl fmt::Debug for AuthToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("AuthToken(<redacted>)")
     }
-}
-
-/// Which browser origins may call `/mcp` (requests without an `Origin` header always may).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OriginPolicy {
-    /// Pages served from this machine: `http(s)://localhost`, `127.0.0.1` and `[::1]`, any port.
-    Loopback,
-    /// Any origin (`MCP_ALLOWED_ORIGINS=*`).
-    Any,
-    /// The listed origins, as `scheme://host[:port]`; port `*` matches any port.
-    List(Vec<String>),
 }
 
 /// Which `Host` header values `/mcp` accepts (DNS-rebinding protection).
@@ -424,10 +409,7 @@ fn origin_policy(entries: &[String]) -> Result<OriginPolicy, ConfigError> {
     if entries.iter().any(|e| e == "*") {
         return Ok(OriginPolicy::Any);
     }
-    if let Some(bad) = entries
-        .iter()
-        .find(|e| crate::origin::AllowedOrigin::parse(e).is_none())
-    {
+    if let Some(bad) = entries.iter().find(|e| AllowedOrigin::parse(e).is_none()) {
         return Err(ConfigError::BadOrigin(bad.clone()));
     }
     Ok(OriginPolicy::List(entries))

@@ -51,12 +51,14 @@ pub mod sandbox_tools;
 pub mod server;
 pub mod stdio;
 pub mod tools;
+pub mod wording;
 
 mod accept;
 mod auth;
 mod http;
 mod limits;
 mod origin;
+mod schema;
 
 pub use config::{AuthToken, ConfigError, McpConfig, ToolConfig};
 pub use http::{app, serve, ServeError};

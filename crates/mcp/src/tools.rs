@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 
 use crate::installed;
 use crate::sandbox_tools::SandboxTool;
+use crate::schema::{error_schema, nullable, object};
+use crate::wording::{bytes, sandbox_resources};
 
 /// What a tool name stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,27 +107,6 @@ fn kept(info: &LanguageInfo) -> String {
     }
 }
 
-/// "no network access, 256 MB of memory and half a CPU": what every sandbox has.
-pub fn sandbox_resources(limits: &Limits) -> String {
-    let network = if limits.network {
-        "network access"
-    } else {
-        "no network access"
-    };
-    let resources = if limits.resource_limits {
-        format!(
-            "{} MB of memory and {}",
-            limits.memory_mb,
-            cpus(limits.cpus)
-        )
-    } else {
-        "NO memory or CPU limit (this server runs with --unsafe-no-resource-limits: keep \
-         programs small)"
-            .to_owned()
-    };
-    format!("{network}, {resources}")
-}
-
 fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> String {
     let program = a_program(info);
     // A language whose row gives it more memory says so.
@@ -157,34 +138,6 @@ fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) ->
     )
 }
 
-/// A CPU share as people say it: "half a CPU", "1 CPU", "1.5 CPUs".
-pub fn cpus(cpus: f64) -> String {
-    if cpus == 0.5 {
-        "half a CPU".to_owned()
-    } else if cpus == 1.0 {
-        "1 CPU".to_owned()
-    } else {
-        format!("{cpus} CPUs")
-    }
-}
-
-/// A byte count in the largest binary unit that divides it: "1 MiB", "64 KiB", "1000 bytes".
-pub fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
-        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
-        n => format!("{n} bytes"),
-    }
-}
-
-/// A JSON schema written as a `json!` object.
-pub(crate) fn object(value: Value) -> Arc<JsonObject> {
-    match value {
-        Value::Object(map) => Arc::new(map),
-        _ => unreachable!("schemas are written as JSON objects"),
-    }
-}
-
 fn input_schema(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> Arc<JsonObject> {
     let program = a_program(info);
     object(json!({
@@ -210,11 +163,6 @@ fn input_schema(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -
         },
         "required": ["code"],
     }))
-}
-
-/// A JSON schema property of `kind` or null.
-pub(crate) fn nullable(kind: &str, description: &str) -> Value {
-    json!({ "type": [kind, "null"], "description": description })
 }
 
 /// The schema of every result's `structuredContent` (see [`crate::report::RunReport`]).
@@ -272,22 +220,6 @@ fn output_schema(limits: &Limits) -> Arc<JsonObject> {
             "outputs", "outputsTruncated", "error",
         ],
     }))
-}
-
-/// The schema of a result's `error`: null when the call did what it was asked.
-pub(crate) fn error_schema(description: &str) -> Value {
-    let flag = |d: &str| json!({ "type": "boolean", "description": d });
-    let text = |d: &str| json!({ "type": "string", "description": d });
-    json!({
-        "type": ["object", "null"],
-        "description": description,
-        "properties": {
-            "code": text("A stable code, such as not_configured, runner_busy or sandbox_not_found."),
-            "message": text("What happened and what to do."),
-            "retryable": flag("Whether the same call may succeed later."),
-        },
-        "required": ["code", "message", "retryable"],
-    })
 }
 
 /// The definition of one language's tool as `tools/list` shows it, for a runner with
