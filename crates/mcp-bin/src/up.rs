@@ -91,3 +91,50 @@ pub async fn up(
     runner.stopped().await?;
     Ok(served?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+
+    fn parse(args: &[&str]) -> UpArgs {
+        let mut argv = vec!["sandbox-mcp"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .up
+    }
+
+    #[test]
+    fn up_takes_the_servers_settings_and_the_runners() {
+        let args = parse(&["--port", "0", "--pool-size", "2", "--max-sessions", "5"]);
+        assert_eq!(args.serve.port, 0);
+        assert_eq!(args.serve.limits.max_sessions, 5);
+        assert_eq!(args.runner.pool.pool_size, 2);
+        assert!(!args.new_token);
+        assert!(parse(&["--new-token"]).new_token);
+    }
+
+    #[tokio::test]
+    async fn a_runner_url_is_refused_before_anything_starts() {
+        let args = parse(&["--runner-url", "http://127.0.0.1:8081", "--port", "0"]);
+        let result = up(args, std::future::pending(), |_| panic!("announced")).await;
+        assert!(
+            matches!(
+                result,
+                Err(UpError::Runner(EmbedError::Refused {
+                    variable: "SANDBOX_RUNNER_URL",
+                    command: "up",
+                    ..
+                }))
+            ),
+            "{result:?}"
+        );
+    }
+}

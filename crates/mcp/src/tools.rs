@@ -472,6 +472,25 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_is_a_whole_number_of_milliseconds_up_to_the_largest() {
+        let call = |timeout: Value| {
+            let call = args(json!({"code": "x", "timeoutMs": timeout, "other": 1}));
+            parse_args(Some(&call), DEFAULT, MAX).map(|a| a.timeout_ms)
+        };
+        assert_eq!(call(json!(null)), Ok(DEFAULT), "null is none given");
+        assert_eq!(call(json!(1)), Ok(1));
+        assert_eq!(call(json!(MAX)), Ok(MAX), "the largest is allowed");
+        for bad in [json!(1e300), json!(true), json!([5000]), json!(-0.5)] {
+            assert_eq!(call(bad), Err(ArgsError::BadTimeout { max: MAX }));
+        }
+        assert_eq!(whole_number(&json!(5000.0)), Some(5_000));
+        assert_eq!(whole_number(&json!(u64::MAX)), Some(u64::MAX));
+        assert_eq!(whole_number(&json!(1e300)), None);
+        assert_eq!(whole_number(&json!(-3)), None);
+        assert_eq!(whole_number(&json!("7")), None);
+    }
+
+    #[test]
     fn definitions_say_what_a_model_gets() {
         let python = sandbox_protocol::language::classic().remove(1);
         let tool = definition(&python, &Limits::default(), &Packages::default(), DEFAULT);
