@@ -16,12 +16,19 @@ struct Tools {
     tools: ToolArgs,
 }
 
-fn parse(args: &[&str]) -> Result<McpConfig, ConfigError> {
-    let mut argv = vec!["sandbox-mcp"];
-    argv.extend_from_slice(args);
-    Cli::try_parse_from(argv)
+/// Parses `sandbox-mcp ARGS` as `P` (a flag clap refuses fails the test), then validates
+/// it with `into`.
+fn validated<P: Parser, C>(
+    args: &[&str],
+    into: impl FnOnce(P) -> Result<C, ConfigError>,
+) -> Result<C, ConfigError> {
+    P::try_parse_from([&["sandbox-mcp"][..], args].concat())
         .map_err(|e| panic!("{e}"))
-        .and_then(|cli| cli.serve.into_config())
+        .and_then(into)
+}
+
+fn parse(args: &[&str]) -> Result<McpConfig, ConfigError> {
+    validated(args, |cli: Cli| cli.serve.into_config())
 }
 
 /// `parse` with a token given.
@@ -30,11 +37,7 @@ fn with_token(args: &[&str]) -> Result<McpConfig, ConfigError> {
 }
 
 fn tools(args: &[&str]) -> Result<ToolConfig, ConfigError> {
-    let mut argv = vec!["sandbox-mcp"];
-    argv.extend_from_slice(args);
-    Tools::try_parse_from(argv)
-        .map_err(|e| panic!("{e}"))
-        .and_then(|cli| cli.tools.into_config())
+    validated(args, |cli: Tools| cli.tools.into_config())
 }
 
 #[test]
