@@ -39,7 +39,7 @@ impl Binaries {
             if !bin.is_file() {
                 bail!(
                     "{} is missing: build it first (cargo build --release -p sandbox-runner \
-                     -p sandbox-mcp) or pass --bin-dir",
+                     -p sandbox-mcp-bin) or pass --bin-dir",
                     bin.display()
                 );
             }

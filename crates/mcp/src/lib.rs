@@ -7,9 +7,12 @@
 //! across calls ([`sandbox_tools`]): runner sessions behind an opaque, authenticated
 //! `sandboxId` ([`handle`]) that any replica can serve.
 //!
-//! It is not the sandbox: isolation, limits and the pool live in `sandbox-runner`. Without a
-//! runner it still starts, lists its tools and answers every call with an error that says
-//! which variable to set.
+//! It is not the sandbox: isolation, limits and the pool live in `sandbox-runner`, which
+//! this crate does not depend on (it speaks to a runner over HTTP, with the types of
+//! `sandbox-protocol`). Without a runner it still starts, lists its tools and answers every
+//! call with an error that says which variable to set. Nor is it the `sandbox-mcp`
+//! program: its commands, and `up` and `stdio --embedded`, which start a runner in the
+//! same process, are `sandbox-mcp-bin`'s.
 //!
 //! To embed it (as `sandbox-mcp up` does), build a [`McpConfig`] and call [`serve`] with a
 //! bound listener and a shutdown future:
@@ -32,10 +35,8 @@
 //! # }
 //! ```
 
-pub mod banner;
 pub mod catalog;
 pub mod config;
-pub mod embedded;
 pub mod handle;
 pub mod health;
 pub mod installed;
@@ -49,15 +50,15 @@ pub mod sandbox_report;
 pub mod sandbox_tools;
 pub mod server;
 pub mod stdio;
-pub mod token_store;
 pub mod tools;
-pub mod up;
+pub mod wording;
 
 mod accept;
 mod auth;
 mod http;
 mod limits;
 mod origin;
+mod schema;
 
 pub use config::{AuthToken, ConfigError, McpConfig, ToolConfig};
 pub use http::{app, serve, ServeError};

@@ -10,7 +10,16 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::config::OriginPolicy;
+/// Which browser origins may call `/mcp` (requests without an `Origin` header always may).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OriginPolicy {
+    /// Pages served from this machine: `http(s)://localhost`, `127.0.0.1` and `[::1]`, any port.
+    Loopback,
+    /// Any origin (`MCP_ALLOWED_ORIGINS=*`).
+    Any,
+    /// The listed origins, as `scheme://host[:port]`; port `*` matches any port.
+    List(Vec<String>),
+}
 
 /// One allowed origin, parsed from `scheme://host[:port]` or `scheme://host:*`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,8 +9,7 @@ use sandbox_protocol::api::OutputFile;
 use sandbox_protocol::media;
 use serde::Serialize;
 
-use crate::report::plural;
-use crate::tools;
+use crate::wording::{self, plural};
 
 /// The folder a program writes the files it hands back to.
 pub const OUTPUTS_DIR: &str = "/home/sandbox/outputs";
@@ -150,7 +149,7 @@ fn size(bytes: u64) -> String {
     if bytes < 1024 {
         plural(bytes as usize, "byte")
     } else {
-        tools::bytes(bytes)
+        wording::bytes(bytes)
     }
 }
 

@@ -12,7 +12,16 @@ use std::fmt;
 
 use percent_encoding::percent_decode_str;
 
-use crate::config::ConfigError;
+/// A runner URL that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("SANDBOX_RUNNER_URL {url} is not usable: {reason}")]
+pub struct RunnerUrlError {
+    /// The value given, quoted, without its user name and password (or a note in its
+    /// place where they cannot be told apart).
+    pub url: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
 
 /// Where a runner is and how to authenticate to it.
 #[derive(Clone)]
@@ -32,8 +41,8 @@ pub struct RunnerCredentials {
 impl RunnerTarget {
     /// Parses and checks the runner's base URL, and takes its user name and password out of
     /// it. The error shows the value without them.
-    pub fn new(url: &str, token: Option<String>) -> Result<Self, ConfigError> {
-        let bad = |reason: &str| ConfigError::BadRunnerUrl {
+    pub fn new(url: &str, token: Option<String>) -> Result<Self, RunnerUrlError> {
+        let bad = |reason: &str| RunnerUrlError {
             url: shown(url),
             reason: reason.to_owned(),
         };

@@ -196,6 +196,54 @@ mod tests {
     }
 
     #[test]
+    fn a_file_path_is_read_as_the_runner_takes_it() {
+        let file = parse_file(Some(&args(json!({
+            "sandboxId": "sbx_1", "path": "/home/sandbox/./out//a.txt"
+        }))));
+        assert_eq!(
+            file,
+            Ok(FileArgs {
+                sandbox_id: "sbx_1".into(),
+                path: "out/a.txt".into()
+            })
+        );
+        let outside = parse_file(Some(&args(json!({"sandboxId": "sbx_1", "path": "../x"}))));
+        assert!(matches!(outside, Err(ArgsError::BadPath(_))), "{outside:?}");
+        let not_text = parse_file(Some(&args(json!({"sandboxId": "sbx_1", "path": 7}))));
+        assert!(matches!(
+            not_text,
+            Err(ArgsError::Missing { field: "path", .. })
+        ));
+        // A refused path is quoted back cut short.
+        match sandbox_path(&"/".repeat(5000)) {
+            Err(ArgsError::BadPath(shown)) => assert_eq!(shown.len(), 200),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_upload_needs_content_and_takes_text_by_any_of_its_names() {
+        for encoding in [json!(null), json!("utf8"), json!("UTF-8"), json!("text")] {
+            let upload = parse_upload(Some(&args(json!({
+                "sandboxId": "sbx_1", "path": "a", "content": "x", "encoding": encoding
+            }))));
+            assert_eq!(upload.map(|u| u.bytes), Ok(b"x".to_vec()), "{encoding}");
+        }
+        let missing = parse_upload(Some(&args(json!({"sandboxId": "sbx_1", "path": "a"}))));
+        assert!(matches!(
+            missing,
+            Err(ArgsError::Missing {
+                field: "content",
+                ..
+            })
+        ));
+        let numbered = parse_upload(Some(&args(json!({
+            "sandboxId": "sbx_1", "path": "a", "content": "x", "encoding": 64
+        }))));
+        assert_eq!(numbered, Err(ArgsError::BadEncoding));
+    }
+
+    #[test]
     fn uploads_take_text_or_base64() {
         let text = parse_upload(Some(&args(json!({
             "sandboxId": "sbx_1", "path": "a.txt", "content": "héllo"

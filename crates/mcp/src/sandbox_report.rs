@@ -12,10 +12,11 @@ use serde_json::{json, Map, Value};
 
 use crate::handle::HandleError;
 use crate::outputs;
-use crate::report::{plural, ReportError};
+use crate::report::ReportError;
 use crate::runner_client::RunnerError;
 use crate::sandbox_tools::{SandboxTool, HOME};
-use crate::tools::{self, ArgsError};
+use crate::tools::ArgsError;
+use crate::wording::{self, plural};
 
 /// Why a sandbox tool's call (or a run in a sandbox) could not reach its sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -185,7 +186,7 @@ pub fn listed(list: FileList) -> CallToolResult {
     for entry in &list.files {
         lines.push(match entry.kind {
             FileKind::Dir => format!("{}/", entry.path),
-            FileKind::File => format!("{} ({})", entry.path, tools::bytes(entry.size)),
+            FileKind::File => format!("{} ({})", entry.path, wording::bytes(entry.size)),
             kind => format!("{} ({}, not a regular file)", entry.path, kind.described()),
         });
     }

@@ -12,7 +12,8 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use sandbox_protocol::api::Limits;
 use serde_json::{json, Map, Value};
 
-use crate::tools::{self, error_schema, nullable, object};
+use crate::schema::{error_schema, nullable, object};
+use crate::wording;
 
 /// The largest file `download_file` returns, in bytes: larger ones are refused with a
 /// way to make them smaller.
@@ -104,7 +105,7 @@ impl SandboxTool {
                  per call as a one-shot run, and runs one call at a time. It ends after \
                  idleTimeoutMs without a call, at expiresAt at the latest (both in the answer), \
                  or at close_sandbox: close it when done.",
-                resources = tools::sandbox_resources(limits),
+                resources = wording::sandbox_resources(limits),
             ),
             SandboxTool::Upload => format!(
                 "Writes a file into a sandbox from create_sandbox, for its programs to read. \
@@ -118,7 +119,7 @@ impl SandboxTool {
                  as text, PNG, JPEG, GIF and WebP images as images, other files as an embedded \
                  resource (base64). At most {cap}: have a program make a larger file smaller \
                  first.",
-                cap = tools::bytes(DOWNLOAD_CAP_BYTES as u64),
+                cap = wording::bytes(DOWNLOAD_CAP_BYTES as u64),
             ),
             SandboxTool::List => format!(
                 "Lists the files and folders in a sandbox's home folder {HOME}, recursively, \

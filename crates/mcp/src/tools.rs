@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 
 use crate::installed;
 use crate::sandbox_tools::SandboxTool;
+use crate::schema::{error_schema, nullable, object};
+use crate::wording::{bytes, sandbox_resources};
 
 /// What a tool name stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,27 +107,6 @@ fn kept(info: &LanguageInfo) -> String {
     }
 }
 
-/// "no network access, 256 MB of memory and half a CPU": what every sandbox has.
-pub fn sandbox_resources(limits: &Limits) -> String {
-    let network = if limits.network {
-        "network access"
-    } else {
-        "no network access"
-    };
-    let resources = if limits.resource_limits {
-        format!(
-            "{} MB of memory and {}",
-            limits.memory_mb,
-            cpus(limits.cpus)
-        )
-    } else {
-        "NO memory or CPU limit (this server runs with --unsafe-no-resource-limits: keep \
-         programs small)"
-            .to_owned()
-    };
-    format!("{network}, {resources}")
-}
-
 fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> String {
     let program = a_program(info);
     // A language whose row gives it more memory says so.
@@ -157,34 +138,6 @@ fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) ->
     )
 }
 
-/// A CPU share as people say it: "half a CPU", "1 CPU", "1.5 CPUs".
-pub fn cpus(cpus: f64) -> String {
-    if cpus == 0.5 {
-        "half a CPU".to_owned()
-    } else if cpus == 1.0 {
-        "1 CPU".to_owned()
-    } else {
-        format!("{cpus} CPUs")
-    }
-}
-
-/// A byte count in the largest binary unit that divides it: "1 MiB", "64 KiB", "1000 bytes".
-pub fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
-        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
-        n => format!("{n} bytes"),
-    }
-}
-
-/// A JSON schema written as a `json!` object.
-pub(crate) fn object(value: Value) -> Arc<JsonObject> {
-    match value {
-        Value::Object(map) => Arc::new(map),
-        _ => unreachable!("schemas are written as JSON objects"),
-    }
-}
-
 fn input_schema(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> Arc<JsonObject> {
     let program = a_program(info);
     object(json!({
@@ -210,11 +163,6 @@ fn input_schema(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -
         },
         "required": ["code"],
     }))
-}
-
-/// A JSON schema property of `kind` or null.
-pub(crate) fn nullable(kind: &str, description: &str) -> Value {
-    json!({ "type": [kind, "null"], "description": description })
 }
 
 /// The schema of every result's `structuredContent` (see [`crate::report::RunReport`]).
@@ -272,22 +220,6 @@ fn output_schema(limits: &Limits) -> Arc<JsonObject> {
             "outputs", "outputsTruncated", "error",
         ],
     }))
-}
-
-/// The schema of a result's `error`: null when the call did what it was asked.
-pub(crate) fn error_schema(description: &str) -> Value {
-    let flag = |d: &str| json!({ "type": "boolean", "description": d });
-    let text = |d: &str| json!({ "type": "string", "description": d });
-    json!({
-        "type": ["object", "null"],
-        "description": description,
-        "properties": {
-            "code": text("A stable code, such as not_configured, runner_busy or sandbox_not_found."),
-            "message": text("What happened and what to do."),
-            "retryable": flag("Whether the same call may succeed later."),
-        },
-        "required": ["code", "message", "retryable"],
-    })
 }
 
 /// The definition of one language's tool as `tools/list` shows it, for a runner with
@@ -537,6 +469,25 @@ mod tests {
                 Err(ArgsError::BadTimeout { max: MAX })
             );
         }
+    }
+
+    #[test]
+    fn a_timeout_is_a_whole_number_of_milliseconds_up_to_the_largest() {
+        let call = |timeout: Value| {
+            let call = args(json!({"code": "x", "timeoutMs": timeout, "other": 1}));
+            parse_args(Some(&call), DEFAULT, MAX).map(|a| a.timeout_ms)
+        };
+        assert_eq!(call(json!(null)), Ok(DEFAULT), "null is none given");
+        assert_eq!(call(json!(1)), Ok(1));
+        assert_eq!(call(json!(MAX)), Ok(MAX), "the largest is allowed");
+        for bad in [json!(1e300), json!(true), json!([5000]), json!(-0.5)] {
+            assert_eq!(call(bad), Err(ArgsError::BadTimeout { max: MAX }));
+        }
+        assert_eq!(whole_number(&json!(5000.0)), Some(5_000));
+        assert_eq!(whole_number(&json!(u64::MAX)), Some(u64::MAX));
+        assert_eq!(whole_number(&json!(1e300)), None);
+        assert_eq!(whole_number(&json!(-3)), None);
+        assert_eq!(whole_number(&json!("7")), None);
     }
 
     #[test]

@@ -12,7 +12,8 @@ use serde::Serialize;
 pub use crate::outputs::RunIn;
 use crate::outputs::{self, OutputSummary};
 use crate::runner_client::RunnerError;
-use crate::tools::{self, ArgsError};
+use crate::tools::ArgsError;
+use crate::wording::{self, plural};
 
 /// Bytes of stdout shown at most (head plus tail).
 pub const STDOUT_BUDGET: usize = 16 * 1024;
@@ -126,16 +127,6 @@ fn head_and_tail(s: &str, budget: usize) -> Shown {
         ),
         omitted,
         omitted_lines,
-    }
-}
-
-/// `n` and the noun, in the plural (with an "s" or, after "x", "es") unless `n` is 1.
-pub fn plural(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        let s = if noun.ends_with('x') { "es" } else { "s" };
-        format!("{n} {noun}{s}")
     }
 }
 
@@ -273,7 +264,7 @@ fn run_text(report: &RunReport, timeout_ms: u64, limits: &Limits) -> String {
         if truncated {
             lines.push(format!(
                 "{name} was truncated: the program wrote more than {} to it and was stopped there.",
-                tools::bytes(limits.output_cap_bytes)
+                wording::bytes(limits.output_cap_bytes)
             ));
         }
     }

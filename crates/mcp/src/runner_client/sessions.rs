@@ -94,7 +94,7 @@ impl RunnerClient {
             RunnerError::FileTooLarge(format!(
                 "it is over download_file's cap of {}; have a program make a smaller file \
                  (compress, split or summarize it) and download that",
-                crate::tools::bytes(cap as u64)
+                crate::wording::bytes(cap as u64)
             ))
         };
         bounded(FILE_TIMEOUT, async {

@@ -1,18 +1,24 @@
 //! The `sandbox-mcp` binary: `serve` (the default), `stdio`, and `up` (with an embedded
-//! runner).
+//! runner). See the crate's library for what each command joins.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sandbox_mcp::config::ServeArgs;
-use sandbox_mcp::stdio::StdioArgs;
-use sandbox_mcp::up::UpArgs;
+use sandbox_mcp_bin::stdio::StdioArgs;
+use sandbox_mcp_bin::up::UpArgs;
 use tracing_subscriber::EnvFilter;
 
 /// MCP server for sandboxed code: bash, Python, Node.js, TypeScript, C, C++, Go, Java and more.
 #[derive(Parser)]
-#[command(version, about, args_conflicts_with_subcommands = true)]
+// The name is the program's, not its package's (`sandbox-mcp-bin`).
+#[command(
+    name = "sandbox-mcp",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -83,7 +89,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn up(args: UpArgs) -> anyhow::Result<()> {
-    sandbox_mcp::up::up(args, shutdown_signal(), |banner| {
+    sandbox_mcp_bin::up::up(args, shutdown_signal(), |banner| {
         println!("sandbox-mcp listening on {}", banner.url);
         println!("{banner}");
     })
@@ -92,7 +98,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
 }
 
 async fn stdio(args: StdioArgs) -> anyhow::Result<()> {
-    sandbox_mcp::stdio::run(args, shutdown_signal()).await?;
+    sandbox_mcp_bin::stdio::run(args, shutdown_signal()).await?;
     Ok(())
 }
 

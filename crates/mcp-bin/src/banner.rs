@@ -118,7 +118,10 @@ fn packages_line(packages: &Packages) -> String {
 
 /// "bash, Python, Node.js and C": the languages by the names people use.
 fn languages_line(languages: &[Lang]) -> String {
-    let names: Vec<String> = languages.iter().map(crate::tools::display_name).collect();
+    let names: Vec<String> = languages
+        .iter()
+        .map(sandbox_mcp::tools::display_name)
+        .collect();
     match names.split_last() {
         None => "no language".to_owned(),
         Some((last, [])) => last.clone(),
@@ -150,7 +153,7 @@ impl fmt::Display for Banner {
             f,
             "  Runner:        embedded at {}, {backend} backend, {} at once",
             self.runner,
-            crate::report::plural(self.pool_size, "sandbox")
+            sandbox_mcp::wording::plural(self.pool_size, "sandbox")
         )?;
         writeln!(
             f,

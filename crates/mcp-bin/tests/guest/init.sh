@@ -1,5 +1,5 @@
 #!/bin/busybox sh
-# The initramfs's /init of the rootless guest test (crates/mcp/tests/rootless_guest.rs),
+# The initramfs's /init of the rootless guest test (crates/mcp-bin/tests/rootless_guest.rs),
 # in place of our agent's: loads the image's modules, makes the root image writable
 # with an overlay, adds what the test brought on the second disk, and switches to it.
 /bin/busybox mkdir -p /sbin /usr/bin /usr/sbin

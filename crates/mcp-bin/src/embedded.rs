@@ -6,7 +6,7 @@
 //! below, and the sandboxes' own); the ones that cannot apply are refused by name rather
 //! than silently ignored.
 
-use crate::config::ToolArgs;
+use sandbox_mcp::config::ToolArgs;
 use sandbox_runner::config::{PoolArgs, SandboxArgs};
 use std::io::Read;
 use std::net::SocketAddr;
@@ -137,12 +137,20 @@ pub fn refuse_foreign_settings(tools: &ToolArgs, command: &'static str) -> Resul
             "its runner's token is made at each start",
         ));
     }
-    for (variable, why) in REFUSED_VARIABLES {
-        if std::env::var_os(variable).is_some_and(|v| !v.is_empty()) {
-            return Err(refused(variable, why));
-        }
+    match refused_variable(|variable| std::env::var_os(variable)) {
+        Some((variable, why)) => Err(refused(variable, why)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The first runner variable set (to something) that an embedded runner cannot use, and
+/// why; `lookup` reads a variable.
+fn refused_variable(
+    lookup: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<(&'static str, &'static str)> {
+    REFUSED_VARIABLES
+        .into_iter()
+        .find(|(variable, _)| lookup(variable).is_some_and(|v| !v.is_empty()))
 }
 
 /// Starts the runner; it serves until `stop` turns true.
@@ -202,7 +210,12 @@ fn runner_config(
     args: &EmbeddedRunnerArgs,
     token: &str,
 ) -> Result<sandbox_runner::config::RunnerConfig, EmbedError> {
-    let serve = sandbox_runner::config::ServeArgs {
+    Ok(serve_args(args, token).validate()?)
+}
+
+/// The runner's `serve` settings: `args`, on a loopback port of its own that wants `token`.
+fn serve_args(args: &EmbeddedRunnerArgs, token: &str) -> sandbox_runner::config::ServeArgs {
+    sandbox_runner::config::ServeArgs {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         token: Some(token.to_owned()),
         no_auth: false,
@@ -210,8 +223,7 @@ fn runner_config(
         shutdown_grace_ms: args.runner_shutdown_grace_ms,
         http: sandbox_runner::config::HttpLimitArgs::default(),
         sandbox: args.sandbox.clone(),
-    };
-    Ok(serve.validate()?)
+    }
 }
 
 /// This process's user name (its uid where it has none).
@@ -338,5 +350,110 @@ impl std::fmt::Display for NotRoot {
              machine's memory and CPU; its processes stay capped):"
         )?;
         write!(f, "     RUNNER_UNSAFE_NO_RESOURCE_LIMITS=true {mcp} up")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        tools: ToolArgs,
+        #[command(flatten)]
+        runner: EmbeddedRunnerArgs,
+    }
+
+    fn parse(args: &[&str]) -> Cli {
+        let mut argv = vec!["sandbox-mcp"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_runner_url_or_token_of_another_runner_is_refused_by_name() {
+        for (flag, value, variable) in [
+            (
+                "--runner-url",
+                "http://127.0.0.1:8081",
+                "SANDBOX_RUNNER_URL",
+            ),
+            ("--runner-token", "a-token", "SANDBOX_RUNNER_TOKEN"),
+        ] {
+            let cli = parse(&[flag, value]);
+            let error = refuse_foreign_settings(&cli.tools, "stdio --embedded").unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    EmbedError::Refused { variable: v, command: "stdio --embedded", .. }
+                        if v == variable
+                ),
+                "{error:?}"
+            );
+            let message = error.to_string();
+            assert!(
+                message.starts_with(&format!("{variable} is set, but stdio --embedded runs")),
+                "{message}"
+            );
+            assert!(message.contains("sandbox-mcp serve"), "{message}");
+        }
+    }
+
+    #[test]
+    fn runner_variables_that_cannot_apply_are_refused_when_set() {
+        let none = |_: &str| None;
+        assert_eq!(refused_variable(none), None);
+        let empty = |_: &str| Some(std::ffi::OsString::new());
+        assert_eq!(refused_variable(empty), None, "an empty variable is unset");
+        for (name, _) in REFUSED_VARIABLES {
+            let set = |variable: &str| (variable == name).then(|| "1".into());
+            let (variable, why) = refused_variable(set).unwrap();
+            assert_eq!(variable, name);
+            assert!(!why.is_empty());
+        }
+    }
+
+    #[test]
+    fn the_runner_listens_on_a_loopback_port_of_its_own_with_the_token_made() {
+        let cli = parse(&[
+            "--pool-size",
+            "3",
+            "--queue-size",
+            "7",
+            "--runner-shutdown-grace-ms",
+            "1500",
+        ]);
+        let serve = serve_args(&cli.runner, "a-token");
+        assert_eq!(serve.listen, SocketAddr::from(([127, 0, 0, 1], 0)));
+        assert_eq!(serve.token.as_deref(), Some("a-token"));
+        assert!(!serve.no_auth);
+        assert_eq!(
+            (serve.pool.pool_size, serve.pool.queue_size),
+            (3, 7),
+            "the pool as given"
+        );
+        assert_eq!(serve.shutdown_grace_ms, 1500);
+    }
+
+    #[test]
+    fn a_random_token_is_64_hex_digits_and_new_each_time() {
+        let (one, two) = (random_hex().unwrap(), random_hex().unwrap());
+        assert_eq!(one.len(), 64);
+        assert!(one.chars().all(|c| c.is_ascii_hexdigit()), "{one}");
+        assert_ne!(one, two);
+    }
+
+    #[test]
+    fn the_not_root_advice_gives_commands_with_a_fresh_token() {
+        let advice = NotRoot::new("no subordinate ids".into()).unwrap();
+        let text = advice.to_string();
+        assert!(text.contains("As this user: no subordinate ids"), "{text}");
+        assert!(text.contains(&format!("SANDBOX_RUNNER_TOKEN={}", advice.token)));
+        assert_eq!(advice.token.len(), 64);
+        for needle in ["sudo ", "serve --listen 127.0.0.1:8081", " stdio", " up"] {
+            assert!(text.contains(needle), "{needle:?} missing from {text}");
+        }
     }
 }

@@ -5,10 +5,10 @@
 //! ([`crate::banner`]).
 
 use crate::banner::Banner;
-use crate::config::ServeArgs;
 use crate::embedded::{self, EmbedError, EmbeddedRunnerArgs};
-use crate::listen::{self, ListenError};
 use crate::token_store::{self, Origin};
+use sandbox_mcp::config::ServeArgs;
+use sandbox_mcp::listen::{self, ListenError};
 use std::net::SocketAddr;
 use tokio::sync::watch;
 
@@ -32,7 +32,7 @@ pub struct UpArgs {
 pub enum UpError {
     /// An MCP server setting is not usable.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] sandbox_mcp::ConfigError),
     /// The MCP port could not be bound.
     #[error(transparent)]
     Listen(#[from] ListenError),
@@ -44,7 +44,7 @@ pub enum UpError {
     TokenStore(#[from] crate::token_store::TokenStoreError),
     /// The MCP server failed.
     #[error(transparent)]
-    Mcp(#[from] crate::ServeError),
+    Mcp(#[from] sandbox_mcp::ServeError),
 }
 
 /// Runs the runner and the MCP server until `shutdown` completes; `announce` gets the
@@ -87,7 +87,54 @@ pub async fn up(
         languages: runner.languages.clone(),
         exe: std::env::current_exe().ok(),
     });
-    let served = crate::serve(mcp_config, mcp_listener, embedded::stopped(stop_rx)).await;
+    let served = sandbox_mcp::serve(mcp_config, mcp_listener, embedded::stopped(stop_rx)).await;
     runner.stopped().await?;
     Ok(served?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+
+    fn parse(args: &[&str]) -> UpArgs {
+        let mut argv = vec!["sandbox-mcp"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .up
+    }
+
+    #[test]
+    fn up_takes_the_servers_settings_and_the_runners() {
+        let args = parse(&["--port", "0", "--pool-size", "2", "--max-sessions", "5"]);
+        assert_eq!(args.serve.port, 0);
+        assert_eq!(args.serve.limits.max_sessions, 5);
+        assert_eq!(args.runner.pool.pool_size, 2);
+        assert!(!args.new_token);
+        assert!(parse(&["--new-token"]).new_token);
+    }
+
+    #[tokio::test]
+    async fn a_runner_url_is_refused_before_anything_starts() {
+        let args = parse(&["--runner-url", "http://127.0.0.1:8081", "--port", "0"]);
+        let result = up(args, std::future::pending(), |_| panic!("announced")).await;
+        assert!(
+            matches!(
+                result,
+                Err(UpError::Runner(EmbedError::Refused {
+                    variable: "SANDBOX_RUNNER_URL",
+                    command: "up",
+                    ..
+                }))
+            ),
+            "{result:?}"
+        );
+    }
 }

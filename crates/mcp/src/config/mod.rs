@@ -11,7 +11,9 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 
 use crate::handle::HandleKey;
-use crate::runner_target::RunnerTarget;
+use crate::origin::AllowedOrigin;
+pub use crate::origin::OriginPolicy;
+use crate::runner_target::{RunnerTarget, RunnerUrlError};
 
 /// The largest `/mcp` request body accepted by default, in bytes: room for a program at the
 /// runner's 1 MiB code cap even when JSON escaping makes it several times longer.
@@ -30,14 +32,8 @@ pub enum ConfigError {
     #[error("MCP_AUTH_TOKEN is required: set it (or --auth-token) to the bearer token clients must send")]
     MissingAuthToken,
     /// `SANDBOX_RUNNER_URL` is not an `http://` URL.
-    #[error("SANDBOX_RUNNER_URL {url} is not usable: {reason}")]
-    BadRunnerUrl {
-        /// The value given, quoted, without its user name and password (or a note in its
-        /// place where they cannot be told apart).
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
+    #[error(transparent)]
+    BadRunnerUrl(#[from] RunnerUrlError),
     /// `SANDBOX_TIMEOUT_MS` is zero.
     #[error("SANDBOX_TIMEOUT_MS={0} is out of range: use at least 1 (and at most the runner's largest timeout)")]
     BadTimeout(u64),
@@ -94,17 +90,6 @@ impl fmt::Debug for AuthToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("AuthToken(<redacted>)")
     }
-}
-
-/// Which browser origins may call `/mcp` (requests without an `Origin` header always may).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OriginPolicy {
-    /// Pages served from this machine: `http(s)://localhost`, `127.0.0.1` and `[::1]`, any port.
-    Loopback,
-    /// Any origin (`MCP_ALLOWED_ORIGINS=*`).
-    Any,
-    /// The listed origins, as `scheme://host[:port]`; port `*` matches any port.
-    List(Vec<String>),
 }
 
 /// Which `Host` header values `/mcp` accepts (DNS-rebinding protection).
@@ -424,10 +409,7 @@ fn origin_policy(entries: &[String]) -> Result<OriginPolicy, ConfigError> {
     if entries.iter().any(|e| e == "*") {
         return Ok(OriginPolicy::Any);
     }
-    if let Some(bad) = entries
-        .iter()
-        .find(|e| crate::origin::AllowedOrigin::parse(e).is_none())
-    {
+    if let Some(bad) = entries.iter().find(|e| AllowedOrigin::parse(e).is_none()) {
         return Err(ConfigError::BadOrigin(bad.clone()));
     }
     Ok(OriginPolicy::List(entries))
@@ -447,105 +429,4 @@ fn host_policy(entries: &[String], bind: IpAddr) -> HostPolicy {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        serve: ServeArgs,
-    }
-
-    fn parse(args: &[&str]) -> Result<McpConfig, ConfigError> {
-        let mut argv = vec!["sandbox-mcp"];
-        argv.extend_from_slice(args);
-        Cli::try_parse_from(argv)
-            .map_err(|e| panic!("{e}"))
-            .and_then(|cli| cli.serve.into_config())
-    }
-
-    #[test]
-    fn refuses_to_start_without_a_token() {
-        assert!(matches!(parse(&[]), Err(ConfigError::MissingAuthToken)));
-        assert!(matches!(
-            parse(&["--auth-token", " "]),
-            Err(ConfigError::MissingAuthToken)
-        ));
-        let short = parse(&["--auth-token", "short"]).unwrap();
-        assert!(short.auth_token.is_weak());
-    }
-
-    #[test]
-    fn defaults_are_not_configured_loopback_and_tools_on() {
-        let config = parse(&["--auth-token", "0123456789abcdef"]).unwrap();
-        assert!(config.tools.runner.is_none());
-        assert!(config.tools.exec_enabled);
-        assert_eq!(config.tools.default_timeout, None, "the runner's default");
-        assert_eq!(config.allowed_origins, OriginPolicy::Loopback);
-        assert_eq!(config.allowed_hosts, HostPolicy::Loopback);
-        assert!(!format!("{config:?}").contains("0123456789abcdef"));
-    }
-
-    #[test]
-    fn all_interfaces_accept_any_host() {
-        let config = parse(&["--auth-token", "0123456789abcdef", "--bind", "0.0.0.0"]).unwrap();
-        assert_eq!(config.allowed_hosts, HostPolicy::Any);
-    }
-
-    #[test]
-    fn feature_flag_accepts_common_spellings() {
-        for (value, want) in [
-            ("false", false),
-            ("0", false),
-            ("no", false),
-            ("true", true),
-        ] {
-            let config = parse(&[
-                "--auth-token",
-                "0123456789abcdef",
-                "--feature-sandbox-exec",
-                value,
-            ])
-            .unwrap();
-            assert_eq!(config.tools.exec_enabled, want, "{value}");
-        }
-    }
-
-    #[test]
-    fn bad_values_are_refused_with_the_variable_named() {
-        let token = ["--auth-token", "0123456789abcdef"];
-        let err = parse(&[&token[..], &["--timeout-ms", "0"]].concat()).unwrap_err();
-        assert!(err.to_string().contains("SANDBOX_TIMEOUT_MS"));
-        let err = parse(&[&token[..], &["--runner-url", "https://x"]].concat()).unwrap_err();
-        assert!(err.to_string().contains("SANDBOX_RUNNER_URL"));
-        let err = parse(&[&token[..], &["--allowed-origins", "evil"]].concat()).unwrap_err();
-        assert!(err.to_string().contains("MCP_ALLOWED_ORIGINS"));
-        let err = parse(&[&token[..], &["--max-sessions", "0"]].concat()).unwrap_err();
-        assert!(err.to_string().contains("MCP_MAX_SESSIONS"));
-        let err = parse(&[&token[..], &["--max-header-bytes", "10"]].concat()).unwrap_err();
-        assert!(err.to_string().contains("MCP_MAX_HEADER_BYTES"));
-    }
-
-    #[test]
-    fn limits_have_defaults() {
-        let config = parse(&["--auth-token", "0123456789abcdef"]).unwrap();
-        assert_eq!(config.http, http_limits::Limits::default());
-        assert_eq!(config.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
-        assert_eq!(config.max_sessions, DEFAULT_MAX_SESSIONS);
-        assert_eq!(config.max_calls_per_session, DEFAULT_MAX_CALLS_PER_SESSION);
-    }
-
-    #[test]
-    fn a_handle_key_must_be_long_enough_and_is_never_printed() {
-        let token = ["--auth-token", "0123456789abcdef"];
-        let err = parse(&[&token[..], &["--handle-key", "short"]].concat()).unwrap_err();
-        assert!(err.to_string().contains("SANDBOX_HANDLE_KEY"), "{err}");
-        let key = "k".repeat(MIN_HANDLE_KEY_LEN);
-        let config = parse(&[&token[..], &["--handle-key", &key]].concat()).unwrap();
-        assert!(config.tools.handle_key.is_some());
-        assert!(!format!("{config:?}").contains(&key));
-        let unset = parse(&[&token[..], &["--handle-key", " "]].concat()).unwrap();
-        assert!(unset.tools.handle_key.is_none());
-    }
-}
+mod tests;
