@@ -451,8 +451,6 @@ fn remove(dir: &Path) -> Result<(), ImageError> {
     fs::remove_dir_all(dir).map_err(|e| ImageError::io("removing", dir, e))
 }
 
-/// Runs a tool to completion; its standard output on success.
-
 /// Copies the regular file `source` (whose metadata is `meta`) to `dest`, with its
 /// modification time: Python takes a module's bytecode (`__pycache__/*.pyc`) only when it
 /// records the source's size and modification time, and compiles the source on every
@@ -467,6 +465,7 @@ pub(crate) fn copy_file(source: &Path, dest: &Path, meta: &fs::Metadata) -> Resu
         .map_err(|e| ImageError::io("setting the time of", dest, e))
 }
 
+/// Runs a tool to completion; its standard output on success.
 fn run(cmd: &mut Command, tool: &str) -> Result<String, ImageError> {
     let out = cmd.output().map_err(|source| ImageError::Spawn {
         tool: tool.to_owned(),
