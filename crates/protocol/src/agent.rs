@@ -23,9 +23,10 @@
 //! entropy for its kernel (so that no two restored VMs share random-number state), and
 //! answers Ready: from there on the exchange is steps 2 to 4.
 
-use crate::language::Recipe;
+use crate::language::{self, Recipe};
 use crate::Lang;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// One program to run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +64,14 @@ pub struct Job {
     /// inline dependencies its PEP 723 block declared, mounted read-only for it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub python_paths: Vec<String>,
+}
+
+impl Job {
+    /// The longest the agent takes over the job ([`language::run_time`]): its compile
+    /// step's timeout and its own.
+    pub fn run_time(&self) -> Duration {
+        language::run_time(self.timeout_ms, self.recipe.compile_timeout_ms)
+    }
 }
 
 /// How much of `outputs/` a job's answer may carry.
@@ -152,6 +161,7 @@ pub enum FileRequest {
 pub const LISTING_BYTES_CEILING: usize = crate::frame::MAX_FRAME_LEN / 2;
 
 /// One entry of a listing.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
     /// Relative to the home folder.
@@ -163,6 +173,7 @@ pub struct FileEntry {
 }
 
 /// What an entry of a listing is. Only a [`FileKind::File`] can be read or written.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {

@@ -4,7 +4,9 @@
 //! sandbox that is never reused: no network, 256 MiB, half a CPU, a process cap, a
 //! read-only system and a small writable /tmp and home. Sandboxes are made ahead of
 //! time in a warm pool ([`pool`]) by a backend ([`backend`]); the process backend uses
-//! Linux namespaces, cgroups (v1 and v2) and seccomp.
+//! Linux namespaces, cgroups (v1 and v2) and seccomp. Every request becomes a job in one
+//! place ([`job`]); the HTTP API ([`http`]) describes itself in the OpenAPI document it
+//! serves at `GET /openapi.json`.
 //!
 //! Binaries that embed the runner must call [`multicall::dispatch`] first thing in
 //! `main`: sandboxes are started by executing the binary itself again.
@@ -20,6 +22,7 @@ pub mod deps;
 pub mod http;
 #[cfg(feature = "image-builder")]
 pub mod image_cli;
+pub mod job;
 pub mod languages;
 pub mod lifecycle;
 pub mod metrics;

@@ -44,7 +44,26 @@ fn describe(config: &RunnerConfig, backend: &str, base: &Base, pool: &PoolState)
     }
 }
 
-/// `GET /health` of a started runner.
+/// Whether to send this runner traffic, and what it offers.
+///
+/// 200 only when `status` is `ok`; 503 with the same body while it is `starting` (its
+/// pool has no sandbox yet), `degraded` (making sandboxes fails and none is warm) or
+/// `draining` (after SIGTERM or SIGINT): what a readiness probe needs. `limits` are what
+/// every sandbox runs under and the allowances a caller adds to a run's timeout;
+/// `languages` the languages offered, `packages` what programs can import.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "service",
+    responses(
+        (status = 200, description = "Ready: `status` is `ok`", body = Health),
+        (
+            status = 503,
+            description = "Not ready: `status` is `starting`, `degraded` or `draining`",
+            body = Health
+        ),
+    )
+)]
 pub(super) async fn health<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
 ) -> (StatusCode, Json<Health>) {
@@ -76,8 +95,15 @@ pub(super) fn readiness(pool: &PoolState, lifecycle: &Lifecycle) -> Readiness {
     }
 }
 
-/// `GET /health/live`: the process serves HTTP.
-async fn live(State(lifecycle): State<Arc<Lifecycle>>) -> Json<Liveness> {
+/// Whether the process serves HTTP: 200 whether it is starting, degraded or draining
+/// (a liveness probe).
+#[utoipa::path(
+    get,
+    path = "/health/live",
+    tag = "service",
+    responses((status = 200, description = "The process serves HTTP", body = Liveness))
+)]
+pub(super) async fn live(State(lifecycle): State<Arc<Lifecycle>>) -> Json<Liveness> {
     Json(Liveness {
         status: status::ALIVE.to_owned(),
         instance_id: lifecycle.instance_id().to_owned(),
@@ -101,8 +127,9 @@ struct Starting {
 }
 
 /// The router of a runner whose pool has no sandbox yet: `/health` says `"starting"`
-/// (or `"draining"` once SIGTERM came) with 503, `/health/live` and `/metrics` answer,
-/// and every other request gets 503 `starting` (nothing is started).
+/// (or `"draining"` once SIGTERM came) with 503, `/health/live`, `/metrics` and
+/// `/openapi.json` answer, and every other request gets 503 `starting` (nothing is
+/// started).
 pub fn starting(config: &RunnerConfig, backend: &str, base: &Base) -> Router {
     let pool = PoolState {
         size: config.pool.size,
@@ -119,6 +146,7 @@ pub fn starting(config: &RunnerConfig, backend: &str, base: &Base) -> Router {
     Router::new()
         .route("/health", get(starting_health))
         .route("/metrics", get(starting_metrics))
+        .route("/openapi.json", get(super::openapi::openapi_json))
         .fallback(|| async { ApiError::Starting })
         .with_state(state)
         .merge(live_route(base.lifecycle.clone()))

@@ -1,12 +1,15 @@
-//! The HTTP API: `POST /run`, the sessions (see [`crate::session::routes`]),
-//! `GET /health` and `GET /health/live` (see [`health`]), `GET /metrics`, and JSON errors.
+//! The HTTP API: `POST /run`, the sessions (`sessions.rs`), `GET /health` and
+//! `GET /health/live` (see [`health`]), `GET /metrics`, `GET /openapi.json` (see
+//! [`openapi`]: the API described from this code), and JSON errors ([`codes`]).
 //!
-//! Handlers are thin: decode and validate, hand the job to the pool, map the outcome.
+//! Handlers are thin: decode, make the job ([`crate::job`]), hand it to the pool or the
+//! session, map the outcome.
 
 use crate::auth::{require_bearer, Token};
 use crate::backend::{Backend, RunOutcome};
 use crate::config::RunnerConfig;
 use crate::deps::InlineDeps;
+use crate::job::{self, Jobs, Place};
 use crate::lifecycle::Lifecycle;
 use crate::metrics::{Metrics, Outcome};
 use crate::pool::{Pool, SandboxFactory};
@@ -19,16 +22,19 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
-use sandbox_protocol::agent::{Job, OutputCaps};
-use sandbox_protocol::api::{defaults, RunRequest, RunResponse};
+use sandbox_protocol::agent::Job;
+use sandbox_protocol::api::{RunRequest, RunResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+pub mod codes;
 mod error;
 pub mod health;
+pub mod openapi;
+mod sessions;
 pub use error::ApiError;
 
 /// JSON escaping can make a program's text up to six times longer on the wire.
@@ -104,12 +110,9 @@ impl<B: SandboxFactory> AppState<B> {
 /// their requests count as in flight (a drain waits for them).
 pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     let body_limit = state.config.code_cap_bytes.saturating_mul(JSON_OVERHEAD) + 64 * 1024;
-    let mut protected =
-        Router::new()
-            .route("/run", post(run::<B>))
-            .merge(crate::session::routes::routes::<B>(
-                state.config.sessions.file_cap_bytes,
-            ));
+    let mut protected = Router::new()
+        .route("/run", post(run::<B>))
+        .merge(sessions::routes::<B>(state.config.sessions.file_cap_bytes));
     if let Some(token) = &state.config.token {
         let token = Token(Arc::from(token.as_str()));
         protected = protected.route_layer(middleware::from_fn_with_state(token, require_bearer));
@@ -123,6 +126,7 @@ pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
         .merge(protected)
         .route("/health", get(health::health::<B>))
         .route("/metrics", get(metrics::<B>))
+        .route("/openapi.json", get(openapi::openapi_json))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(body_limit))
@@ -149,12 +153,35 @@ pub fn refuse_when_draining(lifecycle: &Lifecycle) -> Result<(), ApiError> {
     }
 }
 
+/// Runs a program in a fresh sandbox.
+///
+/// The sandbox has no network and the limits `GET /health` lists; it is destroyed after
+/// the run. A compiled language's program is compiled first, in the same sandbox, within
+/// the language's compile timeout (on top of `timeoutMs`, which counts from the program's
+/// start). A Python program's PEP 723 block is resolved before the run; a refusal runs
+/// nothing.
+#[utoipa::path(
+    post,
+    path = "/run",
+    tag = "runs",
+    request_body = RunRequest,
+    responses(
+        (
+            status = 200,
+            description = "The program ran (whatever its exit code), timed out, was killed \
+                           out of memory, or did not compile: the fields say which",
+            body = RunResponse
+        ),
+        openapi::RunErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn run<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
-    let job = parse_run(&body, &state.config)?;
+    let job = parse_run(&body, &state.config, Place::OneShot)?;
     let lang = job.lang.clone();
     if let Err(e) = refuse_when_draining(&state.base.lifecycle) {
         state.base.metrics.record(&lang, Outcome::Draining, None);
@@ -253,12 +280,13 @@ async fn execute<B: SandboxFactory>(
     let counted = classify(&outcome);
     state.base.metrics.record(&lang, counted, seconds);
     tracing::info!(outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
-    Ok(to_response(outcome, false))
+    Ok(job::answer(outcome, Place::OneShot))
 }
 
-/// Decodes and validates a `POST /run` body into the job for the agent.
-pub fn parse_run(body: &[u8], config: &RunnerConfig) -> Result<Job, ApiError> {
-    to_job(config, decode(body)?)
+/// Decodes a run's body (`POST /run`, a session's run) and makes it the job for the
+/// agent ([`Jobs`]), to run at `place`.
+pub fn parse_run(body: &[u8], config: &RunnerConfig, place: Place) -> Result<Job, ApiError> {
+    Ok(Jobs::api(config).job(decode(body)?, place)?)
 }
 
 fn decode(body: &[u8]) -> Result<RunRequest, ApiError> {
@@ -284,48 +312,6 @@ pub fn decode_object<T: serde::de::DeserializeOwned>(
     serde_json::from_value(value).map_err(|e| refuse(&e))
 }
 
-/// Validates a request against the limits and makes the job for the agent.
-fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
-    if request.code.len() > config.code_cap_bytes {
-        return Err(ApiError::TooLarge(format!(
-            "code is {} bytes; at most {} are accepted",
-            request.code.len(),
-            config.code_cap_bytes
-        )));
-    }
-    let sandbox = &config.sandbox;
-    let language = sandbox
-        .languages
-        .get(&request.lang)
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let max = sandbox.max_timeout.as_millis() as u64;
-    let timeout_ms = match request.timeout_ms {
-        None => sandbox.default_timeout.as_millis() as u64,
-        Some(t) if (1..=max).contains(&t) => t,
-        Some(t) => {
-            return Err(ApiError::BadRequest(format!(
-                "timeoutMs must be between 1 and {max}, not {t}"
-            )))
-        }
-    };
-    Ok(Job {
-        lang: language.name().clone(),
-        recipe: language.recipe.clone(),
-        code: request.code,
-        timeout_ms,
-        stdout_cap: sandbox.output_cap_bytes,
-        stderr_cap: sandbox.output_cap_bytes,
-        session: false,
-        sigstop_between_runs: false,
-        outputs: Some(OutputCaps {
-            file_cap: defaults::OUTPUT_FILE_CAP_BYTES,
-            total_cap: defaults::OUTPUTS_CAP_BYTES,
-            max_files: defaults::OUTPUT_FILES_MAX,
-        }),
-        python_paths: Vec::new(),
-    })
-}
-
 /// How a run counts in the metrics.
 pub fn classify(outcome: &RunOutcome) -> Outcome {
     if outcome.oom_killed {
@@ -341,26 +327,18 @@ pub fn classify(outcome: &RunOutcome) -> Outcome {
     }
 }
 
-/// The API's answer for an outcome; a session's (`session`) says whether the
-/// interpreter's state was lost.
-pub fn to_response(outcome: RunOutcome, session: bool) -> RunResponse {
-    let job = outcome.job;
-    RunResponse {
-        outputs: job.outputs,
-        outputs_truncated: job.outputs_truncated,
-        state_lost: session.then_some(job.state_lost),
-        stdout: job.stdout,
-        stderr: job.stderr,
-        exit_code: job.exit_code,
-        duration_ms: job.duration_ms,
-        timed_out: job.timed_out,
-        compile_error: job.compile_error,
-        oom_killed: outcome.oom_killed,
-        stdout_truncated: job.stdout_truncated,
-        stderr_truncated: job.stderr_truncated,
-    }
-}
-
+/// The runner's metrics, in Prometheus' text format (docs/operations.md lists the series).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "service",
+    responses((
+        status = 200,
+        description = "Prometheus' text exposition",
+        body = String,
+        content_type = "text/plain"
+    ))
+)]
 async fn metrics<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> impl IntoResponse {
     let pool = state.pool.state();
     let readiness = health::readiness(&pool, &state.base.lifecycle);

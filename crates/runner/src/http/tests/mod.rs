@@ -293,3 +293,5 @@ async fn a_starting_runner_answers_503_starting_until_the_switch_to_its_router()
     let (status, _, health) = send(&app, get("/health")).await;
     assert_eq!((status, &health["status"]), (StatusCode::OK, &json!("ok")));
 }
+
+mod openapi;

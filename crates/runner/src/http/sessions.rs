@@ -8,13 +8,14 @@
 //! already open keep working (runs and files) until the runner exits, which it does as
 //! soon as no request is in flight, or when its shutdown grace is over.
 
-use super::{check_path, SessionError};
-use crate::http::{
-    body_bytes, classify, code_limit, decode_object, parse_run, refuse_when_draining, to_response,
+use super::{
+    body_bytes, classify, code_limit, decode_object, openapi, parse_run, refuse_when_draining,
     ApiError, AppState,
 };
+use crate::job::{self, Place};
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
+use crate::session::{check_path, SessionError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -23,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use sandbox_protocol::agent::{decode_bytes, encode_bytes, AgentMessage, FileRequest};
-use sandbox_protocol::api::{CreateSession, FileList, RunResponse, SessionInfo};
+use sandbox_protocol::api::{CreateSession, FileList, RunRequest, RunResponse, SessionInfo};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -48,6 +49,32 @@ const LIST_LIMIT: usize = 10_000;
 /// and a few bytes).
 const LIST_BYTES: usize = 4 << 20;
 
+/// Writes a file of the session's home folder (its folders made as needed).
+#[utoipa::path(
+    put,
+    path = "/sessions/{id}/files/{path}",
+    tag = "sessions",
+    params(
+        (
+            "id" = String,
+            Path,
+            description = "The session's id, as `POST /sessions` answered it"
+        ),
+        (
+            "path" = String,
+            Path,
+            description = "A path relative to the home folder, `/home/sandbox`, \
+                           `/`-separated (a `/` may also be sent as `%2F`)"
+        ),
+    ),
+    request_body(
+        content = openapi::FileBytes,
+        content_type = "application/octet-stream",
+        description = "The file's bytes (at most `RUNNER_FILE_CAP_BYTES`)"
+    ),
+    responses((status = 204, description = "Written"), openapi::UploadErrors),
+    security(("bearer" = []))
+)]
 async fn upload<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     Path((id, path)): Path<(String, String)>,
@@ -64,6 +91,35 @@ async fn upload<B: SandboxFactory>(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Reads a file of the session's home folder.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/files/{path}",
+    tag = "sessions",
+    params(
+        (
+            "id" = String,
+            Path,
+            description = "The session's id, as `POST /sessions` answered it"
+        ),
+        (
+            "path" = String,
+            Path,
+            description = "A path relative to the home folder, `/home/sandbox`, \
+                           `/`-separated (a `/` may also be sent as `%2F`)"
+        ),
+    ),
+    responses(
+        (
+            status = 200,
+            description = "The file's bytes",
+            body = openapi::FileBytes,
+            content_type = "application/octet-stream"
+        ),
+        openapi::DownloadErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn download<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     Path((id, path)): Path<(String, String)>,
@@ -82,6 +138,24 @@ async fn download<B: SandboxFactory>(
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
 }
 
+/// Lists the session's home folder, recursively: each folder's entries by name and
+/// before what they hold; at most 10000 entries, 4 MiB of JSON and 32 levels of folders
+/// (`truncated` beyond). A symlink is listed as itself, never followed.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/files",
+    tag = "sessions",
+    params((
+        "id" = String,
+        Path,
+        description = "The session's id, as `POST /sessions` answered it"
+    )),
+    responses(
+        (status = 200, description = "The listing", body = FileList),
+        openapi::ListErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn list<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     Path(id): Path<String>,
@@ -102,6 +176,25 @@ fn unexpected(id: &str) -> ApiError {
     )))
 }
 
+/// Opens a session: a sandbox that keeps its home folder, `/tmp`, the processes a
+/// program leaves in the background and a resident interpreter's state across runs;
+/// frozen between calls. It ends at its idle timeout or TTL, on `DELETE`, or when the
+/// runner stops.
+#[utoipa::path(
+    post,
+    path = "/sessions",
+    tag = "sessions",
+    request_body(
+        content = Option<CreateSession>,
+        description = "`{}`, an empty body, or the durations asked for (the runner's defaults \
+                       otherwise)"
+    ),
+    responses(
+        (status = 201, description = "The session", body = SessionInfo),
+        openapi::CreateErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn create<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     body: Result<Bytes, BytesRejection>,
@@ -125,6 +218,22 @@ fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
     )
 }
 
+/// How a session is.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    params((
+        "id" = String,
+        Path,
+        description = "The session's id, as `POST /sessions` answered it"
+    )),
+    responses(
+        (status = 200, description = "The session", body = SessionInfo),
+        openapi::SessionErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn info<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     Path(id): Path<String>,
@@ -132,6 +241,19 @@ async fn info<B: SandboxFactory>(
     Ok(Json(state.sessions.info(&id)?))
 }
 
+/// Ends a session: a run in flight stops, and its sandbox is destroyed before the answer.
+#[utoipa::path(
+    delete,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    params((
+        "id" = String,
+        Path,
+        description = "The session's id, as `POST /sessions` answered it"
+    )),
+    responses((status = 204, description = "Ended"), openapi::SessionErrors),
+    security(("bearer" = []))
+)]
 async fn close<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     Path(id): Path<String>,
@@ -141,13 +263,32 @@ async fn close<B: SandboxFactory>(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Runs a program in the session's sandbox: the body and the answer of `POST /run`, with
+/// `stateLost`; `outputs` lists the files of `outputs/` new or changed since the
+/// session's previous answer. One run at a time.
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/run",
+    tag = "sessions",
+    params((
+        "id" = String,
+        Path,
+        description = "The session's id, as `POST /sessions` answered it"
+    )),
+    request_body = RunRequest,
+    responses(
+        (status = 200, description = "The program ran, as for `POST /run`", body = RunResponse),
+        openapi::SessionRunErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn run<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
-    let job = parse_run(&body, &state.config)?;
+    let job = parse_run(&body, &state.config, Place::Session)?;
     let lang = job.lang.clone();
     let started = Instant::now();
     let deps = state.base.deps.resolve(&job).await?;
@@ -158,7 +299,7 @@ async fn run<B: SandboxFactory>(
         Ok(outcome) => {
             metrics.program_started(&lang);
             metrics.record(&lang, classify(&outcome), seconds);
-            Ok(Json(to_response(outcome, true)))
+            Ok(Json(job::answer(outcome, Place::Session)))
         }
         Err(e) => {
             if matches!(e, SessionError::Sandbox(_)) {
