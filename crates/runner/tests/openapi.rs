@@ -60,6 +60,7 @@ async fn the_served_document_is_valid_openapi_3_1() {
     let file = tempfile::NamedTempFile::new().expect("a temporary file");
     std::fs::write(file.path(), document.to_string()).expect("the document written");
     let out = Command::new(&validator)
+        .args(["--schema", "3.1", "--validation-errors", "all"])
         .arg(file.path())
         .output()
         .expect("the validator runs");

@@ -54,6 +54,7 @@ fn describe(config: &RunnerConfig, backend: &str, base: &Base, pool: &PoolState)
 #[utoipa::path(
     get,
     path = "/health",
+    operation_id = "health",
     tag = "service",
     responses(
         (status = 200, description = "Ready: `status` is `ok`", body = Health),
@@ -100,6 +101,7 @@ pub(super) fn readiness(pool: &PoolState, lifecycle: &Lifecycle) -> Readiness {
 #[utoipa::path(
     get,
     path = "/health/live",
+    operation_id = "liveness",
     tag = "service",
     responses((status = 200, description = "The process serves HTTP", body = Liveness))
 )]

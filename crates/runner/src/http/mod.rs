@@ -163,6 +163,7 @@ pub fn refuse_when_draining(lifecycle: &Lifecycle) -> Result<(), ApiError> {
 #[utoipa::path(
     post,
     path = "/run",
+    operation_id = "runProgram",
     tag = "runs",
     request_body = RunRequest,
     responses(
@@ -331,6 +332,7 @@ pub fn classify(outcome: &RunOutcome) -> Outcome {
 #[utoipa::path(
     get,
     path = "/metrics",
+    operation_id = "metrics",
     tag = "service",
     responses((
         status = 200,

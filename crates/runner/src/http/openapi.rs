@@ -69,6 +69,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
 #[utoipa::path(
     get,
     path = "/openapi.json",
+    operation_id = "openapi",
     tag = "service",
     responses((status = 200, description = "This document (OpenAPI 3.1)", body = Object))
 )]

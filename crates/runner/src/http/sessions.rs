@@ -53,6 +53,7 @@ const LIST_BYTES: usize = 4 << 20;
 #[utoipa::path(
     put,
     path = "/sessions/{id}/files/{path}",
+    operation_id = "putFile",
     tag = "sessions",
     params(
         (
@@ -95,6 +96,7 @@ async fn upload<B: SandboxFactory>(
 #[utoipa::path(
     get,
     path = "/sessions/{id}/files/{path}",
+    operation_id = "getFile",
     tag = "sessions",
     params(
         (
@@ -144,6 +146,7 @@ async fn download<B: SandboxFactory>(
 #[utoipa::path(
     get,
     path = "/sessions/{id}/files",
+    operation_id = "listFiles",
     tag = "sessions",
     params((
         "id" = String,
@@ -183,6 +186,7 @@ fn unexpected(id: &str) -> ApiError {
 #[utoipa::path(
     post,
     path = "/sessions",
+    operation_id = "createSession",
     tag = "sessions",
     request_body(
         content = Option<CreateSession>,
@@ -222,6 +226,7 @@ fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
 #[utoipa::path(
     get,
     path = "/sessions/{id}",
+    operation_id = "getSession",
     tag = "sessions",
     params((
         "id" = String,
@@ -245,6 +250,7 @@ async fn info<B: SandboxFactory>(
 #[utoipa::path(
     delete,
     path = "/sessions/{id}",
+    operation_id = "deleteSession",
     tag = "sessions",
     params((
         "id" = String,
@@ -269,6 +275,7 @@ async fn close<B: SandboxFactory>(
 #[utoipa::path(
     post,
     path = "/sessions/{id}/run",
+    operation_id = "runInSession",
     tag = "sessions",
     params((
         "id" = String,

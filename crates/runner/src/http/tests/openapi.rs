@@ -155,6 +155,15 @@ async fn the_document_is_served_without_a_token_as_openapi_3_1() {
         run["requestBody"]["content"]["application/json"]["schema"]["$ref"],
         "#/components/schemas/RunRequest"
     );
+    let ids: Vec<&str> = served["paths"]
+        .as_object()
+        .expect("paths")
+        .values()
+        .flat_map(|item| item.as_object().expect("a path item").values())
+        .filter_map(|operation| operation["operationId"].as_str())
+        .collect();
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), unique.len(), "operation ids are unique: {ids:?}");
     let limits = &served["components"]["schemas"]["Limits"]["properties"];
     assert!(limits["answerMarginMs"].is_object(), "{limits}");
 }
