@@ -14,7 +14,6 @@
 //! This crate is not the MCP server (see `sandbox-mcp`), nor the agent that runs
 //! inside a sandbox (see `sandbox-agent`).
 
-pub mod auth;
 pub mod backend;
 pub mod config;
 pub mod container;

@@ -8,10 +8,10 @@
 //! already open keep working (runs and files) until the runner exits, which it does as
 //! soon as no request is in flight, or when its shutdown grace is over.
 
-use super::{
-    body_bytes, classify, code_limit, decode_object, openapi, parse_run, refuse_when_draining,
-    ApiError, AppState,
-};
+use super::answers;
+use super::body::{body_bytes, code_limit, decode_object, parse_run};
+use super::error::ApiError;
+use super::state::{refuse_when_draining, AppState};
 use crate::job::{self, Place};
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
@@ -25,11 +25,13 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use sandbox_protocol::agent::{decode_bytes, encode_bytes, AgentMessage, FileRequest};
 use sandbox_protocol::api::{CreateSession, FileList, RunRequest, RunResponse, SessionInfo};
+use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Instant;
+use utoipa::IntoParams;
 
 /// The sessions' routes, for the runner's router.
-pub fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B>>> {
+pub(super) fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B>>> {
     Router::new()
         .route("/sessions", post(create::<B>))
         .route("/sessions/{id}", get(info::<B>).delete(close::<B>))
@@ -41,6 +43,25 @@ pub fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B
                 .put(upload::<B>)
                 .layer(DefaultBodyLimit::max(file_cap_bytes)),
         )
+}
+
+/// A session's path: `/sessions/{id}...`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+struct SessionPath {
+    /// The session's id, as `POST /sessions` answered it.
+    id: String,
+}
+
+/// A file of a session: `/sessions/{id}/files/{path}`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+struct FilePath {
+    /// The session's id, as `POST /sessions` answered it.
+    id: String,
+    /// A path relative to the home folder, `/home/sandbox`, `/`-separated (a `/` may
+    /// also be sent as `%2F`).
+    path: String,
 }
 
 /// The most entries a listing gives.
@@ -55,30 +76,18 @@ const LIST_BYTES: usize = 4 << 20;
     path = "/sessions/{id}/files/{path}",
     operation_id = "putFile",
     tag = "sessions",
-    params(
-        (
-            "id" = String,
-            Path,
-            description = "The session's id, as `POST /sessions` answered it"
-        ),
-        (
-            "path" = String,
-            Path,
-            description = "A path relative to the home folder, `/home/sandbox`, \
-                           `/`-separated (a `/` may also be sent as `%2F`)"
-        ),
-    ),
+    params(FilePath),
     request_body(
-        content = openapi::FileBytes,
+        content = answers::FileBytes,
         content_type = "application/octet-stream",
         description = "The file's bytes (at most `RUNNER_FILE_CAP_BYTES`)"
     ),
-    responses((status = 204, description = "Written"), openapi::UploadErrors),
+    responses((status = 204, description = "Written"), answers::UploadErrors),
     security(("bearer" = []))
 )]
 async fn upload<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path((id, path)): Path<(String, String)>,
+    Path(FilePath { id, path }): Path<FilePath>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
     let cap = state.sessions.config().file_cap_bytes;
@@ -98,33 +107,21 @@ async fn upload<B: SandboxFactory>(
     path = "/sessions/{id}/files/{path}",
     operation_id = "getFile",
     tag = "sessions",
-    params(
-        (
-            "id" = String,
-            Path,
-            description = "The session's id, as `POST /sessions` answered it"
-        ),
-        (
-            "path" = String,
-            Path,
-            description = "A path relative to the home folder, `/home/sandbox`, \
-                           `/`-separated (a `/` may also be sent as `%2F`)"
-        ),
-    ),
+    params(FilePath),
     responses(
         (
             status = 200,
             description = "The file's bytes",
-            body = openapi::FileBytes,
+            body = answers::FileBytes,
             content_type = "application/octet-stream"
         ),
-        openapi::DownloadErrors,
+        answers::DownloadErrors,
     ),
     security(("bearer" = []))
 )]
 async fn download<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path((id, path)): Path<(String, String)>,
+    Path(FilePath { id, path }): Path<FilePath>,
 ) -> Result<Response, ApiError> {
     check_path(&path)?;
     let cap = state.sessions.config().file_cap_bytes as u64;
@@ -148,20 +145,16 @@ async fn download<B: SandboxFactory>(
     path = "/sessions/{id}/files",
     operation_id = "listFiles",
     tag = "sessions",
-    params((
-        "id" = String,
-        Path,
-        description = "The session's id, as `POST /sessions` answered it"
-    )),
+    params(SessionPath),
     responses(
         (status = 200, description = "The listing", body = FileList),
-        openapi::ListErrors,
+        answers::ListErrors,
     ),
     security(("bearer" = []))
 )]
 async fn list<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path(id): Path<String>,
+    Path(SessionPath { id }): Path<SessionPath>,
 ) -> Result<Json<FileList>, ApiError> {
     let request = FileRequest::List {
         limit: LIST_LIMIT,
@@ -195,7 +188,7 @@ fn unexpected(id: &str) -> ApiError {
     ),
     responses(
         (status = 201, description = "The session", body = SessionInfo),
-        openapi::CreateErrors,
+        answers::CreateErrors,
     ),
     security(("bearer" = []))
 )]
@@ -228,20 +221,16 @@ fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
     path = "/sessions/{id}",
     operation_id = "getSession",
     tag = "sessions",
-    params((
-        "id" = String,
-        Path,
-        description = "The session's id, as `POST /sessions` answered it"
-    )),
+    params(SessionPath),
     responses(
         (status = 200, description = "The session", body = SessionInfo),
-        openapi::SessionErrors,
+        answers::SessionErrors,
     ),
     security(("bearer" = []))
 )]
 async fn info<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path(id): Path<String>,
+    Path(SessionPath { id }): Path<SessionPath>,
 ) -> Result<Json<SessionInfo>, ApiError> {
     Ok(Json(state.sessions.info(&id)?))
 }
@@ -252,17 +241,13 @@ async fn info<B: SandboxFactory>(
     path = "/sessions/{id}",
     operation_id = "deleteSession",
     tag = "sessions",
-    params((
-        "id" = String,
-        Path,
-        description = "The session's id, as `POST /sessions` answered it"
-    )),
-    responses((status = 204, description = "Ended"), openapi::SessionErrors),
+    params(SessionPath),
+    responses((status = 204, description = "Ended"), answers::SessionErrors),
     security(("bearer" = []))
 )]
 async fn close<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path(id): Path<String>,
+    Path(SessionPath { id }): Path<SessionPath>,
 ) -> Result<StatusCode, ApiError> {
     state.sessions.close(&id).await?;
     tracing::info!(session = %id, "session closed");
@@ -277,21 +262,17 @@ async fn close<B: SandboxFactory>(
     path = "/sessions/{id}/run",
     operation_id = "runInSession",
     tag = "sessions",
-    params((
-        "id" = String,
-        Path,
-        description = "The session's id, as `POST /sessions` answered it"
-    )),
+    params(SessionPath),
     request_body = RunRequest,
     responses(
         (status = 200, description = "The program ran, as for `POST /run`", body = RunResponse),
-        openapi::SessionRunErrors,
+        answers::SessionRunErrors,
     ),
     security(("bearer" = []))
 )]
 async fn run<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path(id): Path<String>,
+    Path(SessionPath { id }): Path<SessionPath>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
@@ -305,7 +286,7 @@ async fn run<B: SandboxFactory>(
     match result {
         Ok(outcome) => {
             metrics.program_started(&lang);
-            metrics.record(&lang, classify(&outcome), seconds);
+            metrics.record(&lang, Outcome::of(&outcome), seconds);
             Ok(Json(job::answer(outcome, Place::Session)))
         }
         Err(e) => {

@@ -78,6 +78,19 @@ async fn open(pool: &Pool<Fake>, sessions: &Sessions<FakeSandbox>) -> SessionInf
         .expect("a session")
 }
 
+/// A run of session `id` in a task of its own, once it holds the session.
+async fn held_run(
+    sessions: &Arc<Sessions<FakeSandbox>>,
+    id: &str,
+) -> tokio::task::JoinHandle<Result<RunOutcome, SessionError>> {
+    let task = run_in_task(sessions, id);
+    until("the run holds the session", || {
+        sessions.info(id).is_ok_and(|i| i.busy)
+    })
+    .await;
+    task
+}
+
 /// A run of session `id` in a task of its own.
 fn run_in_task(
     sessions: &Arc<Sessions<FakeSandbox>>,
@@ -158,11 +171,7 @@ async fn one_call_at_a_time_the_second_is_refused_not_queued() {
     fake.log().run_time = 2 * SECOND;
     let (pool, sessions) = start(&fake).await;
     let id = open(&pool, &sessions).await.id;
-    let running = run_in_task(&sessions, &id);
-    until("the run holds the session", || {
-        sessions.info(&id).is_ok_and(|i| i.busy)
-    })
-    .await;
+    let running = held_run(&sessions, &id).await;
     let busy = sessions.run(&id, job(), None).await;
     assert!(matches!(busy, Err(SessionError::Busy(_))), "{busy:?}");
     let busy = sessions
@@ -305,11 +314,7 @@ async fn closing_a_session_stops_its_run_and_destroys_its_sandbox_first() {
     fake.log().run_time = 100 * SECOND;
     let (pool, sessions) = start(&fake).await;
     let id = open(&pool, &sessions).await.id;
-    let running = run_in_task(&sessions, &id);
-    until("the run holds the session", || {
-        sessions.info(&id).is_ok_and(|i| i.busy)
-    })
-    .await;
+    let running = held_run(&sessions, &id).await;
     let destroyed = fake.log().destroyed.len();
     sessions.close(&id).await.expect("closed");
     assert_eq!(

@@ -121,7 +121,7 @@ async fn a_starting_runner_serves_the_document_and_routes_nothing_it_leaves_out(
     let argv = ["sandbox-runner", "--token", TOKEN];
     let config = Cli::parse_from(argv).serve.validate().expect("config");
     let base = Base::new(&config, Arc::new(Lifecycle::with_id("s".into())));
-    let starting = health::starting(&config, "fake", &base);
+    let starting = starting(&config, "fake", &base);
     let documented = documented(&document());
     for route in routes_of(&starting).await {
         assert!(documented.contains(&route), "{route:?} is not documented");
@@ -251,15 +251,8 @@ fn every_error() -> Vec<ApiError> {
 async fn every_error_the_api_answers_is_in_the_document() {
     let documented = documented_codes(&document());
     for error in every_error() {
-        let response = error.into_response();
-        let status = response.status().as_u16();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        let body: Value = serde_json::from_slice(&bytes).expect("an error body");
+        let (status, _, body) = read(error.into_response()).await;
+        let status = status.as_u16();
         let code = body["error"]["code"].as_str().expect("a code").to_owned();
         assert!(
             documented.contains(&(status, code.clone())),
