@@ -6,6 +6,7 @@ use clap::Parser;
 use libfuzzer_sys::fuzz_target;
 use sandbox_runner::config::{RunnerConfig, ServeArgs};
 use sandbox_runner::http::{parse_run, ApiError};
+use sandbox_runner::job::Place;
 use std::sync::OnceLock;
 
 #[derive(Parser)]
@@ -26,7 +27,7 @@ fn config() -> &'static RunnerConfig {
 
 fuzz_target!(|data: &[u8]| {
     let config = config();
-    match parse_run(data, config) {
+    match parse_run(data, config, Place::OneShot) {
         Ok(job) => {
             assert!(job.code.len() <= config.code_cap_bytes);
             let max = config.sandbox.max_timeout.as_millis() as u64;

@@ -114,6 +114,15 @@ impl Catalog {
         self.default_timeout_ms
     }
 
+    /// The longest a run of `lang` with `timeout_ms` keeps its sandbox busy: its timeout
+    /// and the language's compile timeout, as the runner publishes it
+    /// ([`language::run_time`]). A caller waits for the answer that and the runner's
+    /// allowances ([`Limits::answer_within`]).
+    pub fn run_time(&self, lang: &Lang, timeout_ms: u64) -> Duration {
+        let compile_ms = self.language(lang).map_or(0, |l| l.compile_timeout_ms);
+        language::run_time(timeout_ms, compile_ms)
+    }
+
     /// The tools, as `tools/list` shows them.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
@@ -160,6 +169,46 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle:?} missing from {text}");
         }
+    }
+
+    #[test]
+    fn a_calls_deadline_is_its_run_time_and_the_runners_allowances() {
+        let compiled = LanguageInfo {
+            name: Lang::new("c").expect("a name"),
+            compile: Some("gcc main.c".into()),
+            compile_timeout_ms: 30_000,
+            ..language::classic().remove(0)
+        };
+        let offer = Offer {
+            limits: Limits {
+                queue_timeout_ms: 2_000,
+                answer_margin_ms: 10_000,
+                ..Limits::default()
+            },
+            packages: Packages::default(),
+            languages: vec![compiled.clone()],
+        };
+        let catalog = Catalog::of(offer, None, true);
+        let c = catalog.run_time(&compiled.name, 5_000);
+        assert_eq!(c, Duration::from_secs(35), "the compile timeout counts");
+        assert_eq!(catalog.run_time(&Lang::BASH, 5_000), Duration::from_secs(5));
+        let deadline = catalog.limits().answer_within(c);
+        assert_eq!(
+            deadline,
+            Duration::from_secs(47),
+            "queue wait and answer margin"
+        );
+        let older: Limits =
+            serde_json::from_value(serde_json::json!({"memoryMb": 256, "cpus": 0.5,
+                "pidsMax": 64, "defaultTimeoutMs": 15000, "maxTimeoutMs": 300000,
+                "outputCapBytes": 1024, "codeCapBytes": 1024, "queueTimeoutMs": 5000,
+                "network": false}))
+            .expect("an older runner's limits");
+        assert_eq!(
+            older.answer_margin_ms,
+            sandbox_protocol::api::defaults::ANSWER_MARGIN_MS,
+            "a runner that publishes no margin gets the documented one"
+        );
     }
 
     #[test]

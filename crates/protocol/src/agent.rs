@@ -25,9 +25,10 @@
 
 use crate::files::OutputFile;
 pub use crate::files::{FileEntry, FileKind};
-use crate::language::Recipe;
+use crate::language::{self, Recipe};
 use crate::Lang;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// One program to run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +66,14 @@ pub struct Job {
     /// inline dependencies its PEP 723 block declared, mounted read-only for it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub python_paths: Vec<String>,
+}
+
+impl Job {
+    /// The longest the agent takes over the job ([`language::run_time`]): its compile
+    /// step's timeout and its own.
+    pub fn run_time(&self) -> Duration {
+        language::run_time(self.timeout_ms, self.recipe.compile_timeout_ms)
+    }
 }
 
 /// How much of `outputs/` a job's answer may carry.

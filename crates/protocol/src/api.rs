@@ -1,14 +1,18 @@
 //! The runner's HTTP API: `POST /run`, the sessions (`/sessions...`), `GET /health`,
 //! `GET /health/live` and error bodies.
 //!
-//! Field names are camelCase on the wire, as users and outside tests rely on them.
+//! Field names are camelCase on the wire, as users and outside tests rely on them. With
+//! the `openapi` feature each type has its schema (`utoipa::ToSchema`, from these
+//! definitions and their docs), for the document the runner serves at `GET /openapi.json`.
 
 use crate::files::FileEntry;
 pub use crate::files::OutputFile;
 use crate::language::LanguageInfo;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// The body of `POST /run`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunRequest {
@@ -22,6 +26,7 @@ pub struct RunRequest {
 }
 
 /// The 200 answer of `POST /run`: what the program did.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResponse {
@@ -90,11 +95,16 @@ pub mod defaults {
     pub const OUTPUTS_CAP_BYTES: u64 = 8 << 20;
     /// Files of `outputs/` listed in one answer.
     pub const OUTPUT_FILES_MAX: usize = 64;
+    /// The answer margin assumed of a runner that publishes none (older than
+    /// [`Limits::answer_margin_ms`](super::Limits::answer_margin_ms)), ms: the largest any
+    /// backend of those runners took (a VM's; process sandboxes took 5 s).
+    pub const ANSWER_MARGIN_MS: u64 = 10_000;
 }
 
 /// The limits every sandbox of a runner runs under and the caps of its API, as
 /// `GET /health` publishes them: a client tells its users these, never numbers of its
 /// own.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
@@ -128,11 +138,34 @@ pub struct Limits {
     /// this field (they stopped them so).
     #[serde(default)]
     pub sessions_frozen: bool,
+    /// How long past a run's own timeout and its language's compile timeout
+    /// (`compileTimeoutMs` in `languages`) the runner may take to answer, ms: the time its
+    /// backend gives a sandbox to report (5 s for process sandboxes, 10 s for VMs). A
+    /// caller waits for a run's answer its timeout, the compile timeout, `queueTimeoutMs`
+    /// and this ([`Limits::answer_within`]). From runners older than this field:
+    /// [`defaults::ANSWER_MARGIN_MS`].
+    #[serde(default = "answer_margin")]
+    pub answer_margin_ms: u64,
 }
 
 /// Limits are enforced unless a runner says otherwise (older runners say nothing).
 fn enforced() -> bool {
     true
+}
+
+/// The answer margin of a runner that says nothing of it.
+fn answer_margin() -> u64 {
+    defaults::ANSWER_MARGIN_MS
+}
+
+impl Limits {
+    /// How long a caller waits for the answer to a request that takes a sandbox from the
+    /// pool and keeps it busy for at most `run_time` ([`crate::language::run_time`]; zero
+    /// for opening a session): that, the runner's queue wait and its answer margin.
+    pub fn answer_within(&self, run_time: Duration) -> Duration {
+        let allowances = self.queue_timeout_ms.saturating_add(self.answer_margin_ms);
+        run_time.saturating_add(Duration::from_millis(allowances))
+    }
 }
 
 impl Default for Limits {
@@ -150,6 +183,7 @@ impl Default for Limits {
             network: false,
             resource_limits: true,
             sessions_frozen: true,
+            answer_margin_ms: defaults::ANSWER_MARGIN_MS,
         }
     }
 }
@@ -166,6 +200,7 @@ impl Default for Limits {
 ///   session, finishes the runs in flight and exits.
 ///
 /// `GET /health/live` answers [`Liveness`] with 200 whenever the process serves HTTP.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Health {
@@ -218,6 +253,7 @@ pub mod health {
 
 /// The answer of `GET /health/live` (always 200 while the process serves HTTP, even
 /// when it is starting, degraded or draining): for an orchestrator's liveness probe.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Liveness {
@@ -228,6 +264,7 @@ pub struct Liveness {
 }
 
 /// The packages a runner's sandboxes have, beyond each language's standard library.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Packages {
@@ -249,6 +286,7 @@ pub struct Packages {
 }
 
 /// One installed package.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PackageVersion {
     /// Its name, as its index spells it.
@@ -258,6 +296,7 @@ pub struct PackageVersion {
 }
 
 /// The body of `POST /sessions` (`{}` or empty takes the runner's defaults).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateSession {
@@ -270,6 +309,7 @@ pub struct CreateSession {
 }
 
 /// The answer of `GET /sessions/{id}/files`: the home folder, recursively.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileList {
     /// Files, folders and what else is there (`path` relative to the home folder,
@@ -281,6 +321,7 @@ pub struct FileList {
 }
 
 /// A session, as `POST /sessions` (201) and `GET /sessions/{id}` answer.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
@@ -297,6 +338,7 @@ pub struct SessionInfo {
 }
 
 /// Every error answer: `{"error": {"code": ..., "message": ...}}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// The error itself.
@@ -304,6 +346,7 @@ pub struct ErrorBody {
 }
 
 /// The inside of an [`ErrorBody`].
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     /// A stable, machine-readable code such as `bad_request` or `pool_exhausted`. A 429

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A file a run wrote under `/home/sandbox/outputs/`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputFile {
@@ -23,6 +24,7 @@ pub struct OutputFile {
 }
 
 /// One entry of a listing.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
     /// Relative to the home folder.
@@ -34,6 +36,7 @@ pub struct FileEntry {
 }
 
 /// What an entry of a listing is. Only a [`FileKind::File`] can be read or written.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {

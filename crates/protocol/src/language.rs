@@ -10,6 +10,7 @@
 use crate::Lang;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Stands for the program's file (`/home/sandbox/main.c`) in a command.
 pub const FILE: &str = "{file}";
@@ -94,6 +95,7 @@ impl LoaderKind {
 }
 
 /// A language as `GET /health` lists it: what a client needs to offer and describe it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LanguageInfo {
@@ -121,6 +123,14 @@ pub struct LanguageInfo {
     /// runners older than this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mb: Option<u64>,
+}
+
+/// The longest a run keeps its sandbox busy: its language's compile timeout (zero for a
+/// language without a compile step) and its own timeout, which counts from the program's
+/// start. The runner waits this long for the agent's report (and its backend's grace);
+/// a caller adds the runner's allowances ([`crate::api::Limits::answer_within`]).
+pub fn run_time(timeout_ms: u64, compile_timeout_ms: u64) -> Duration {
+    Duration::from_millis(timeout_ms.saturating_add(compile_timeout_ms))
 }
 
 /// The languages every runner offered before runners listed theirs.
@@ -180,5 +190,12 @@ mod tests {
         let text = serde_json::to_string(&java).unwrap();
         assert_eq!(serde_json::from_str::<Recipe>(&text).unwrap(), java);
         assert!(LoaderKind::Java.compiles() && !LoaderKind::Java.resident());
+    }
+
+    #[test]
+    fn a_runs_time_is_its_compile_timeout_and_its_own() {
+        assert_eq!(run_time(15_000, 30_000), Duration::from_secs(45));
+        assert_eq!(run_time(1, 0), Duration::from_millis(1));
+        assert_eq!(run_time(u64::MAX, 1), Duration::from_millis(u64::MAX));
     }
 }

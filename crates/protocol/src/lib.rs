@@ -2,7 +2,8 @@
 //!
 //! This crate holds data and its encoding only, no behaviour:
 //! - [`api`]: the runner's HTTP API (`POST /run`, `GET /health`, error bodies),
-//!   used by `sandbox-runner` to serve and by `sandbox-mcp` to call it;
+//!   used by `sandbox-runner` to serve and by `sandbox-mcp` to call it (with the
+//!   `openapi` feature, their schemas for the runner's OpenAPI document);
 //! - [`agent`]: the frames exchanged between the runner and the in-sandbox agent,
 //!   and their length-prefixed framing ([`frame`]);
 //! - [`files`]: the files a run wrote and the entries of a listing, which both carry;
@@ -81,6 +82,24 @@ impl<'de> Deserialize<'de> for Lang {
         Lang::new(&name).map_err(serde::de::Error::custom)
     }
 }
+
+/// A name's schema in the runner's OpenAPI document: a string of the form [`Lang::new`]
+/// accepts.
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Lang {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some("^[a-z][a-z0-9_]{0,31}$"))
+            .description(Some(
+                "A language's name: one the runner offers (GET /health lists them)",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Lang {}
 
 /// A string that is not a well-formed language name (see [`Lang`]).
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,9 @@
 //! sandbox that is never reused: no network, 256 MiB, half a CPU, a process cap, a
 //! read-only system and a small writable /tmp and home. Sandboxes are made ahead of
 //! time in a warm pool ([`pool`]) by a backend ([`backend`]); the process backend uses
-//! Linux namespaces, cgroups (v1 and v2) and seccomp.
+//! Linux namespaces, cgroups (v1 and v2) and seccomp. Every request becomes a job in one
+//! place ([`job`]); the HTTP API ([`http`]) describes itself in the OpenAPI document it
+//! serves at `GET /openapi.json`.
 //!
 //! Binaries that embed the runner must call [`multicall::dispatch`] first thing in
 //! `main`: sandboxes are started by executing the binary itself again.
@@ -12,7 +14,6 @@
 //! This crate is not the MCP server (see `sandbox-mcp`), nor the agent that runs
 //! inside a sandbox (see `sandbox-agent`).
 
-pub mod auth;
 pub mod backend;
 pub mod config;
 pub mod container;
@@ -20,6 +21,7 @@ pub mod deps;
 pub mod http;
 #[cfg(feature = "image-builder")]
 pub mod image_cli;
+pub mod job;
 pub mod languages;
 pub mod lifecycle;
 pub mod metrics;

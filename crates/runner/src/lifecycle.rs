@@ -2,7 +2,7 @@
 //! id, whether it drains (after SIGTERM/SIGINT), and how many API requests are in flight.
 //!
 //! Whether it has started is not kept here: until the pool has made its first sandbox
-//! the runner serves a router of its own ([`crate::http::health::starting`]) that says so.
+//! the runner serves a router of its own ([`crate::http::starting`]) that says so.
 
 use std::io::Read;
 use tokio::sync::watch;

@@ -7,6 +7,7 @@
 //! refused ones too (`rejected`: no sandbox free; `draining`: the runner drains), which
 //! started nothing.
 
+use crate::backend::RunOutcome;
 use crate::pool::PoolState;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -38,6 +39,21 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// How a run that ended as `outcome` counts.
+    pub fn of(outcome: &RunOutcome) -> Outcome {
+        if outcome.oom_killed {
+            Outcome::Oom
+        } else if outcome.job.timed_out {
+            Outcome::Timeout
+        } else if outcome.job.compile_error {
+            Outcome::CompileError
+        } else if outcome.job.exit_code == 0 {
+            Outcome::Ok
+        } else {
+            Outcome::Failed
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",

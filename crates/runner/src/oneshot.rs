@@ -1,9 +1,9 @@
 //! `sandbox-runner run`: one job through the backend, for operators.
 
 use crate::config::SandboxArgs;
-use crate::http::to_response;
+use crate::job::{self, Jobs, Place, RequestError};
 use crate::server::make_backend;
-use sandbox_protocol::agent::Job;
+use sandbox_protocol::api::RunRequest;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -43,14 +43,14 @@ pub enum OneshotError {
     /// A setting is out of range.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    /// `--lang` is not offered.
+    /// The program cannot be run as asked (`--lang` is not offered).
     #[error(transparent)]
-    Language(#[from] crate::languages::UnknownLanguage),
+    Request(RequestError),
     /// `--timeout-ms` is out of range.
     #[error("--timeout-ms must be between 1 and {max}")]
     Timeout {
         /// The largest timeout.
-        max: u128,
+        max: u64,
     },
     /// The sandbox failed.
     #[error(transparent)]
@@ -64,15 +64,17 @@ pub enum OneshotError {
 pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
     let code = read_code(&args)?;
     let config = args.sandbox.validate()?;
-    let language = config.languages.get(&args.lang)?;
-    let timeout = args
-        .timeout_ms
-        .unwrap_or(config.default_timeout.as_millis() as u64);
-    if timeout == 0 || timeout > config.max_timeout.as_millis() as u64 {
-        return Err(OneshotError::Timeout {
-            max: config.max_timeout.as_millis(),
-        });
-    }
+    let request = RunRequest {
+        lang: args.lang,
+        code,
+        timeout_ms: args.timeout_ms,
+    };
+    let job = Jobs::command(&config)
+        .job(request, Place::OneShot)
+        .map_err(|e| match e {
+            RequestError::Timeout { max, .. } => OneshotError::Timeout { max },
+            other => OneshotError::Request(other),
+        })?;
     let backend = make_backend(&config, 1)?;
     let mut sandbox = match backend.create(None, false).await {
         Ok(sandbox) => sandbox,
@@ -81,22 +83,10 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
             return Err(e.into());
         }
     };
-    let job = Job {
-        lang: language.name().clone(),
-        recipe: language.recipe.clone(),
-        code,
-        timeout_ms: timeout,
-        stdout_cap: config.output_cap_bytes,
-        stderr_cap: config.output_cap_bytes,
-        session: false,
-        sigstop_between_runs: false,
-        outputs: None,
-        python_paths: Vec::new(),
-    };
     let outcome = sandbox.run(job).await;
     sandbox.destroy().await;
     backend.shutdown();
-    let response = to_response(outcome?, false);
+    let response = job::answer(outcome?, Place::OneShot);
     std::io::stdout().write_all(response.stdout.as_bytes())?;
     std::io::stderr().write_all(response.stderr.as_bytes())?;
     for (flag, note) in [

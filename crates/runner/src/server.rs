@@ -5,7 +5,7 @@ use crate::backend::process::ProcessBackend;
 use crate::backend::vm::VmBackend;
 use crate::backend::{Backend, BackendError};
 use crate::config::{BackendConfig, RunnerConfig, SandboxConfig};
-use crate::http::{health, router, AppState, Base};
+use crate::http::{router, starting, switch, AppState, Base};
 use crate::lifecycle::Lifecycle;
 use crate::pool::{Pool, PooledSandbox, SandboxFactory};
 use crate::session::{Sessions, REAP_EVERY};
@@ -75,7 +75,7 @@ pub async fn serve(
     let name = backend.name();
     let base = Base::new(&config, lifecycle.clone());
     let ready = Arc::new(OnceLock::new());
-    let app = health::switch(health::starting(&config, name, &base), ready.clone());
+    let app = switch(starting(&config, name, &base), ready.clone());
     tokio::spawn({
         let lifecycle = lifecycle.clone();
         async move {

@@ -28,8 +28,9 @@ pub enum RunnerError {
          without sandboxId)"
     )]
     SessionLost(String),
-    /// The runner gave no answer within the run's timeout, its queue wait and
-    /// [`RUN_MARGIN`](super::RUN_MARGIN).
+    /// The runner gave no answer within the call's deadline: the run's timeout and
+    /// compile timeout, the runner's queue wait and its answer margin
+    /// ([`Limits::answer_within`](sandbox_protocol::api::Limits::answer_within)).
     #[error("the sandbox runner did not answer within {0} ms; retrying may help")]
     TimedOut(u128),
     /// The runner refused this server's token.

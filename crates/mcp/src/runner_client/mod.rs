@@ -21,4 +21,3 @@ pub use answer::DEPENDENCY_CODES;
 pub use client::RunnerClient;
 pub use error::RunnerError;
 pub use pool::{Cadence, Member, MemberReport, MemberState, Runners, Seen};
-pub use run::RUN_MARGIN;

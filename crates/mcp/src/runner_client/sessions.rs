@@ -11,22 +11,23 @@ use sandbox_protocol::api::{
 
 use super::answer::{error_from, read_json, transport_error};
 use super::wait::{ask_until_free, bounded};
-use super::{RunnerClient, RunnerError, RUN_MARGIN};
+use super::{RunnerClient, RunnerError};
 
 /// How long a file operation, a listing or a close may take.
 const FILE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl RunnerClient {
     /// Opens a session. Like a run, it takes a sandbox from the runner's pool, so it waits
-    /// for one as long as the runner's queue wait and [`RUN_MARGIN`] allow.
+    /// for one as long as the runner's queue wait and answer margin allow
+    /// ([`Limits::answer_within`], with no run time).
     pub async fn create_session(
         &self,
         request: &CreateSession,
         limits: &Limits,
     ) -> Result<SessionInfo, RunnerError> {
-        let deadline = Duration::from_millis(limits.queue_timeout_ms) + RUN_MARGIN;
+        let deadline = limits.answer_within(Duration::ZERO);
         ask_until_free(deadline, || {
-            bounded(deadline, self.create_session_once(request, limits))
+            bounded(deadline, self.create_session_once(request))
         })
         .await
     }
@@ -36,7 +37,6 @@ impl RunnerClient {
     pub(crate) async fn create_session_once(
         &self,
         request: &CreateSession,
-        _limits: &Limits,
     ) -> Result<SessionInfo, RunnerError> {
         let response = self
             .request(Method::POST, &["sessions"])
@@ -53,10 +53,9 @@ impl RunnerClient {
         &self,
         session: &str,
         request: &RunRequest,
-        limits: &Limits,
-        compile_ms: u64,
+        deadline: Duration,
     ) -> Result<RunResponse, RunnerError> {
-        self.run_at(&["sessions", session, "run"], request, limits, compile_ms)
+        self.run_at(&["sessions", session, "run"], request, deadline)
             .await
     }
 

@@ -288,30 +288,30 @@ impl SandboxServer {
         };
         tracing::info!(%lang, code_bytes = args.code.len(), timeout_ms = args.timeout_ms, ?place, "run started");
         tracing::debug!(code = %args.code, "program");
-        let compile_ms = catalog.language(&lang).map_or(0, |l| l.compile_timeout_ms);
+        let run_time = catalog.run_time(&lang, args.timeout_ms);
+        let deadline = limits.answer_within(run_time);
         let request = RunRequest {
             lang: lang.to_string(),
             code: args.code,
             timeout_ms: Some(args.timeout_ms),
         };
         let started = Instant::now();
-        let timeout = Duration::from_millis(args.timeout_ms + compile_ms);
         let outcome = match &session {
             None => {
-                let run = runner.run(&request, limits, compile_ms);
-                while_reporting(run, timeout, place, &ctx).await
+                let run = runner.run(&request, deadline);
+                while_reporting(run, run_time, place, &ctx).await
             }
             Some((id, session)) => {
                 let run = async {
                     let holder = runner.holder(*id)?;
                     let outcome = holder
-                        .run_in_session(session, &request, limits, compile_ms)
+                        .run_in_session(session, &request, deadline)
                         .await
                         .map_err(sandboxes::lost_if_unreachable);
                     runner.count(*id, outcome.is_err());
                     outcome
                 };
-                while_reporting(run, timeout, place, &ctx).await
+                while_reporting(run, run_time, place, &ctx).await
             }
         };
         log_outcome(&outcome, started.elapsed());

@@ -113,16 +113,16 @@ pub async fn reseed<S: AsyncWrite + Unpin>(
     send(s, &message).await
 }
 
-/// Sends the job and waits for its outcome, for at most the job's timeout, its compile
-/// step's and `grace`;
-/// past that, an outcome that says so (the agent enforces the timeout itself, so this
-/// only happens when it cannot), or for a session's job an error (its sandbox must go).
+/// Sends the job and waits for its outcome, for at most its run time ([`Job::run_time`]:
+/// its timeout and its compile step's) and `grace`; past that, an outcome that says so
+/// (the agent enforces the timeout itself, so this only happens when it cannot), or for a
+/// session's job an error (its sandbox must go).
 pub async fn run_job<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     job: &Job,
     grace: Duration,
 ) -> Result<JobOutcome, ChannelError> {
-    let limit = Duration::from_millis(job.timeout_ms + job.recipe.compile_timeout_ms) + grace;
+    let limit = job.run_time() + grace;
     match tokio::time::timeout(limit, exchange(s, job)).await {
         Ok(result) => result,
         Err(_) if job.session => Err(ChannelError::Unresponsive(limit)),

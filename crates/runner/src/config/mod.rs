@@ -42,6 +42,17 @@ pub enum BackendKind {
     Vm,
 }
 
+impl BackendKind {
+    /// How long past a job's run time the backend waits for its sandbox's report: what a
+    /// caller adds to a run's timeout for it (`GET /health`'s `limits.answerMarginMs`).
+    pub fn report_grace(self) -> Duration {
+        match self {
+            BackendKind::Process => crate::backend::process::REPORT_GRACE,
+            BackendKind::Vm => crate::backend::vm::REPORT_GRACE,
+        }
+    }
+}
+
 /// Sandbox settings, shared by `serve`, `run` and embedding programs.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SandboxArgs {
@@ -498,6 +509,7 @@ impl ServeArgs {
             // Every sandbox with a cgroup (a VM's too, in its guest) is frozen between a
             // session's calls.
             sessions_frozen: !self.sandbox.unsafe_no_resource_limits,
+            answer_margin_ms: self.sandbox.backend.report_grace().as_millis() as u64,
         };
         Ok(RunnerConfig {
             listen: self.listen,

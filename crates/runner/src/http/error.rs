@@ -1,6 +1,9 @@
 //! The API's errors: each failure, typed down to the layer that failed, mapped to a
-//! status and `{"error": {"code", "message"}}`.
+//! status and `{"error": {"code", "message"}}` (the codes and their statuses are
+//! [`codes`]').
 
+use super::codes::{self, ErrorCode};
+use crate::job::RequestError;
 use crate::pool::AcquireError;
 use crate::session::SessionError;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -46,7 +49,7 @@ pub enum ApiError {
     /// No such endpoint (404).
     #[error(
         "no such endpoint: the runner serves POST /run, the sessions, GET /health, \
-         GET /health/live and GET /metrics"
+         GET /health/live, GET /metrics and GET /openapi.json (which describes them all)"
     )]
     NotFound,
     /// The endpoint does not take this method (405).
@@ -62,52 +65,58 @@ pub enum ApiError {
 
 impl ApiError {
     fn status_and_code(&self) -> (StatusCode, &'static str) {
-        match self {
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-            ApiError::Busy(e) => acquire_status_and_code(e),
+        let known = match self {
+            ApiError::BadRequest(_) => codes::BAD_REQUEST,
+            ApiError::Unauthorized(_) => codes::UNAUTHORIZED,
+            ApiError::TooLarge(_) => codes::TOO_LARGE,
+            ApiError::Busy(e) => acquire_code(e),
             ApiError::Sandbox(_) | ApiError::Cancelled | ApiError::RunTask(_) => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
+                codes::SANDBOX_FAILED
             }
-            ApiError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
-            ApiError::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
-            ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::Session(e) => session_status_and_code(e),
-            ApiError::Deps(e) => e.status_and_code(),
+            ApiError::Draining => codes::DRAINING,
+            ApiError::Starting => codes::STARTING,
+            ApiError::NotFound => codes::NOT_FOUND,
+            ApiError::MethodNotAllowed => codes::METHOD_NOT_ALLOWED,
+            ApiError::Session(e) => session_code(e),
+            ApiError::Deps(e) => return e.status_and_code(),
+        };
+        (known.status, known.code)
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        match e {
+            RequestError::CodeTooLarge { .. } => ApiError::TooLarge(e.to_string()),
+            RequestError::Language(_) | RequestError::Timeout { .. } => {
+                ApiError::BadRequest(e.to_string())
+            }
         }
     }
 }
 
-fn acquire_status_and_code(e: &AcquireError) -> (StatusCode, &'static str) {
+fn acquire_code(e: &AcquireError) -> ErrorCode {
     match e {
-        AcquireError::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, "pool_exhausted"),
-        AcquireError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "queue_timeout"),
-        AcquireError::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+        AcquireError::QueueFull { .. } => codes::POOL_EXHAUSTED,
+        AcquireError::Timeout(_) => codes::QUEUE_TIMEOUT,
+        AcquireError::Closed => codes::SHUTTING_DOWN,
     }
 }
 
-fn session_status_and_code(e: &SessionError) -> (StatusCode, &'static str) {
+fn session_code(e: &SessionError) -> ErrorCode {
     match e {
-        SessionError::NotFound(_) => (StatusCode::NOT_FOUND, "session_not_found"),
-        SessionError::Busy(_) => (StatusCode::CONFLICT, "session_busy"),
-        SessionError::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_sessions"),
-        SessionError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-        SessionError::Acquire(e) => acquire_status_and_code(e),
-        SessionError::Sandbox(_) | SessionError::Random(_) => {
-            (StatusCode::INTERNAL_SERVER_ERROR, "sandbox_failed")
-        }
-        SessionError::BadPath(_) | SessionError::File(FileFailure::BadPath, _) => {
-            (StatusCode::BAD_REQUEST, "bad_path")
-        }
-        SessionError::File(FileFailure::NotFound, _) => (StatusCode::NOT_FOUND, "file_not_found"),
-        SessionError::File(FileFailure::TooLarge, _) => {
-            (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
-        }
-        SessionError::File(FileFailure::NotAFile, _) => (StatusCode::BAD_REQUEST, "not_a_file"),
-        SessionError::File(FileFailure::Io, _) => (StatusCode::BAD_REQUEST, "file_error"),
-        SessionError::FileTimeout(_) => (StatusCode::GATEWAY_TIMEOUT, "file_timeout"),
+        SessionError::NotFound(_) => codes::SESSION_NOT_FOUND,
+        SessionError::Busy(_) => codes::SESSION_BUSY,
+        SessionError::TooMany(_) => codes::TOO_MANY_SESSIONS,
+        SessionError::BadRequest(_) => codes::BAD_REQUEST,
+        SessionError::Acquire(e) => acquire_code(e),
+        SessionError::Sandbox(_) | SessionError::Random(_) => codes::SANDBOX_FAILED,
+        SessionError::BadPath(_) | SessionError::File(FileFailure::BadPath, _) => codes::BAD_PATH,
+        SessionError::File(FileFailure::NotFound, _) => codes::FILE_NOT_FOUND,
+        SessionError::File(FileFailure::TooLarge, _) => codes::TOO_LARGE,
+        SessionError::File(FileFailure::NotAFile, _) => codes::NOT_A_FILE,
+        SessionError::File(FileFailure::Io, _) => codes::FILE_ERROR,
+        SessionError::FileTimeout(_) => codes::FILE_TIMEOUT,
     }
 }
 

@@ -1,21 +1,20 @@
-//! Readiness and liveness: `GET /health` (200 only when ready, 503 with the same body
-//! while starting, degraded or draining), `GET /health/live` (200 while the process
-//! serves HTTP), and the router a runner serves before its pool has made its first
-//! sandbox ([`starting`]), which [`switch`] replaces once the pool is ready.
+//! Readiness, liveness and metrics: `GET /health` (200 only when ready, 503 with the same
+//! body while starting, degraded or draining), `GET /health/live` (200 while the process
+//! serves HTTP) and `GET /metrics`, of a started runner and of one whose pool has made no
+//! sandbox yet ([`super::starting`]).
 
-use super::{metrics_answer, ApiError, AppState, Base};
+use super::state::{AppState, Base};
 use crate::config::RunnerConfig;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::{Metrics, Readiness};
 use crate::pool::{PoolState, SandboxFactory};
-use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use sandbox_protocol::api::{health as status, Health, Liveness};
-use std::sync::{Arc, OnceLock};
-use tower::ServiceExt;
+use std::sync::Arc;
 
 /// `/health`'s answer: 200 only when `health.status` is `"ok"`, 503 otherwise.
 fn answer(health: Health) -> (StatusCode, Json<Health>) {
@@ -44,7 +43,27 @@ fn describe(config: &RunnerConfig, backend: &str, base: &Base, pool: &PoolState)
     }
 }
 
-/// `GET /health` of a started runner.
+/// Whether to send this runner traffic, and what it offers.
+///
+/// 200 only when `status` is `ok`; 503 with the same body while it is `starting` (its
+/// pool has no sandbox yet), `degraded` (making sandboxes fails and none is warm) or
+/// `draining` (after SIGTERM or SIGINT): what a readiness probe needs. `limits` are what
+/// every sandbox runs under and the allowances a caller adds to a run's timeout;
+/// `languages` the languages offered, `packages` what programs can import.
+#[utoipa::path(
+    get,
+    path = "/health",
+    operation_id = "health",
+    tag = "service",
+    responses(
+        (status = 200, description = "Ready: `status` is `ok`", body = Health),
+        (
+            status = 503,
+            description = "Not ready: `status` is `starting`, `degraded` or `draining`",
+            body = Health
+        ),
+    )
+)]
 pub(super) async fn health<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
 ) -> (StatusCode, Json<Health>) {
@@ -76,8 +95,16 @@ pub(super) fn readiness(pool: &PoolState, lifecycle: &Lifecycle) -> Readiness {
     }
 }
 
-/// `GET /health/live`: the process serves HTTP.
-async fn live(State(lifecycle): State<Arc<Lifecycle>>) -> Json<Liveness> {
+/// Whether the process serves HTTP: 200 whether it is starting, degraded or draining
+/// (a liveness probe).
+#[utoipa::path(
+    get,
+    path = "/health/live",
+    operation_id = "liveness",
+    tag = "service",
+    responses((status = 200, description = "The process serves HTTP", body = Liveness))
+)]
+pub(super) async fn live(State(lifecycle): State<Arc<Lifecycle>>) -> Json<Liveness> {
     Json(Liveness {
         status: status::ALIVE.to_owned(),
         instance_id: lifecycle.instance_id().to_owned(),
@@ -92,7 +119,7 @@ pub(super) fn live_route(lifecycle: Arc<Lifecycle>) -> Router {
 }
 
 /// What a starting runner answers from.
-struct Starting {
+pub(super) struct Starting {
     /// `/health`'s body, but for its status.
     health: Health,
     lifecycle: Arc<Lifecycle>,
@@ -100,31 +127,28 @@ struct Starting {
     pool: PoolState,
 }
 
-/// The router of a runner whose pool has no sandbox yet: `/health` says `"starting"`
-/// (or `"draining"` once SIGTERM came) with 503, `/health/live` and `/metrics` answer,
-/// and every other request gets 503 `starting` (nothing is started).
-pub fn starting(config: &RunnerConfig, backend: &str, base: &Base) -> Router {
-    let pool = PoolState {
-        size: config.pool.size,
-        available: 0,
-        waiting: 0,
-        failing: None,
-    };
-    let state = Arc::new(Starting {
-        health: describe(config, backend, base, &pool),
-        lifecycle: base.lifecycle.clone(),
-        metrics: base.metrics.clone(),
-        pool,
-    });
-    Router::new()
-        .route("/health", get(starting_health))
-        .route("/metrics", get(starting_metrics))
-        .fallback(|| async { ApiError::Starting })
-        .with_state(state)
-        .merge(live_route(base.lifecycle.clone()))
+impl Starting {
+    /// A runner with `config` and `backend`, starting from `base`.
+    pub(super) fn new(config: &RunnerConfig, backend: &str, base: &Base) -> Self {
+        let pool = PoolState {
+            size: config.pool.size,
+            available: 0,
+            waiting: 0,
+            failing: None,
+        };
+        Starting {
+            health: describe(config, backend, base, &pool),
+            lifecycle: base.lifecycle.clone(),
+            metrics: base.metrics.clone(),
+            pool,
+        }
+    }
 }
 
-async fn starting_health(State(state): State<Arc<Starting>>) -> (StatusCode, Json<Health>) {
+/// `GET /health` of a starting runner: 503 `starting` (or `draining`).
+pub(super) async fn starting_health(
+    State(state): State<Arc<Starting>>,
+) -> (StatusCode, Json<Health>) {
     let mut health = state.health.clone();
     health.status = if state.lifecycle.is_draining() {
         status::DRAINING
@@ -135,7 +159,8 @@ async fn starting_health(State(state): State<Arc<Starting>>) -> (StatusCode, Jso
     answer(health)
 }
 
-async fn starting_metrics(State(state): State<Arc<Starting>>) -> impl IntoResponse {
+/// `GET /metrics` of a starting runner.
+pub(super) async fn starting_metrics(State(state): State<Arc<Starting>>) -> impl IntoResponse {
     let readiness = Readiness {
         ready: false,
         draining: state.lifecycle.is_draining(),
@@ -144,11 +169,34 @@ async fn starting_metrics(State(state): State<Arc<Starting>>) -> impl IntoRespon
     metrics_answer(state.metrics.render(&state.pool, &readiness))
 }
 
-/// A router that serves `starting` until `ready` is set, then `ready`'s router.
-pub fn switch(starting: Router, ready: Arc<OnceLock<Router>>) -> Router {
-    let service = tower::service_fn(move |request: Request| {
-        let router = ready.get().unwrap_or(&starting).clone();
-        router.oneshot(request)
-    });
-    Router::new().fallback_service(service)
+/// The runner's metrics, in Prometheus' text format (docs/operations.md lists the series).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "service",
+    responses((
+        status = 200,
+        description = "Prometheus' text exposition",
+        body = String,
+        content_type = "text/plain"
+    ))
+)]
+pub(super) async fn metrics<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+) -> impl IntoResponse {
+    let pool = state.pool.state();
+    let readiness = readiness(&pool, &state.base.lifecycle);
+    metrics_answer(state.base.metrics.render(&pool, &readiness))
+}
+
+/// The text exposition as `/metrics` answers it.
+fn metrics_answer(body: String) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
 }

@@ -1,115 +1,47 @@
-//! The HTTP API: `POST /run`, the sessions (see [`crate::session::routes`]),
-//! `GET /health` and `GET /health/live` (see [`health`]), `GET /metrics`, and JSON errors.
+//! The HTTP API: `POST /run` (`run.rs`), the sessions (`sessions.rs`), `GET /health`,
+//! `GET /health/live` and `GET /metrics` ([`health`]), `GET /openapi.json` ([`openapi`]:
+//! the API described from this code), and JSON errors ([`codes`]). This file puts them
+//! together: the runner's router, and the one it serves while starting.
 //!
-//! Handlers are thin: decode and validate, hand the job to the pool, map the outcome.
+//! Handlers are thin: read the body (`body.rs`), make the job ([`crate::job`]), hand it
+//! to the pool or the session, map the outcome. What they share is in `state.rs`.
 
-use crate::auth::{require_bearer, Token};
-use crate::backend::{Backend, RunOutcome};
 use crate::config::RunnerConfig;
-use crate::deps::InlineDeps;
 use crate::lifecycle::Lifecycle;
-use crate::metrics::{Metrics, Outcome};
-use crate::pool::{Pool, SandboxFactory};
-use crate::session::Sessions;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use crate::pool::SandboxFactory;
+use auth::{require_bearer, Token};
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
-use axum::{middleware, Json, Router};
-use sandbox_protocol::agent::{Job, OutputCaps};
-use sandbox_protocol::api::{defaults, RunRequest, RunResponse};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
-use tokio::sync::oneshot;
-use tracing::Instrument;
+use axum::{middleware, Router};
+use std::sync::{Arc, OnceLock};
+use tower::ServiceExt;
 
+mod answers;
+mod auth;
+mod body;
+pub mod codes;
 mod error;
 pub mod health;
+pub mod openapi;
+mod run;
+mod sessions;
+mod state;
+pub use body::{body_bytes, code_limit, decode_object, parse_run};
 pub use error::ApiError;
+pub use state::{refuse_when_draining, AppState, Base};
 
 /// JSON escaping can make a program's text up to six times longer on the wire.
 const JSON_OVERHEAD: usize = 6;
-
-/// What a runner has before its pool has made a sandbox: shared by the router it
-/// serves while starting ([`health::starting`]) and the one it serves after.
-pub struct Base {
-    /// How programs' inline dependencies are resolved, or why they are refused.
-    pub deps: InlineDeps,
-    /// Its instance id, its drain and the requests in flight.
-    pub lifecycle: Arc<Lifecycle>,
-    /// The metrics.
-    pub metrics: Arc<Metrics>,
-}
-
-impl Base {
-    /// What a runner with `config` and `lifecycle` starts from.
-    pub fn new(config: &RunnerConfig, lifecycle: Arc<Lifecycle>) -> Self {
-        let packages = &config.sandbox.packages;
-        match &packages.set {
-            Some(set) => tracing::info!(
-                set = %set.dir.display(),
-                python = set.manifest.python.len(),
-                node = set.manifest.node.len(),
-                "package set"
-            ),
-            None => tracing::warn!(
-                store = %packages.store.display(),
-                "no package set: programs have the standard libraries only; \
-                 `sandbox-runner packages build` builds one (numpy, pandas, matplotlib, ...)"
-            ),
-        }
-        Base {
-            deps: InlineDeps::new(&config.sandbox),
-            lifecycle,
-            metrics: Arc::new(Metrics::new()),
-        }
-    }
-}
-
-/// What the handlers share; `B` makes the sandboxes (the real [`Backend`], or a fake in
-/// the router's unit tests).
-pub struct AppState<B: SandboxFactory = Backend> {
-    /// Validated settings.
-    pub config: RunnerConfig,
-    /// The warm pool.
-    pub pool: Pool<B>,
-    /// What the runner had before its pool: inline dependencies, lifecycle, metrics.
-    pub base: Base,
-    /// The backend's name, for /health.
-    pub backend: &'static str,
-    /// The sessions.
-    pub sessions: Arc<Sessions<B::Sandbox>>,
-    next_request: AtomicU64,
-}
-
-impl<B: SandboxFactory> AppState<B> {
-    /// The state of a runner.
-    pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str, base: Base) -> Self {
-        AppState {
-            sessions: Arc::new(Sessions::new(config.sessions)),
-            config,
-            pool,
-            base,
-            backend,
-            next_request: AtomicU64::new(1),
-        }
-    }
-}
 
 /// The runner's routes, with auth on `/run` and the sessions when a token is configured;
 /// their requests count as in flight (a drain waits for them).
 pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     let body_limit = state.config.code_cap_bytes.saturating_mul(JSON_OVERHEAD) + 64 * 1024;
-    let mut protected =
-        Router::new()
-            .route("/run", post(run::<B>))
-            .merge(crate::session::routes::routes::<B>(
-                state.config.sessions.file_cap_bytes,
-            ));
+    let mut protected = Router::new()
+        .route("/run", post(run::run::<B>))
+        .merge(sessions::routes::<B>(state.config.sessions.file_cap_bytes));
     if let Some(token) = &state.config.token {
         let token = Token(Arc::from(token.as_str()));
         protected = protected.route_layer(middleware::from_fn_with_state(token, require_bearer));
@@ -122,7 +54,8 @@ pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     Router::new()
         .merge(protected)
         .route("/health", get(health::health::<B>))
-        .route("/metrics", get(metrics::<B>))
+        .route("/metrics", get(health::metrics::<B>))
+        .route("/openapi.json", get(openapi::openapi_json))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(body_limit))
@@ -140,242 +73,28 @@ async fn count_in_flight(
     next.run(request).await
 }
 
-/// Refuses a new run or session once the runner drains: nothing has been started.
-pub fn refuse_when_draining(lifecycle: &Lifecycle) -> Result<(), ApiError> {
-    if lifecycle.is_draining() {
-        Err(ApiError::Draining)
-    } else {
-        Ok(())
-    }
+/// The router of a runner whose pool has no sandbox yet: `/health` says `"starting"`
+/// (or `"draining"` once SIGTERM came) with 503, `/health/live`, `/metrics` and
+/// `/openapi.json` answer, and every other request gets 503 `starting` (nothing is
+/// started). [`switch`] replaces it once the pool is ready.
+pub fn starting(config: &RunnerConfig, backend: &str, base: &Base) -> Router {
+    let state = Arc::new(health::Starting::new(config, backend, base));
+    Router::new()
+        .route("/health", get(health::starting_health))
+        .route("/metrics", get(health::starting_metrics))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .fallback(|| async { ApiError::Starting })
+        .with_state(state)
+        .merge(health::live_route(base.lifecycle.clone()))
 }
 
-async fn run<B: SandboxFactory>(
-    State(state): State<Arc<AppState<B>>>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<RunResponse>, ApiError> {
-    let body = body_bytes(body, code_limit(&state.config))?;
-    let job = parse_run(&body, &state.config)?;
-    let lang = job.lang.clone();
-    if let Err(e) = refuse_when_draining(&state.base.lifecycle) {
-        state.base.metrics.record(&lang, Outcome::Draining, None);
-        return Err(e);
-    }
-    let id = state.next_request.fetch_add(1, Ordering::Relaxed);
-    execute(&state, job)
-        .instrument(tracing::info_span!("run", id, %lang))
-        .await
-        .map(Json)
-}
-
-/// The body of a request, or why it is refused: over the limit, 413 saying what
-/// `limit` says.
-pub fn body_bytes(
-    body: Result<Bytes, BytesRejection>,
-    limit: impl FnOnce() -> String,
-) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::TooLarge(limit())
-        } else {
-            ApiError::BadRequest(rejection.body_text())
-        }
-    })
-}
-
-/// What a body over the limit of `/run` (and a session's run) is told.
-pub fn code_limit(config: &RunnerConfig) -> impl FnOnce() -> String + '_ {
-    move || {
-        format!(
-            "the request body is over the limit (code may be at most {} bytes)",
-            config.code_cap_bytes
-        )
-    }
-}
-
-/// Takes a sandbox, runs the job in it, counts and logs the outcome.
-async fn execute<B: SandboxFactory>(
-    state: &AppState<B>,
-    job: Job,
-) -> Result<RunResponse, ApiError> {
-    let started = Instant::now();
-    let lang = job.lang.clone();
-    let deps = state.base.deps.resolve(&job).await?;
-    // A request still waiting for a sandbox when the drain begins leaves the queue with
-    // 503 `draining`: nothing has started, another runner can take it.
-    let acquired = tokio::select! {
-        biased;
-        () = state.base.lifecycle.draining() => Err(ApiError::Draining),
-        acquired = state.pool.acquire(&lang) => acquired.map_err(ApiError::from),
-    };
-    let lease = match acquired {
-        Ok(lease) => lease,
-        Err(e) => {
-            let counted = if matches!(e, ApiError::Draining) {
-                Outcome::Draining
-            } else {
-                Outcome::Rejected
-            };
-            state.base.metrics.record(&lang, counted, None);
-            tracing::info!(error = %e, "rejected");
-            return Err(e);
-        }
-    };
-    state.base.metrics.program_started(&lang);
-    // The run goes on in its own task, so that its sandbox is always destroyed; a client
-    // that goes away drops this handler, and with it `gone`, which ends the run.
-    let (gone, client_gone) = oneshot::channel::<()>();
-    let task = tokio::spawn(
-        lease
-            .run(job, deps, async move {
-                let _ = client_gone.await;
-            })
-            .in_current_span(),
-    );
-    let result = task.await;
-    drop(gone);
-    let seconds = Some(started.elapsed().as_secs_f64());
-    let outcome = match result {
-        Ok(Some(Ok(outcome))) => outcome,
-        Ok(None) => {
-            state.base.metrics.record(&lang, Outcome::Error, seconds);
-            return Err(ApiError::Cancelled);
-        }
-        Ok(Some(Err(e))) => {
-            state.base.metrics.record(&lang, Outcome::Error, seconds);
-            tracing::error!(error = %e, "run failed");
-            return Err(ApiError::Sandbox(Box::new(e)));
-        }
-        Err(e) => {
-            state.base.metrics.record(&lang, Outcome::Error, seconds);
-            return Err(e.into());
-        }
-    };
-    let counted = classify(&outcome);
-    state.base.metrics.record(&lang, counted, seconds);
-    tracing::info!(outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
-    Ok(to_response(outcome, false))
-}
-
-/// Decodes and validates a `POST /run` body into the job for the agent.
-pub fn parse_run(body: &[u8], config: &RunnerConfig) -> Result<Job, ApiError> {
-    to_job(config, decode(body)?)
-}
-
-fn decode(body: &[u8]) -> Result<RunRequest, ApiError> {
-    decode_object(
-        body,
-        r#"{"lang": string, "code": string, "timeoutMs"?: integer}"#,
-    )
-}
-
-/// Decodes a JSON object body into `T`; `shape` tells a client what was expected.
-pub fn decode_object<T: serde::de::DeserializeOwned>(
-    body: &[u8],
-    shape: &str,
-) -> Result<T, ApiError> {
-    let refuse = |e: &dyn std::fmt::Display| {
-        ApiError::BadRequest(format!("the body must be a JSON object {shape}: {e}"))
-    };
-    // Decoding through Value first refuses the array form serde would accept for a struct.
-    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| refuse(&e))?;
-    if !value.is_object() {
-        return Err(refuse(&"got something other than an object"));
-    }
-    serde_json::from_value(value).map_err(|e| refuse(&e))
-}
-
-/// Validates a request against the limits and makes the job for the agent.
-fn to_job(config: &RunnerConfig, request: RunRequest) -> Result<Job, ApiError> {
-    if request.code.len() > config.code_cap_bytes {
-        return Err(ApiError::TooLarge(format!(
-            "code is {} bytes; at most {} are accepted",
-            request.code.len(),
-            config.code_cap_bytes
-        )));
-    }
-    let sandbox = &config.sandbox;
-    let language = sandbox
-        .languages
-        .get(&request.lang)
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let max = sandbox.max_timeout.as_millis() as u64;
-    let timeout_ms = match request.timeout_ms {
-        None => sandbox.default_timeout.as_millis() as u64,
-        Some(t) if (1..=max).contains(&t) => t,
-        Some(t) => {
-            return Err(ApiError::BadRequest(format!(
-                "timeoutMs must be between 1 and {max}, not {t}"
-            )))
-        }
-    };
-    Ok(Job {
-        lang: language.name().clone(),
-        recipe: language.recipe.clone(),
-        code: request.code,
-        timeout_ms,
-        stdout_cap: sandbox.output_cap_bytes,
-        stderr_cap: sandbox.output_cap_bytes,
-        session: false,
-        sigstop_between_runs: false,
-        outputs: Some(OutputCaps {
-            file_cap: defaults::OUTPUT_FILE_CAP_BYTES,
-            total_cap: defaults::OUTPUTS_CAP_BYTES,
-            max_files: defaults::OUTPUT_FILES_MAX,
-        }),
-        python_paths: Vec::new(),
-    })
-}
-
-/// How a run counts in the metrics.
-pub fn classify(outcome: &RunOutcome) -> Outcome {
-    if outcome.oom_killed {
-        Outcome::Oom
-    } else if outcome.job.timed_out {
-        Outcome::Timeout
-    } else if outcome.job.compile_error {
-        Outcome::CompileError
-    } else if outcome.job.exit_code == 0 {
-        Outcome::Ok
-    } else {
-        Outcome::Failed
-    }
-}
-
-/// The API's answer for an outcome; a session's (`session`) says whether the
-/// interpreter's state was lost.
-pub fn to_response(outcome: RunOutcome, session: bool) -> RunResponse {
-    let job = outcome.job;
-    RunResponse {
-        outputs: job.outputs,
-        outputs_truncated: job.outputs_truncated,
-        state_lost: session.then_some(job.state_lost),
-        stdout: job.stdout,
-        stderr: job.stderr,
-        exit_code: job.exit_code,
-        duration_ms: job.duration_ms,
-        timed_out: job.timed_out,
-        compile_error: job.compile_error,
-        oom_killed: outcome.oom_killed,
-        stdout_truncated: job.stdout_truncated,
-        stderr_truncated: job.stderr_truncated,
-    }
-}
-
-async fn metrics<B: SandboxFactory>(State(state): State<Arc<AppState<B>>>) -> impl IntoResponse {
-    let pool = state.pool.state();
-    let readiness = health::readiness(&pool, &state.base.lifecycle);
-    metrics_answer(state.base.metrics.render(&pool, &readiness))
-}
-
-/// The text exposition as `/metrics` answers it.
-fn metrics_answer(body: String) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        body,
-    )
+/// A router that serves `starting` until `ready` is set, then `ready`'s router.
+pub fn switch(starting: Router, ready: Arc<OnceLock<Router>>) -> Router {
+    let service = tower::service_fn(move |request: Request| {
+        let router = ready.get().unwrap_or(&starting).clone();
+        router.oneshot(request)
+    });
+    Router::new().fallback_service(service)
 }
 
 #[cfg(test)]

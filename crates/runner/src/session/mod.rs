@@ -16,10 +16,8 @@
 //! then destroyed like any other (a restarted runner removes what a killed one left,
 //! as for every sandbox). Its id is 128 random bits: nothing else leads to it.
 //!
-//! - `mod.rs`: [`Sessions`], the table, and what each operation does;
-//! - `routes.rs`: the HTTP endpoints over it.
-
-pub mod routes;
+//! [`Sessions`] is the table and what each operation does; the HTTP endpoints over it are
+//! in [`crate::http`] (`sessions.rs`).
 
 use crate::backend::{DepsMount, RunOutcome};
 use crate::pool::{AcquireError, Pool, PooledSandbox, SandboxFactory};
@@ -29,8 +27,11 @@ use sandbox_protocol::Lang;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{watch, OwnedMutexGuard};
+// Tokio's clock (the system's, but in tests that pause it), so that idle timeouts and
+// TTLs are tested in paused time.
+use tokio::time::Instant;
 
 /// How often the reaper looks for sessions past their idle timeout or TTL.
 pub const REAP_EVERY: Duration = Duration::from_millis(500);
@@ -211,20 +212,20 @@ impl<S: PooledSandbox> Sessions<S> {
         Ok(self.get(id)?.info())
     }
 
-    /// Runs `job` in the session's sandbox. The run goes on to its end (bounded by its
-    /// timeout) even if the caller goes away, so that the session's channel is never left
-    /// in the middle of an exchange; the session stays busy meanwhile.
+    /// Runs `job`, a session's ([`Place::Session`](crate::job::Place::Session)), in the
+    /// session's sandbox. The run goes on to its end (bounded by its timeout) even if the
+    /// caller goes away, so that the session's channel is never left in the middle of an
+    /// exchange; the session stays busy meanwhile.
     pub async fn run(
         self: &Arc<Self>,
         id: &str,
-        mut job: Job,
+        job: Job,
         deps: Option<DepsMount>,
     ) -> Result<RunOutcome, SessionError>
     where
         S::Error: std::fmt::Display + Send,
     {
         let (session, guard) = self.hold(id)?;
-        job.session = true;
         let sessions = self.clone();
         let task = tokio::spawn(async move { sessions.run_held(session, guard, job, deps).await });
         task.await
@@ -470,3 +471,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests;

@@ -27,9 +27,8 @@ use std::time::Duration;
 use sandbox_protocol::api::{CreateSession, Limits, RunRequest, RunResponse, SessionInfo};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::run::run_deadline;
 use super::wait::bounded;
-use super::{RunnerClient, RunnerError, RUN_MARGIN};
+use super::{RunnerClient, RunnerError};
 
 mod member;
 
@@ -283,16 +282,15 @@ impl Runners {
         }
     }
 
-    /// Runs one program in a fresh sandbox on the best runner (see the module's notes).
+    /// Runs one program in a fresh sandbox on the best runner (see the module's notes),
+    /// its answer awaited until `deadline` (from now).
     pub async fn run(
         &self,
         request: &RunRequest,
-        limits: &Limits,
-        compile_ms: u64,
+        deadline: Duration,
     ) -> Result<RunResponse, RunnerError> {
-        let deadline = run_deadline(request, limits, compile_ms);
         self.place(deadline, |client| async move {
-            client.run_once(&["run"], request, limits).await
+            client.run_once(&["run"], request).await
         })
         .await
         .map(|(_, response)| response)
@@ -304,9 +302,9 @@ impl Runners {
         request: &CreateSession,
         limits: &Limits,
     ) -> Result<(RunnerId, SessionInfo), RunnerError> {
-        let deadline = Duration::from_millis(limits.queue_timeout_ms) + RUN_MARGIN;
+        let deadline = limits.answer_within(Duration::ZERO);
         self.place(deadline, |client| async move {
-            client.create_session_once(request, limits).await
+            client.create_session_once(request).await
         })
         .await
     }

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+pub use sandbox::REPORT_GRACE;
 use template::Template;
 
 /// The most sandbox indices a template serves: its id maps hold two lines per index,

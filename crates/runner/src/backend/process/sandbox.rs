@@ -22,8 +22,9 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::net::UnixStream;
 
-/// How long the agent may take, past the job's own timeout, to report.
-const REPORT_GRACE: Duration = Duration::from_secs(5);
+/// How long the agent may take, past the job's run time ([`Job::run_time`]), to report
+/// (`GET /health` publishes it: `limits.answerMarginMs`).
+pub const REPORT_GRACE: Duration = Duration::from_secs(5);
 /// How long a sandbox without a cgroup may take to end by itself once its channel is
 /// closed, before its jail is killed.
 const SELF_END_GRACE: Duration = Duration::from_secs(2);

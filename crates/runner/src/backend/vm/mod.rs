@@ -38,7 +38,7 @@ mod sandbox;
 
 pub use error::{ApiError, BootError, VmError};
 pub use image::VmImage;
-pub use sandbox::VmSandbox;
+pub use sandbox::{VmSandbox, REPORT_GRACE};
 
 use crate::backend::cgroup::CgroupLimits;
 use crate::languages::{Language, Languages};

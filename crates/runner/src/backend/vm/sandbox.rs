@@ -16,8 +16,9 @@ use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::process::Child;
 
-/// How long the agent may take, past the job's own timeout, to report.
-const REPORT_GRACE: Duration = Duration::from_secs(10);
+/// How long the agent may take, past the job's run time ([`Job::run_time`]), to report
+/// (`GET /health` publishes it: `limits.answerMarginMs`).
+pub const REPORT_GRACE: Duration = Duration::from_secs(10);
 /// The most bytes of the console log and the VMM's messages put in an error.
 const LOG_TAIL: usize = 2048;
 

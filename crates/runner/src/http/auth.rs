@@ -1,7 +1,7 @@
 //! Bearer-token authentication, as an axum middleware (the check is http-bearer's, shared
 //! with sandbox-mcp).
 
-use crate::http::ApiError;
+use super::error::ApiError;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;

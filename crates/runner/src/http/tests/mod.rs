@@ -4,14 +4,14 @@
 use super::*;
 use crate::config::ServeArgs;
 use crate::pool::tests::fake::Fake;
-use crate::pool::PoolConfig;
+use crate::pool::{Pool, PoolConfig};
 use axum::body::Body;
-use axum::http::{HeaderMap, Request};
+use axum::http::{header, HeaderMap, Request, StatusCode};
+use axum::response::IntoResponse;
 use clap::Parser;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use std::time::Duration;
-use tower::ServiceExt;
 
 const TOKEN: &str = "router-test-token";
 
@@ -57,6 +57,11 @@ async fn router_living(
 
 async fn send(router: &Router, request: Request<Body>) -> (StatusCode, HeaderMap, Value) {
     let response = router.clone().oneshot(request).await.expect("an answer");
+    read(response).await
+}
+
+/// An answer's status, headers and JSON body (null when it is not JSON).
+async fn read(response: Response) -> (StatusCode, HeaderMap, Value) {
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response
@@ -259,7 +264,7 @@ async fn a_starting_runner_answers_503_starting_until_the_switch_to_its_router()
     let life = Arc::new(Lifecycle::with_id("abcd".into()));
     let base = Base::new(&config, life.clone());
     let ready = Arc::new(std::sync::OnceLock::new());
-    let app = health::switch(health::starting(&config, "fake", &base), ready.clone());
+    let app = switch(starting(&config, "fake", &base), ready.clone());
     let get = |path: &str| Request::get(path).body(Body::empty()).expect("request");
     let (status, _, health) = send(&app, get("/health")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -293,3 +298,5 @@ async fn a_starting_runner_answers_503_starting_until_the_switch_to_its_router()
     let (status, _, health) = send(&app, get("/health")).await;
     assert_eq!((status, &health["status"]), (StatusCode::OK, &json!("ok")));
 }
+
+mod openapi;

@@ -8,13 +8,14 @@
 //! already open keep working (runs and files) until the runner exits, which it does as
 //! soon as no request is in flight, or when its shutdown grace is over.
 
-use super::{check_path, SessionError};
-use crate::http::{
-    body_bytes, classify, code_limit, decode_object, parse_run, refuse_when_draining, to_response,
-    ApiError, AppState,
-};
+use super::answers;
+use super::body::{body_bytes, code_limit, decode_object, parse_run};
+use super::error::ApiError;
+use super::state::{refuse_when_draining, AppState};
+use crate::job::{self, Place};
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
+use crate::session::{check_path, SessionError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -23,12 +24,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use sandbox_protocol::agent::{decode_bytes, encode_bytes, AgentMessage, FileRequest};
-use sandbox_protocol::api::{CreateSession, FileList, RunResponse, SessionInfo};
+use sandbox_protocol::api::{CreateSession, FileList, RunRequest, RunResponse, SessionInfo};
+use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Instant;
+use utoipa::IntoParams;
 
 /// The sessions' routes, for the runner's router.
-pub fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B>>> {
+pub(super) fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B>>> {
     Router::new()
         .route("/sessions", post(create::<B>))
         .route("/sessions/{id}", get(info::<B>).delete(close::<B>))
@@ -42,15 +45,49 @@ pub fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B
         )
 }
 
+/// A session's path: `/sessions/{id}...`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+struct SessionPath {
+    /// The session's id, as `POST /sessions` answered it.
+    id: String,
+}
+
+/// A file of a session: `/sessions/{id}/files/{path}`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+struct FilePath {
+    /// The session's id, as `POST /sessions` answered it.
+    id: String,
+    /// A path relative to the home folder, `/home/sandbox`, `/`-separated (a `/` may
+    /// also be sent as `%2F`).
+    path: String,
+}
+
 /// The most entries a listing gives.
 const LIST_LIMIT: usize = 10_000;
 /// The most bytes a listing's entries take as JSON (a listing's answer is at most this
 /// and a few bytes).
 const LIST_BYTES: usize = 4 << 20;
 
+/// Writes a file of the session's home folder (its folders made as needed).
+#[utoipa::path(
+    put,
+    path = "/sessions/{id}/files/{path}",
+    operation_id = "putFile",
+    tag = "sessions",
+    params(FilePath),
+    request_body(
+        content = answers::FileBytes,
+        content_type = "application/octet-stream",
+        description = "The file's bytes (at most `RUNNER_FILE_CAP_BYTES`)"
+    ),
+    responses((status = 204, description = "Written"), answers::UploadErrors),
+    security(("bearer" = []))
+)]
 async fn upload<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path((id, path)): Path<(String, String)>,
+    Path(FilePath { id, path }): Path<FilePath>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
     let cap = state.sessions.config().file_cap_bytes;
@@ -64,9 +101,27 @@ async fn upload<B: SandboxFactory>(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Reads a file of the session's home folder.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/files/{path}",
+    operation_id = "getFile",
+    tag = "sessions",
+    params(FilePath),
+    responses(
+        (
+            status = 200,
+            description = "The file's bytes",
+            body = answers::FileBytes,
+            content_type = "application/octet-stream"
+        ),
+        answers::DownloadErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn download<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path((id, path)): Path<(String, String)>,
+    Path(FilePath { id, path }): Path<FilePath>,
 ) -> Result<Response, ApiError> {
     check_path(&path)?;
     let cap = state.sessions.config().file_cap_bytes as u64;
@@ -82,9 +137,24 @@ async fn download<B: SandboxFactory>(
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
 }
 
+/// Lists the session's home folder, recursively: each folder's entries by name and
+/// before what they hold; at most 10000 entries, 4 MiB of JSON and 32 levels of folders
+/// (`truncated` beyond). A symlink is listed as itself, never followed.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/files",
+    operation_id = "listFiles",
+    tag = "sessions",
+    params(SessionPath),
+    responses(
+        (status = 200, description = "The listing", body = FileList),
+        answers::ListErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn list<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path(id): Path<String>,
+    Path(SessionPath { id }): Path<SessionPath>,
 ) -> Result<Json<FileList>, ApiError> {
     let request = FileRequest::List {
         limit: LIST_LIMIT,
@@ -102,6 +172,26 @@ fn unexpected(id: &str) -> ApiError {
     )))
 }
 
+/// Opens a session: a sandbox that keeps its home folder, `/tmp`, the processes a
+/// program leaves in the background and a resident interpreter's state across runs;
+/// frozen between calls. It ends at its idle timeout or TTL, on `DELETE`, or when the
+/// runner stops.
+#[utoipa::path(
+    post,
+    path = "/sessions",
+    operation_id = "createSession",
+    tag = "sessions",
+    request_body(
+        content = Option<CreateSession>,
+        description = "`{}`, an empty body, or the durations asked for (the runner's defaults \
+                       otherwise)"
+    ),
+    responses(
+        (status = 201, description = "The session", body = SessionInfo),
+        answers::CreateErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn create<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     body: Result<Bytes, BytesRejection>,
@@ -125,29 +215,68 @@ fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
     )
 }
 
+/// How a session is.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}",
+    operation_id = "getSession",
+    tag = "sessions",
+    params(SessionPath),
+    responses(
+        (status = 200, description = "The session", body = SessionInfo),
+        answers::SessionErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn info<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path(id): Path<String>,
+    Path(SessionPath { id }): Path<SessionPath>,
 ) -> Result<Json<SessionInfo>, ApiError> {
     Ok(Json(state.sessions.info(&id)?))
 }
 
+/// Ends a session: a run in flight stops, and its sandbox is destroyed before the answer.
+#[utoipa::path(
+    delete,
+    path = "/sessions/{id}",
+    operation_id = "deleteSession",
+    tag = "sessions",
+    params(SessionPath),
+    responses((status = 204, description = "Ended"), answers::SessionErrors),
+    security(("bearer" = []))
+)]
 async fn close<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path(id): Path<String>,
+    Path(SessionPath { id }): Path<SessionPath>,
 ) -> Result<StatusCode, ApiError> {
     state.sessions.close(&id).await?;
     tracing::info!(session = %id, "session closed");
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Runs a program in the session's sandbox: the body and the answer of `POST /run`, with
+/// `stateLost`; `outputs` lists the files of `outputs/` new or changed since the
+/// session's previous answer. One run at a time.
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/run",
+    operation_id = "runInSession",
+    tag = "sessions",
+    params(SessionPath),
+    request_body = RunRequest,
+    responses(
+        (status = 200, description = "The program ran, as for `POST /run`", body = RunResponse),
+        answers::SessionRunErrors,
+    ),
+    security(("bearer" = []))
+)]
 async fn run<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
-    Path(id): Path<String>,
+    Path(SessionPath { id }): Path<SessionPath>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunResponse>, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
-    let job = parse_run(&body, &state.config)?;
+    let job = parse_run(&body, &state.config, Place::Session)?;
     let lang = job.lang.clone();
     let started = Instant::now();
     let deps = state.base.deps.resolve(&job).await?;
@@ -157,8 +286,8 @@ async fn run<B: SandboxFactory>(
     match result {
         Ok(outcome) => {
             metrics.program_started(&lang);
-            metrics.record(&lang, classify(&outcome), seconds);
-            Ok(Json(to_response(outcome, true)))
+            metrics.record(&lang, Outcome::of(&outcome), seconds);
+            Ok(Json(job::answer(outcome, Place::Session)))
         }
         Err(e) => {
             if matches!(e, SessionError::Sandbox(_)) {

@@ -1,0 +1,95 @@
+//! What the handlers share: [`Base`], what a runner has before its pool has made a
+//! sandbox, and [`AppState`], the started runner's.
+
+use super::error::ApiError;
+use crate::backend::Backend;
+use crate::config::RunnerConfig;
+use crate::deps::InlineDeps;
+use crate::lifecycle::Lifecycle;
+use crate::metrics::Metrics;
+use crate::pool::{Pool, SandboxFactory};
+use crate::session::Sessions;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What a runner has before its pool has made a sandbox: shared by the router it
+/// serves while starting ([`super::starting`]) and the one it serves after.
+pub struct Base {
+    /// How programs' inline dependencies are resolved, or why they are refused.
+    pub deps: InlineDeps,
+    /// Its instance id, its drain and the requests in flight.
+    pub lifecycle: Arc<Lifecycle>,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Base {
+    /// What a runner with `config` and `lifecycle` starts from.
+    pub fn new(config: &RunnerConfig, lifecycle: Arc<Lifecycle>) -> Self {
+        let packages = &config.sandbox.packages;
+        match &packages.set {
+            Some(set) => tracing::info!(
+                set = %set.dir.display(),
+                python = set.manifest.python.len(),
+                node = set.manifest.node.len(),
+                "package set"
+            ),
+            None => tracing::warn!(
+                store = %packages.store.display(),
+                "no package set: programs have the standard libraries only; \
+                 `sandbox-runner packages build` builds one (numpy, pandas, matplotlib, ...)"
+            ),
+        }
+        Base {
+            deps: InlineDeps::new(&config.sandbox),
+            lifecycle,
+            metrics: Arc::new(Metrics::new()),
+        }
+    }
+}
+
+/// What the handlers share; `B` makes the sandboxes (the real [`Backend`], or a fake in
+/// the router's unit tests).
+pub struct AppState<B: SandboxFactory = Backend> {
+    /// Validated settings.
+    pub config: RunnerConfig,
+    /// The warm pool.
+    pub pool: Pool<B>,
+    /// What the runner had before its pool: inline dependencies, lifecycle, metrics.
+    pub base: Base,
+    /// The backend's name, for /health.
+    pub backend: &'static str,
+    /// The sessions.
+    pub sessions: Arc<Sessions<B::Sandbox>>,
+    next_request: AtomicU64,
+}
+
+impl<B: SandboxFactory> AppState<B> {
+    /// The state of a runner.
+    pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str, base: Base) -> Self {
+        AppState {
+            sessions: Arc::new(Sessions::new(config.sessions)),
+            config,
+            pool,
+            base,
+            backend,
+            next_request: AtomicU64::new(1),
+        }
+    }
+}
+
+impl<B: SandboxFactory> AppState<B> {
+    /// The id of the next run request, for its log lines.
+    pub(super) fn next_request(&self) -> u64 {
+        self.next_request.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Refuses a new run or session once the runner drains: nothing has been started.
+pub fn refuse_when_draining(lifecycle: &Lifecycle) -> Result<(), ApiError> {
+    if lifecycle.is_draining() {
+        Err(ApiError::Draining)
+    } else {
+        Ok(())
+    }
+}
