@@ -115,7 +115,7 @@ fn a_folder_swapped_for_a_symlink_during_the_walk_is_never_followed() {
     std::os::unix::fs::symlink(outside.path(), &l).unwrap();
     let mut found = 0;
     while_swapping(&d, &l, || {
-        for _ in 0..2000 {
+        for _ in 0..10_000 {
             let (files, _) = collect(home.as_fd(), ROOMY, &mut Seen::default());
             for (path, bytes) in carried(&files) {
                 assert_eq!(bytes.as_deref(), Some(&b"inside"[..]), "{path}");
