@@ -19,7 +19,7 @@
 //! (to make that sandbox's user namespace as it, which then owns it, as with a jail) and
 //! no other host id: never host root.
 //!
-//! Each later message asks for one sandbox: the sandbox's [`JailSpec`] as
+//! Each later message asks for one sandbox: the sandbox's [`JailSpec`](sandbox_jail::JailSpec) as
 //! JSON, with three descriptors: the agent channel, the sandbox's standard error, and its
 //! control socket. The template clones the sandbox's first process and announces it
 //! ([`sandbox_jail::forked`]); the clone puts the channel on descriptor 3 and standard
