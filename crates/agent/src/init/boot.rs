@@ -1,7 +1,8 @@
 //! The boot steps of the guest's init: the kernel's file systems, the modules, the
 //! switch to the root image, and the end of the VM.
 
-use super::{InitError, Settings};
+use super::error::InitError;
+use super::settings::Settings;
 use nix::mount::{mount, MsFlags};
 use std::fs::{self, File};
 use std::io;

@@ -3,8 +3,8 @@
 //! makes again after a snapshot restore, feeding the kernel the fresh entropy and the
 //! time it gets first.
 
-use super::InitError;
-use crate::Restorable;
+use super::error::InitError;
+use crate::agent::Restorable;
 use sandbox_protocol::agent::Reseed;
 use std::fs::{self, File, OpenOptions};
 use std::io;

@@ -1,5 +1,5 @@
 //! The sandbox inside the guest: the same jail as the process backend's, made by the
-//! init for the one job of this VM, and the relay between the runner and its agent.
+//! init for this VM's job (or session), and the relay between the runner and its agent.
 //!
 //! The init makes a cgroup v2 for the sandbox (the guest kernel's own hierarchy, with
 //! the runner's memory, CPU and process limits), then starts this same binary as the
@@ -17,8 +17,9 @@
 //! every process is) before it hands the answer on. The agent, inside the cgroup, is
 //! frozen with the rest; the init, outside, is not.
 
-use super::{InitError, Settings};
-use crate::Worker;
+use super::error::InitError;
+use super::settings::Settings;
+use crate::agent::Worker;
 use sandbox_jail::cgroup::{Cgroup, CgroupLimits, Hierarchy};
 use sandbox_jail::layout::{IMAGE_PACKAGES, IMAGE_SHARED_PATHS, SANDBOX_UID};
 use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};

@@ -1,7 +1,9 @@
 //! The template's own confinement, taken once at its start as host root (see the
 //! module above), and the ceilings of the per-user counts its sandboxes share.
 
-use super::{TemplateError, TemplateSpec, REQUESTS_FD};
+use super::error::TemplateError;
+use super::requests::exchange;
+use super::spec::TemplateSpec;
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::unistd::{setresgid, setresuid, Gid, Uid};
@@ -182,18 +184,5 @@ impl Ceilings {
             memlock_bytes: number(&message[1..9]),
             sigpending: number(&message[9..]),
         })
-    }
-}
-
-/// Sends `tag` to the runner and waits for its answer (one byte, `1`).
-fn exchange(tag: u8, step: &'static str) -> Result<(), TemplateError> {
-    use nix::sys::socket::{recv, send, MsgFlags};
-    let failed = |source: io::Error| TemplateError::Confine { step, source };
-    send(REQUESTS_FD, &[tag], MsgFlags::empty()).map_err(|e| failed(e.into()))?;
-    let mut byte = [0u8; 1];
-    match recv(REQUESTS_FD, &mut byte, MsgFlags::empty()) {
-        Ok(1) if byte[0] == b'1' => Ok(()),
-        Ok(_) => Err(failed(io::ErrorKind::UnexpectedEof.into())),
-        Err(e) => Err(failed(e.into())),
     }
 }

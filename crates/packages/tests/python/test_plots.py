@@ -1,6 +1,6 @@
 """The Python loader's warm imports and import paths, and the sandbox_plots backend.
 
-Drives crates/agent/src/loader/python.py as the agent does: `python3 -c LOADER MODULES`
+Drives crates/agent/src/agent/loader/python.py as the agent does: `python3 -c LOADER MODULES`
 with requests on descriptor 3 and a session's reports on descriptor 4, real interpreter
 and real packages, no mocks. A temporary folder stands in for /home/sandbox (the working
 directory), and SANDBOX_OUTPUTS_DIR points the backend at its outputs/.
@@ -27,7 +27,7 @@ import unittest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
-LOADER = (ROOT / "crates/agent/src/loader/python.py").read_text()
+LOADER = (ROOT / "crates/agent/src/agent/loader/python.py").read_text()
 BACKEND_DIR = ROOT / "crates/packages/src/python"
 PKGS = Path(os.environ.get("PLOTS_TEST_PKGS", "/var/lib/sandbox-runner/packages/current/python"))
 PYTHON = os.environ.get("PLOTS_TEST_PYTHON", "/usr/bin/python3")

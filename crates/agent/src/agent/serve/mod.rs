@@ -4,13 +4,38 @@
 //! the agent itself ([`Local`]), or a VM's init relaying to the agent of the jailed
 //! sandbox it made.
 
-use crate::{prepare, AgentError, JobError, Kept};
+use super::files;
+use super::hangup::HangupWatch;
+use super::home;
+use super::job::{JobError, Kept};
+use super::launch::prepare;
+use super::tree;
 use sandbox_protocol::agent::{
-    AgentMessage, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage,
+    AgentMessage, FileFailure, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage,
 };
-use sandbox_protocol::frame;
+use sandbox_protocol::frame::{self, FrameError};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
+
+/// Why the agent (or a VM's init, serving for it) stopped without answering a job.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The channel to the runner failed.
+    #[error(transparent)]
+    Channel(#[from] FrameError),
+    /// The agent could not shield itself from the program.
+    #[error("making the agent non-dumpable: {0}")]
+    Dumpable(nix::Error),
+    /// The agent could not watch its channel for the runner going away.
+    #[error("watching the channel: {0}")]
+    Watch(io::Error),
+    /// The agent could not reach the runner.
+    #[error("connecting to the runner: {0}")]
+    Connect(io::Error),
+    /// The kernel's random pool could not be reseeded, or the clock set, after a restore.
+    #[error("reseeding the kernel's random pool and setting the clock: {0}")]
+    Reseed(io::Error),
+}
 
 /// What serves the exchange's requests: starts an interpreter ahead of the job, runs
 /// the job.
@@ -24,7 +49,7 @@ pub trait Worker {
 }
 
 /// The agent doing the work itself: it starts the interpreter and runs the program
-/// with `run` (normally [`run_job`](crate::run_job)).
+/// with `run` (normally [`run_job`](super::run_job)).
 pub struct Local<F> {
     run: F,
     kept: Kept,
@@ -58,11 +83,11 @@ where
     /// A session's processes are frozen between its calls by whoever holds its cgroup
     /// (the runner, a VM's init); where nothing does, the job says so
     /// ([`Job::sigstop_between_runs`]) and the agent stops them itself
-    /// ([`crate::tree::pause_all`]) until the next run starts.
+    /// (`tree::pause_all`) until the next run starts.
     fn run(&mut self, job: &Job) -> AgentMessage {
         let stop = job.session && job.sigstop_between_runs;
         if stop {
-            crate::tree::resume_all();
+            tree::resume_all();
         }
         let answer = match (self.run)(job, &mut self.kept) {
             Ok(outcome) => AgentMessage::Done(outcome),
@@ -70,18 +95,24 @@ where
                 message: e.to_string(),
             },
         };
-        if stop && !crate::tree::pause_all() {
+        if stop && !tree::pause_all() {
             eprintln!("sandbox-agent: a process of the session kept running after SIGSTOP");
         }
         answer
     }
 
     fn file(&mut self, request: &FileRequest) -> AgentMessage {
-        crate::files::serve(request)
+        match home::open() {
+            Ok(home) => files::serve(home.as_fd(), request),
+            Err(e) => AgentMessage::FileFailed {
+                reason: FileFailure::Io,
+                message: e.to_string(),
+            },
+        }
     }
 }
 
-/// Serves one job over `channel` with `worker`: Ready; optionally a Prepare, answered
+/// Serves the exchange over `channel` with `worker`: Ready; optionally a Prepare, answered
 /// by Ready again once the interpreter waits; then one Job, answered by Done or Failed
 /// (and, while the jobs are a session's, the jobs that follow); then waits until the
 /// runner closes the channel.
@@ -284,7 +315,7 @@ where
     C: Read + Write + AsFd,
     W: Worker,
 {
-    let watcher = crate::hangup::HangupWatch::start(channel.as_fd())?;
+    let watcher = HangupWatch::start(channel.as_fd()).map_err(AgentError::Watch)?;
     let answer = worker.run(job);
     watcher.stop();
     frame::write(channel, &answer)?;

@@ -1,45 +1,40 @@
 //! A session's file operations, done here, inside the sandbox, as the program's user
-//! (every access is checked against its file-system ids, never the agent's).
+//! (every access is checked against its file-system ids, never the agent's), from the
+//! home folder's descriptor, which the caller opens (`home.rs`).
 //!
-//! Every path is opened from the home folder's descriptor, one component at a time,
-//! with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` and `O_NONBLOCK`
-//! ([`beneath`]): neither `..` nor a symlink the program made, nor one it swaps in
-//! while an operation runs, leads anywhere, and no open waits. What is read or written
-//! is judged by `fstat` on the opened descriptor: only a regular file is, and anything
-//! else (a folder, a FIFO, a socket, a device) is refused as `NotAFile` before a byte
-//! moves. A listing ([`listing`]) walks the same way and is bounded in entries, bytes
-//! and depth. So no file operation can block, whatever the program left in its home
-//! folder: reads and writes are of regular files on the home folder's tmpfs.
+//! Every path is opened from that descriptor, one component at a time, with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` and `O_NONBLOCK` ([`beneath`]):
+//! neither `..` nor a symlink the program made, nor one it swaps in while an operation
+//! runs, leads anywhere, and no open waits. What is read or written is judged by `fstat`
+//! on the opened descriptor: only a regular file is, and anything else (a folder, a FIFO,
+//! a socket, a device) is refused as `NotAFile` before a byte moves. A listing
+//! ([`listing`]) walks the same way and is bounded in entries, bytes and depth. So no
+//! file operation can block, whatever the program left in its home folder: reads and
+//! writes are of regular files on the home folder's tmpfs.
 
 mod beneath;
 mod listing;
 
-use crate::identity::as_program_user;
-use crate::HOME;
+use super::identity::as_program_user;
 use beneath::{failure, io_failure, open_in, parent_of, refused_open, regular, Refusal};
 use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
 use sandbox_protocol::agent::{
     decode_bytes, encode_bytes, AgentMessage, FileFailure, FileRequest, LISTING_BYTES_CEILING,
 };
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
-/// Does one file operation and says how it went.
-pub(crate) fn serve(request: &FileRequest) -> AgentMessage {
-    let result = as_program_user(|| {
-        let home = open_home()?;
-        let home = home.as_fd();
-        match request {
-            FileRequest::Put { path, data } => put(home, path, data),
-            FileRequest::Get { path, cap } => get(home, path, *cap),
-            FileRequest::List { limit, max_bytes } => Ok(listing::list(
-                home,
-                *limit,
-                (*max_bytes).min(LISTING_BYTES_CEILING),
-            )),
-        }
+/// Does one file operation below the folder `home` and says how it went.
+pub(crate) fn serve(home: BorrowedFd<'_>, request: &FileRequest) -> AgentMessage {
+    let result = as_program_user(|| match request {
+        FileRequest::Put { path, data } => put(home, path, data),
+        FileRequest::Get { path, cap } => get(home, path, *cap),
+        FileRequest::List { limit, max_bytes } => Ok(listing::list(
+            home,
+            *limit,
+            (*max_bytes).min(LISTING_BYTES_CEILING),
+        )),
     });
     match result {
         Ok(Ok(message)) => message,
@@ -52,15 +47,6 @@ pub(crate) fn serve(request: &FileRequest) -> AgentMessage {
 }
 
 type Outcome = Result<AgentMessage, Refusal>;
-
-fn open_home() -> Result<OwnedFd, Refusal> {
-    nix::fcntl::open(
-        HOME,
-        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| (FileFailure::Io, format!("opening the home folder: {e}")))
-}
 
 /// Writes `data` (base64) to `path` below `home`, making its folders. The file is
 /// opened without truncating, checked to be a regular file, and only then emptied and

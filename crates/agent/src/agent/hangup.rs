@@ -1,8 +1,8 @@
 //! The runner going away while a job runs: the agent watches its channel for the
 //! hang-up, and ends the sandbox at once rather than at the job's timeout.
 
-use crate::AgentError;
 use std::fs::File;
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::thread::JoinHandle;
 
@@ -18,18 +18,16 @@ pub(crate) struct HangupWatch {
 }
 
 impl HangupWatch {
-    pub(crate) fn start(channel: BorrowedFd<'_>) -> Result<Self, AgentError> {
-        let watched = channel.try_clone_to_owned().map_err(AgentError::Watch)?;
-        let (stop_rx, stop_tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| AgentError::Watch(e.into()))?;
+    pub(crate) fn start(channel: BorrowedFd<'_>) -> io::Result<Self> {
+        let watched = channel.try_clone_to_owned()?;
+        let (stop_rx, stop_tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let thread = std::thread::Builder::new()
             .name("hangup".into())
             .spawn(move || {
                 if hung_up(watched.as_fd(), stop_rx.as_fd()) {
                     end_sandbox();
                 }
-            })
-            .map_err(AgentError::Watch)?;
+            })?;
         Ok(HangupWatch {
             stop: File::from(stop_tx),
             thread,

@@ -1,15 +1,15 @@
 //! Watching a running program: reading its output up to the caps, noticing its end
 //! (its process exiting, or its resident interpreter reporting), enforcing the deadline.
 
-use crate::capture::Capture;
-use crate::resident::{Report, Resident};
-use crate::sink;
-use crate::tree::Ended;
-use crate::tree::{kill_all, reap_exited};
-use crate::JobError;
+use super::capture::Capture;
+use super::resident::{Report, Resident};
+use super::sink;
+use super::tree::Ended;
+use super::tree::{kill_all, reap_exited};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::unistd::Pid;
 use sandbox_protocol::agent::JobOutcome;
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{ChildStderr, ChildStdout};
 use std::time::{Duration, Instant};
@@ -103,7 +103,7 @@ impl Watch {
         &mut self,
         deadline: Instant,
         mut resident: Option<&mut Resident>,
-    ) -> Result<End, JobError> {
+    ) -> io::Result<End> {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let now = Instant::now();
@@ -116,7 +116,7 @@ impl Watch {
             let ready = self.poll(Some(wait), true, done)?;
             self.read_ready(&ready, &mut buf)?;
             if let Some(resident) = resident.as_deref_mut().filter(|_| ready.report) {
-                if let Some(report) = resident.read_report().map_err(JobError::Watch)? {
+                if let Some(report) = resident.read_report()? {
                     return Ok(End::Reported(report));
                 }
             }
@@ -133,7 +133,7 @@ impl Watch {
         &mut self,
         deadline: Instant,
         report: &mut CompileReport,
-    ) -> Result<Compiled, JobError> {
+    ) -> io::Result<Compiled> {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let now = Instant::now();
@@ -145,7 +145,7 @@ impl Watch {
             let ready = self.poll(Some(wait), true, Some(report.pipe.as_fd()))?;
             self.read_ready(&ready, &mut buf)?;
             if ready.report {
-                if let Some(compiled) = report.read().map_err(JobError::Watch)? {
+                if let Some(compiled) = report.read()? {
                     return Ok(Compiled::Said(compiled));
                 }
             }
@@ -162,7 +162,7 @@ impl Watch {
     }
 
     /// Reads what is left in the pipes once no writer remains, within `limit`.
-    pub(crate) fn drain(&mut self, limit: Instant) -> Result<(), JobError> {
+    pub(crate) fn drain(&mut self, limit: Instant) -> io::Result<()> {
         let mut buf = vec![0u8; 64 * 1024];
         while self.stdout.pipe().is_some() || self.stderr.pipe().is_some() {
             let now = Instant::now();
@@ -177,7 +177,7 @@ impl Watch {
 
     /// Reads what is in the pipes now, without waiting for their end (background
     /// processes of a session, or a resident interpreter, hold them open).
-    pub(crate) fn drain_written(&mut self) -> Result<(), JobError> {
+    pub(crate) fn drain_written(&mut self) -> io::Result<()> {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let ready = self.poll(Some(Duration::ZERO), false, None)?;
@@ -188,7 +188,7 @@ impl Watch {
         }
     }
 
-    /// Hands the pipes still open to the [`sink`](crate::sink): what background
+    /// Hands the pipes still open to the [`sink`](super::sink): what background
     /// processes write to them later is discarded.
     pub(crate) fn sink(&mut self) {
         if let Some(pipe) = self.stdout.take_pipe() {
@@ -225,13 +225,13 @@ impl Watch {
         }
     }
 
-    fn read_ready(&mut self, ready: &Ready, buf: &mut [u8]) -> Result<(), JobError> {
+    fn read_ready(&mut self, ready: &Ready, buf: &mut [u8]) -> io::Result<()> {
         let mut over_cap = false;
         if ready.stdout {
-            over_cap |= self.stdout.read_some(buf).map_err(JobError::Watch)?;
+            over_cap |= self.stdout.read_some(buf)?;
         }
         if ready.stderr {
-            over_cap |= self.stderr.read_some(buf).map_err(JobError::Watch)?;
+            over_cap |= self.stderr.read_some(buf)?;
         }
         if over_cap {
             kill_all(self.program);
@@ -244,7 +244,7 @@ impl Watch {
         wait: Option<Duration>,
         with_exit: bool,
         report: Option<BorrowedFd<'_>>,
-    ) -> Result<Ready, JobError> {
+    ) -> io::Result<Ready> {
         let flags = PollFlags::POLLIN;
         let mut fds = Vec::with_capacity(4);
         let mut slots = [None, None, None];
@@ -272,7 +272,7 @@ impl Watch {
         };
         match poll(&mut fds, timeout) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(JobError::Watch(e.into())),
+            Err(e) => return Err(e.into()),
         }
         let is_ready = |slot: Option<usize>| {
             slot.and_then(|i| fds[i].revents())

@@ -1,13 +1,14 @@
-//! Python programs forked from the template's interpreter (issue 16), instead of a
-//! `python3` executed for each.
+//! The interpreter a Python template holds (feature `embedded-python`), from which its
+//! sandboxes' Python programs are forked (issue 16), instead of a `python3` executed for
+//! each.
 //!
 //! A template started with a [`PythonSpec`] loads the host's libpython and starts its
 //! interpreter once, confined as the template is; every sandbox forked from the template
 //! holds a copy of it. That copy is not the agent's: the sandbox's first process forks
 //! a [keeper](keeper) from it, then executes the agent afresh (so that the agent shares
 //! neither its address layout nor its stack canary with the program, the template or
-//! another sandbox). When the agent prepares a Python loader, the keeper becomes it,
-//! instead of a `python3 -c LOADER` executed: it takes the descriptors, process group,
+//! another sandbox). When the agent prepares a Python loader the keeper can stand for,
+//! the keeper becomes it, instead of a `python3 -c LOADER` executed: it takes the descriptors, process group,
 //! user and folder the executed one would have, sets up what the command line and
 //! environment would have set up (`sys.argv`, `sys.path` from `PYTHONPATH`,
 //! `os.environ`, the signal dispositions CPython installs at start), draws new seeds for
@@ -16,12 +17,17 @@
 //! binary), the mappings of `/proc/self/maps` (the template's, as its address layout
 //! and stack canary are), `sys.flags` and `sys.orig_argv`, and the hash seed, shared by
 //! every sandbox of the template (docs/security.md).
+//!
+//! Not for: the agent's side of the keeper (which loader it stands for, the request the
+//! agent sends it), which is the agent's (`crate::agent`, `keeper.rs`); nor any other
+//! language, whose programs are executed.
 
-pub(crate) mod keeper;
+pub(super) mod keeper;
 
-use crate::launch::{environment, give, harden, PYTHON_LOADER};
-use crate::template::PythonSpec;
-use sandbox_protocol::language::{LoaderKind, Recipe, LOADER_SOURCE};
+use super::spec::PythonSpec;
+use crate::agent::child::{give, harden};
+use crate::agent::environment::environment;
+use crate::agent::loader::PYTHON_LOADER;
 use sandbox_pyembed::{EmbedError, Python, RESEED};
 use std::io;
 use std::os::fd::RawFd;
@@ -89,7 +95,7 @@ def _sandbox_start(config):
 ";
 
 /// Starts the interpreter `spec` names in this process (once).
-pub(crate) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
+pub(super) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
     let python = Python::start(&spec.library, &spec.program)?;
     python.run(&template_source())?;
     if !spec.warm_imports.is_empty() {
@@ -105,46 +111,16 @@ pub(crate) fn start(spec: &PythonSpec) -> Result<(), EmbedError> {
 static PROGRAM: OnceLock<String> = OnceLock::new();
 
 /// The interpreter of this process and its program, if it holds one.
-pub(crate) fn held() -> Option<(&'static Python, &'static str)> {
+pub(super) fn held() -> Option<(&'static Python, &'static str)> {
     Some((PYTHON.get()?, PROGRAM.get()?))
 }
 
-/// Whether `recipe`'s loader is the standard Python one run by `program` (`python3 -c
-/// LOADER`, no variable of the recipe's that the interpreter reads at start): only then
-/// does a fork of the template's interpreter stand for the executed loader.
-pub(crate) fn stands_for(recipe: &Recipe, program: &str) -> bool {
-    let Some(loader) = recipe.loader.as_ref() else {
-        return false;
-    };
-    let named = |arg: &str| arg == "python3" || arg == program;
-    let standard = loader.kind == LoaderKind::Python
-        && loader.command.len() == 3
-        && named(&loader.command[0])
-        && loader.command[1] == "-c"
-        && loader.command[2] == LOADER_SOURCE;
-    let start_env = recipe.env.keys().any(|k| k.starts_with("PYTHON"));
-    standard && !start_env
-}
-
-/// The source a forked interpreter runs as `python3 -c LOADER [warm]` would start, with
-/// `recipe`'s environment.
-pub(crate) fn loader_source(recipe: &Recipe, warm_imports: &[String]) -> io::Result<String> {
-    let env = environment(&recipe.env, &[]);
-    let mut argv = vec!["-c".to_owned()];
-    if !warm_imports.is_empty() {
-        argv.push(warm_imports.join(","));
-    }
-    child_source(&env, &argv)
-}
-
-/// What a forked child runs: [`START`] with `env` and `argv`, [`RESEED`], the loader.
-fn child_source(env: &[(String, String)], argv: &[String]) -> io::Result<String> {
-    let config = serde_json::json!({
-        "env": env.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
-        "argv": argv,
-    });
+/// What the keeper runs to become the loader: [`START`] with `config` (the JSON of
+/// `{"env": {...}, "argv": [...]}` an executed `python3 -c LOADER` would have had, as
+/// the agent sent it), [`RESEED`], the loader.
+fn loader_source(config: &str) -> io::Result<String> {
     // A JSON string is a Python string literal.
-    let literal = serde_json::to_string(&config.to_string()).map_err(io::Error::other)?;
+    let literal = serde_json::to_string(config).map_err(io::Error::other)?;
     Ok(format!(
         "_sandbox_start({literal})\n{RESEED}{LOADER_CALL}\n"
     ))
@@ -153,7 +129,7 @@ fn child_source(env: &[(String, String)], argv: &[String]) -> io::Result<String>
 /// In the forked interpreter about to run its loader (the keeper): its descriptors in
 /// place (every other one closed), its own process group, then what an executed
 /// program's child does before exec (`harden`).
-pub(crate) fn child_setup(fds: &[(RawFd, RawFd); 5], user: Option<(u32, u32)>) -> io::Result<()> {
+fn child_setup(fds: &[(RawFd, RawFd); 5], user: Option<(u32, u32)>) -> io::Result<()> {
     give(fds)?;
     // SAFETY: close_range only closes descriptors; those above 4 (the descriptors as
     // they came, the copies) are never used by this process again.

@@ -9,8 +9,8 @@
 //! program wrote is in them (the loader flushes first), so a run's output is what the
 //! agent reads until the report, and what is left in the pipes right after it.
 
-use crate::launch::Prepared;
-use crate::process::Process;
+use super::launch::Prepared;
+use super::process::Process;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::unistd::Pid;

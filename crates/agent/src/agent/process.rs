@@ -1,5 +1,5 @@
 //! A program's process as the agent holds it: started by `Command` (fork and exec) or
-//! forked from a template's interpreter (the keeper, `crate::embedded`), the same to the
+//! forked from a template's interpreter (the keeper, `keeper.rs`), the same to the
 //! rest of the agent. Its status is collected by the agent's reaping (`tree`), never here.
 
 use nix::sys::signal::{kill, Signal};

@@ -1,15 +1,17 @@
 //! Starting a program's processes from its language's [`Recipe`]: the compile command,
-//! the run command (cold), or the language's loader started ahead of time, which waits
-//! for a request on descriptor 3, then runs the program as the cold start would, or, in
-//! a session, as its [`Resident`](crate::resident::Resident) interpreter.
+//! the run command (cold), or the language's loader started ahead of time (`loader/`),
+//! which waits for a request on descriptor 3, then runs the program as the cold start
+//! would, or, in a session, as its resident interpreter (`resident.rs`). A Python
+//! loader of a sandbox forked from Python's template is the keeper become one
+//! (`keeper.rs`), instead of an executed `python3`.
 
-use crate::identity::{as_program_user, become_program_user, program_user};
-use crate::process::Process;
-use crate::{HOME, HOME_C, PATH};
-use sandbox_jail::layout::PACKAGES;
+use super::child::{give, harden};
+use super::environment::environment;
+use super::identity::{as_program_user, program_user};
+use super::loader::{BASH_SESSION, JAVA_LOADER, NODE_LOADER, PYTHON_LOADER};
+use super::process::Process;
 use sandbox_protocol::language::{LoaderKind, Recipe, BUILD, FILE, LOADER_FILE, LOADER_SOURCE};
 use sandbox_protocol::Lang;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -21,18 +23,11 @@ use std::process::{Command, Stdio};
 const GO_FD: i32 = 3;
 /// The descriptor a loader reports on: a session's program's end, a compile's result.
 const DONE_FD: i32 = 4;
-pub(crate) const PYTHON_LOADER: &str = include_str!("loader/python.py");
-const NODE_LOADER: &str = include_str!("loader/node.js");
-const JAVA_LOADER: &str = include_str!("loader/SandboxLoader.java");
-const BASH_SESSION: &str = include_str!("loader/bash_session.sh");
 /// Where a loader given as a file is written (as the program user), and its name.
 const LOADER_DIR: &str = "/tmp/.sandbox-loader";
 const JAVA_LOADER_FILE: &str = "SandboxLoader.java";
 /// The run's build folder, which [`BUILD`] stands for: made empty before a compile.
-pub(crate) const BUILD_DIR: &str = "/tmp/.build";
-/// The matplotlib backend of the package set that saves figures into `outputs/`.
-const PLOTS_MODULE_FILE: &str = "sandbox_plots.py";
-const PLOTS_BACKEND: &str = "module://sandbox_plots";
+const BUILD_DIR: &str = "/tmp/.build";
 
 /// A language's loader started ahead of its job, waiting for a request.
 pub struct Prepared {
@@ -185,7 +180,7 @@ pub fn prepare(
     })?;
     let ((go_read, go_write), (done_read, done_write)) = pipes?;
     #[cfg(feature = "embedded-python")]
-    if let Some(keeper) = crate::embedded::keeper::take_for(recipe) {
+    if let Some(keeper) = super::keeper::take_for(recipe) {
         let child = keeper.start_loader(recipe, warm_imports, (go_read, done_write))?;
         return Ok(Some(Prepared {
             lang: lang.clone(),
@@ -223,30 +218,6 @@ pub fn prepare(
     }))
 }
 
-/// In a forked child: makes each `(from, to)` descriptor `from` available as `to`
-/// (across an exec too). Each is first copied above every target, so that placing one
-/// never overwrites another still to be placed; the copies are close-on-exec (an exec, or
-/// the caller's `close_range`, ends them). Raw calls only, no allocation: fit for
-/// between fork and exec.
-pub(crate) fn give<const N: usize>(pairs: &[(i32, i32); N]) -> io::Result<()> {
-    let mut copies = [0; N];
-    for (copy, (from, _)) in copies.iter_mut().zip(pairs) {
-        // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes descriptors and touches no memory.
-        *copy = unsafe { libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10) };
-        if *copy < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    for (copy, (_, to)) in copies.iter().zip(pairs) {
-        // SAFETY: dup2 takes descriptors and touches no memory; the copy (close-on-exec)
-        // goes away at exec.
-        if unsafe { libc::dup2(*copy, *to) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// A command of the language, with the program's environment: the recipe's variables,
 /// the package set's Python folder (after `python_paths`) on `PYTHONPATH`, and
 /// matplotlib's backend that turns figures into images in `outputs/` where the set has
@@ -260,86 +231,4 @@ fn command(program: &str, recipe: &Recipe, python_paths: &[String]) -> Command {
         .stderr(Stdio::piped())
         .process_group(0);
     cmd
-}
-
-/// A program's whole environment, in order (a later variable of the same name wins):
-/// the fixed variables, its language's (`recipe_env`), the Python path and matplotlib's
-/// backend where the package set has them.
-pub(crate) fn environment(
-    recipe_env: &BTreeMap<String, String>,
-    python_paths: &[String],
-) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = [
-        ("PATH", PATH),
-        ("HOME", HOME),
-        ("USER", "sandbox"),
-        ("LANG", "C.UTF-8"),
-        ("TMPDIR", "/tmp"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    env.extend(recipe_env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let packages = Path::new(PACKAGES).join("python");
-    let mut path: Vec<&str> = python_paths.iter().map(String::as_str).collect();
-    if packages.is_dir() {
-        path.extend(packages.to_str());
-    }
-    if !path.is_empty() {
-        env.push(("PYTHONPATH".into(), path.join(":")));
-    }
-    if packages.join(PLOTS_MODULE_FILE).is_file() {
-        env.push(("MPLBACKEND".into(), PLOTS_BACKEND.into()));
-    }
-    env
-}
-
-/// When the sandbox runs out of memory, the kernel must kill the program, never the
-/// agent: raising a score needs no privilege, and everything the program starts
-/// inherits it. The child is made dumpable first, as the agent is not, so that it owns
-/// its /proc files. Then it becomes the program user, if one is set (its exec makes it
-/// dumpable again, now as that user), and enters the home folder, which only that user
-/// may enter.
-///
-/// It runs in the child of a multi-threaded process between fork and exec: raw system
-/// calls on static strings only, no allocation, no lock.
-pub(crate) fn harden(user: Option<(u32, u32)>) -> io::Result<()> {
-    nix::sys::prctl::set_dumpable(true)?;
-    write_static(c"/proc/self/oom_score_adj", b"1000")?;
-    if let Some(user) = user {
-        become_program_user(user)?;
-    }
-    // SAFETY: chdir reads a NUL-terminated string that lives for the whole program.
-    if unsafe { libc::chdir(HOME_C.as_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Writes `contents` to the file at `path` with raw calls (async-signal-safe).
-fn write_static(path: &std::ffi::CStr, contents: &[u8]) -> io::Result<()> {
-    // SAFETY: open reads a NUL-terminated string that outlives the call.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: write reads `contents.len()` bytes of a live slice from a descriptor we
-    // own; close releases it once.
-    let written = unsafe { libc::write(fd, contents.as_ptr().cast(), contents.len()) };
-    let error = io::Error::last_os_error();
-    // SAFETY: as above.
-    unsafe { libc::close(fd) };
-    match written {
-        n if n == contents.len() as isize => Ok(()),
-        n if n < 0 => Err(error),
-        _ => Err(io::Error::from(io::ErrorKind::WriteZero)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_home_folders_c_string_names_home() {
-        assert_eq!(super::HOME_C.to_str(), Ok(crate::HOME));
-    }
 }

@@ -1,17 +1,19 @@
 //! Running one job: write the code, start the interpreter, watch it, collect the outcome.
 
-use crate::capture::Capture;
-use crate::identity::write_as_program_user;
-use crate::launch::{self, Prepared};
-use crate::outputs::{self, Seen};
-use crate::process::Process;
-use crate::resident::Resident;
-use crate::tree::{end_tree, exit_code, reap_exited};
-use crate::watch::{CompileReport, Compiled, End, Watch};
-use crate::HOME;
+use super::capture::Capture;
+use super::home;
+use super::identity::write_as_program_user;
+use super::launch::{self, Prepared};
+use super::outputs::{self, Seen};
+use super::process::Process;
+use super::resident::Resident;
+use super::tree::{end_tree, exit_code, reap_exited};
+use super::watch::{CompileReport, Compiled, End, Watch};
 use nix::unistd::Pid;
+use sandbox_jail::layout::HOME;
 use sandbox_protocol::agent::{Job, JobOutcome};
 use std::io;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -94,7 +96,12 @@ impl Kept {
 /// of their language when it has one (Python, Node, TypeScript).
 pub fn run_job(job: &Job, kept: &mut Kept) -> Result<JobOutcome, JobError> {
     let file = write_code(job)?;
-    outputs::make_folder();
+    // Where the home folder cannot be opened (a program that took its own rights away),
+    // there is no outputs folder to make, and no output to collect.
+    let home = home::open().ok();
+    if let Some(home) = &home {
+        outputs::make_folder(home.as_fd());
+    }
     let resident = job
         .recipe
         .loader
@@ -106,8 +113,9 @@ pub fn run_job(job: &Job, kept: &mut Kept) -> Result<JobOutcome, JobError> {
         let prepared = kept.prepared_for(job);
         run_spawned(job, &file, prepared)?
     };
-    if let Some(caps) = job.outputs {
-        (outcome.outputs, outcome.outputs_truncated) = outputs::collect(caps, &mut kept.seen);
+    if let (Some(caps), Some(home)) = (job.outputs, &home) {
+        (outcome.outputs, outcome.outputs_truncated) =
+            outputs::collect(home.as_fd(), caps, &mut kept.seen);
     }
     Ok(outcome)
 }
@@ -181,14 +189,16 @@ fn compile(job: &Job, file: &Path) -> Result<Result<Before, JobOutcome>, JobErro
     })?;
     let mut watch = watch_of(&mut child, job, Before::default())?;
     let deadline = Instant::now() + Duration::from_millis(job.recipe.compile_timeout_ms);
-    let end = watch.until_end(deadline, None)?;
+    let end = watch.until_end(deadline, None).map_err(JobError::Watch)?;
     let timed_out = end == End::TimedOut;
     let status = if timed_out || watch.ended_whole(false) {
         end_tree(watch.program).or(watch.status)
     } else {
         reap_exited(watch.program).program.or(watch.status)
     };
-    watch.drain(Instant::now() + DRAIN_LIMIT)?;
+    watch
+        .drain(Instant::now() + DRAIN_LIMIT)
+        .map_err(JobError::Watch)?;
     watch.sink();
     let (exit_code, signal) = exit_code(status);
     if exit_code == 0 && !timed_out && !watch.ended_whole(false) {
@@ -232,7 +242,10 @@ fn watch_spawned(
         Some(mut report) => {
             let compile_deadline =
                 Instant::now() + Duration::from_millis(job.recipe.compile_timeout_ms);
-            match watch.until_compiled(compile_deadline, &mut report)? {
+            match watch
+                .until_compiled(compile_deadline, &mut report)
+                .map_err(JobError::Watch)?
+            {
                 Compiled::Said(true) => None,
                 Compiled::Said(false) => {
                     compile_error = true;
@@ -254,7 +267,7 @@ fn watch_spawned(
         Some(end) => end,
         None => {
             let deadline = Instant::now() + Duration::from_millis(job.timeout_ms);
-            watch.until_end(deadline, None)?
+            watch.until_end(deadline, None).map_err(JobError::Watch)?
         }
     };
     let duration_ms = started.elapsed().as_millis() as u64;
@@ -262,12 +275,14 @@ fn watch_spawned(
     let status = if job.session && !watch.ended_whole(timed_out) {
         // A session keeps what the program left running: what the program wrote is in
         // the pipes; what its background processes write later is discarded.
-        watch.drain_written()?;
+        watch.drain_written().map_err(JobError::Watch)?;
         watch.sink();
         watch.status
     } else {
         let status = end_tree(watch.program).or(watch.status);
-        watch.drain(Instant::now() + DRAIN_LIMIT)?;
+        watch
+            .drain(Instant::now() + DRAIN_LIMIT)
+            .map_err(JobError::Watch)?;
         status
     };
     let (exit_code, signal) = exit_code(status);
@@ -319,12 +334,14 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
     };
     let started = Instant::now();
     let deadline = started + Duration::from_millis(job.timeout_ms);
-    let end = watch.until_end(deadline, Some(&mut resident))?;
+    let end = watch
+        .until_end(deadline, Some(&mut resident))
+        .map_err(JobError::Watch)?;
     let duration_ms = started.elapsed().as_millis() as u64;
     let timed_out = end == End::TimedOut;
     match end {
         End::Reported(report) if !watch.ended_whole(false) => {
-            watch.drain_written()?;
+            watch.drain_written().map_err(JobError::Watch)?;
             let (stdout, stderr) = (watch.stdout.take_pipe(), watch.stderr.take_pipe());
             let mut outcome = watch.outcome(report.code, None, duration_ms, false, lost);
             outcome.compile_error = report.compile_error;
@@ -336,7 +353,7 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
         End::Exited if !watch.ended_whole(false) => {
             // The interpreter ended by itself (or the kernel ended it): what it left
             // running stays, as after any session run.
-            watch.drain_written()?;
+            watch.drain_written().map_err(JobError::Watch)?;
             watch.sink();
             let (exit_code, signal) = exit_code(watch.status);
             Ok(watch.outcome(exit_code, signal, duration_ms, false, true))
@@ -345,7 +362,9 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
             // A timeout or an output cap: the whole sandbox's processes end, every
             // resident interpreter with them, as a one-shot run's would.
             let status = end_tree(watch.program).or(watch.status);
-            watch.drain(Instant::now() + DRAIN_LIMIT)?;
+            watch
+                .drain(Instant::now() + DRAIN_LIMIT)
+                .map_err(JobError::Watch)?;
             kept.residents.clear();
             let (exit_code, signal) = match (end, status) {
                 (End::Reported(report), _) => (report.code, None),

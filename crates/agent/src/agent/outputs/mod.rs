@@ -1,23 +1,25 @@
 //! The files a job wrote under the home's `outputs/` folder, collected into its answer.
 //!
-//! Collected here, inside the sandbox, as the program's user: the folder is walked
-//! from descriptors opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so no
-//! symlink the program made is ever followed, and only regular files are read. In a
-//! session, a file counts when it is new or changed since the previous job's answer
-//! (its size, change time or inode differ), so each run hands back what it wrote.
+//! Collected here, inside the sandbox, as the program's user, from the home folder's
+//! descriptor, which the caller opens (`home.rs`): the folder is walked from descriptors
+//! opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so no symlink the
+//! program made is ever followed, and only regular files are read (judged by `fstat` on
+//! the opened descriptor; never opened waiting). Bounded in depth, in entries looked at,
+//! in files and in bytes ([`OutputCaps`]). In a session, a file counts when it is new or
+//! changed since the previous job's answer (its size, change time or inode differ), so
+//! each run hands back what it wrote.
 
-use crate::identity::as_program_user;
-use crate::HOME;
+use super::identity::as_program_user;
 use nix::dir::{Dir, Type};
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{fstat, FileStat, Mode};
+use nix::sys::stat::{fstat, mkdirat, FileStat, Mode};
 use sandbox_protocol::agent::{encode_bytes, OutputCaps};
 use sandbox_protocol::api::OutputFile;
 use sandbox_protocol::media::mime_type;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// The folder, below the home folder.
 pub(crate) const FOLDER: &str = "outputs";
@@ -50,15 +52,19 @@ impl Stamp {
 #[derive(Debug, Default)]
 pub struct Seen(HashMap<String, Stamp>);
 
-/// Makes the outputs folder if it is missing, as the program user, so that a program
-/// can write there without making it.
-pub(crate) fn make_folder() {
-    let _ = as_program_user(|| std::fs::create_dir(format!("{HOME}/{FOLDER}")));
+/// Makes the outputs folder below `home` if it is missing, as the program user, so
+/// that a program can write there without making it.
+pub(crate) fn make_folder(home: BorrowedFd<'_>) {
+    let _ = as_program_user(|| mkdirat(home, FOLDER, Mode::from_bits_truncate(0o777)));
 }
 
-/// The new or changed files of the outputs folder within `caps`, in path order, and
-/// whether there were more than listed.
-pub(crate) fn collect(caps: OutputCaps, seen: &mut Seen) -> (Vec<OutputFile>, bool) {
+/// The new or changed files of the outputs folder below `home` within `caps`, in path
+/// order, and whether there were more than listed.
+pub(crate) fn collect(
+    home: BorrowedFd<'_>,
+    caps: OutputCaps,
+    seen: &mut Seen,
+) -> (Vec<OutputFile>, bool) {
     let walked = as_program_user(|| {
         let mut walk = Walk {
             caps,
@@ -68,10 +74,8 @@ pub(crate) fn collect(caps: OutputCaps, seen: &mut Seen) -> (Vec<OutputFile>, bo
             entries: 0,
             truncated: false,
         };
-        if let Ok(home) = open_dir(None, HOME) {
-            if let Ok(folder) = open_dir(Some(&home), FOLDER) {
-                walk.folder(folder, "", 0);
-            }
+        if let Ok(folder) = open_dir(home, FOLDER) {
+            walk.folder(folder, "", 0);
         }
         (walk.found, walk.truncated)
     });
@@ -121,7 +125,7 @@ impl Walk<'_> {
             };
             match kind {
                 Some(Type::Directory) if depth + 1 < DEPTH => {
-                    if let Ok(sub) = open_dir(Some(&dir), &name) {
+                    if let Ok(sub) = open_dir(dir.as_fd(), &name) {
                         self.folder(sub, &path, depth + 1);
                     }
                 }
@@ -135,9 +139,7 @@ impl Walk<'_> {
         let how = OpenHow::new()
             .flags(OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-        // SAFETY: the raw descriptor is borrowed from `dir`, which outlives the call.
-        let dir_fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir.as_raw_fd()) };
-        let Ok(fd) = openat2(dir_fd, name, how) else {
+        let Ok(fd) = openat2(dir.as_fd(), name, how) else {
             return;
         };
         let Ok(stat) = fstat(fd.as_fd()) else {
@@ -188,18 +190,13 @@ fn read_head(file: &mut File) -> Vec<u8> {
     head
 }
 
-/// Opens the folder `name` (in `dir`, or an absolute path), never through a symlink.
-fn open_dir(dir: Option<&dyn AsRawFd>, name: &str) -> nix::Result<OwnedFd> {
-    let flags = OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-    match dir {
-        None => nix::fcntl::open(name, flags | OFlag::O_NOFOLLOW, Mode::empty()),
-        Some(dir) => {
-            let how = OpenHow::new()
-                .flags(flags | OFlag::O_NOFOLLOW)
-                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-            // SAFETY: the raw descriptor is borrowed from `dir`, which outlives the call.
-            let dir_fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(dir.as_raw_fd()) };
-            openat2(dir_fd, name, how)
-        }
-    }
+/// Opens the folder `name` in `dir`, never through a symlink nor out of `dir`.
+fn open_dir(dir: BorrowedFd<'_>, name: &str) -> nix::Result<OwnedFd> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    openat2(dir, name, how)
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,7 @@
 def _sandbox_warm(modules, stop=None):
     # Imports MODULES (comma-separated) silently, skipping any that fails, until
     # stop() says to (a request waiting), then hides what they made from the collector.
-    # The loader calls it; so does a template, once (crates/agent/src/embedded.rs).
+    # The loader calls it; so does a template, once (crates/agent/src/template/python/).
     import os, sys
     names = [n.strip() for n in modules.split(",") if n.strip()]
     if not names:

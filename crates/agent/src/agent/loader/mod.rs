@@ -1,0 +1,17 @@
+//! The languages' loaders, as sources the agent writes or passes on a command line: a
+//! loader is started ahead of its job and waits for a request on descriptor 3 (the
+//! program's path, JSON), then runs the program as the cold start would, or, in a
+//! session, stays as the language's resident interpreter (`resident.rs`), reporting each
+//! run's end on descriptor 4.
+
+/// Python's loader (`python3 -c LOADER`); a Python template defines it ahead of its
+/// sandboxes.
+pub(crate) const PYTHON_LOADER: &str = include_str!("python.py");
+/// Node's (and TypeScript's).
+pub(crate) const NODE_LOADER: &str = include_str!("node.js");
+/// Java's: a JVM holding the compiler, which compiles the program in memory (written to
+/// a file, which its command names).
+pub(crate) const JAVA_LOADER: &str = include_str!("SandboxLoader.java");
+/// Not a loader: what a session's bash runs around each program, so that it starts in
+/// the working folder and with the exported variables the run before ended with.
+pub(crate) const BASH_SESSION: &str = include_str!("bash_session.sh");
