@@ -26,6 +26,7 @@ use identity::{IdLayout, Identities, Identity};
 use launch::Launched;
 use rootless::{RootlessError, RootlessSetup};
 use sandbox::Reservation;
+pub use sandbox::REPORT_GRACE;
 use sandbox_agent::template::PythonSpec;
 use sandbox_jail::{owner, HostIds, JailSpec};
 use sandbox_protocol::language::LoaderKind;
@@ -34,7 +35,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-pub use sandbox::REPORT_GRACE;
 use template::Template;
 
 /// The most sandbox indices a template serves: its id maps hold two lines per index,
