@@ -126,7 +126,14 @@ fn offered(config: &SandboxConfig) -> Vec<&str> {
 fn the_defaults_are_the_published_ones() {
     let host = Host::new();
     let config = host.parse(&[]).validate().expect("the defaults are valid");
-    assert_eq!(config.limits, Limits::default());
+    // A client that cannot ask assumes the larger margin (a VM's); the process backend
+    // publishes its own.
+    let process_margin = crate::backend::process::REPORT_GRACE.as_millis() as u64;
+    let published = Limits {
+        answer_margin_ms: process_margin,
+        ..Limits::default()
+    };
+    assert_eq!(config.limits, published);
     assert_eq!(config.listen, "127.0.0.1:8081".parse().unwrap());
     assert_eq!(config.token.as_deref(), Some("secret-token"));
     assert_eq!(config.pool.size, defaults::POOL_SIZE);
