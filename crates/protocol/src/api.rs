@@ -99,6 +99,10 @@ pub mod defaults {
     /// [`Limits::answer_margin_ms`](super::Limits::answer_margin_ms)), ms: the largest any
     /// backend of those runners took (a VM's; process sandboxes took 5 s).
     pub const ANSWER_MARGIN_MS: u64 = 10_000;
+    /// How long resolving a program's inline dependencies may take, ms (a runner's
+    /// `RUNNER_DEPS_TIMEOUT_MS` default), and what a caller assumes of a runner that
+    /// publishes no [`Limits::dependencies_timeout_ms`](super::Limits::dependencies_timeout_ms).
+    pub const DEPENDENCIES_TIMEOUT_MS: u64 = 120_000;
 }
 
 /// The limits every sandbox of a runner runs under and the caps of its API, as
@@ -146,6 +150,13 @@ pub struct Limits {
     /// [`defaults::ANSWER_MARGIN_MS`].
     #[serde(default = "answer_margin")]
     pub answer_margin_ms: u64,
+    /// How long resolving a Python program's inline dependencies (a PEP 723
+    /// `# /// script` block, [`crate::language::declares_dependencies`]) may take before
+    /// its run, ms: a caller waits for such a program this too. 0 where the runner takes
+    /// none (`RUNNER_NO_INLINE_DEPS`, VM sandboxes, an ordinary user's runner). From
+    /// runners older than this field: [`defaults::DEPENDENCIES_TIMEOUT_MS`].
+    #[serde(default = "dependencies_timeout")]
+    pub dependencies_timeout_ms: u64,
 }
 
 /// Limits are enforced unless a runner says otherwise (older runners say nothing).
@@ -158,6 +169,11 @@ fn answer_margin() -> u64 {
     defaults::ANSWER_MARGIN_MS
 }
 
+/// The dependencies' timeout of a runner that says nothing of it.
+fn dependencies_timeout() -> u64 {
+    defaults::DEPENDENCIES_TIMEOUT_MS
+}
+
 impl Limits {
     /// How long a caller waits for the answer to a request that takes a sandbox from the
     /// pool and keeps it busy for at most `run_time` ([`crate::language::run_time`]; zero
@@ -165,6 +181,17 @@ impl Limits {
     pub fn answer_within(&self, run_time: Duration) -> Duration {
         let allowances = self.queue_timeout_ms.saturating_add(self.answer_margin_ms);
         run_time.saturating_add(Duration::from_millis(allowances))
+    }
+
+    /// What a program's own code adds to the wait for its answer: the dependencies'
+    /// timeout for a Python program that declares inline dependencies, nothing
+    /// otherwise.
+    pub fn code_allowance(&self, lang: &str, code: &str) -> Duration {
+        if lang == crate::Lang::PYTHON.as_str() && crate::language::declares_dependencies(code) {
+            Duration::from_millis(self.dependencies_timeout_ms)
+        } else {
+            Duration::ZERO
+        }
     }
 }
 
@@ -184,6 +211,7 @@ impl Default for Limits {
             resource_limits: true,
             sessions_frozen: true,
             answer_margin_ms: defaults::ANSWER_MARGIN_MS,
+            dependencies_timeout_ms: defaults::DEPENDENCIES_TIMEOUT_MS,
         }
     }
 }

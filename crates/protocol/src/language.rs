@@ -133,6 +133,12 @@ pub fn run_time(timeout_ms: u64, compile_timeout_ms: u64) -> Duration {
     Duration::from_millis(timeout_ms.saturating_add(compile_timeout_ms))
 }
 
+/// Whether a program declares inline dependencies: a line `# /// script` opens a PEP 723
+/// block (the runner reads it whole; this only tells whether there is one to read).
+pub fn declares_dependencies(code: &str) -> bool {
+    code.lines().any(|line| line.trim_end() == "# /// script")
+}
+
 /// The languages every runner offered before runners listed theirs.
 pub fn classic() -> Vec<LanguageInfo> {
     let info = |name: Lang, version: &str, file: &str, warm: bool| LanguageInfo {
@@ -156,6 +162,43 @@ pub fn classic() -> Vec<LanguageInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_script_block_is_told_by_its_opening_line() {
+        assert!(declares_dependencies(
+            "# /// script\n# dependencies = []\n# ///\n"
+        ));
+        assert!(declares_dependencies("import x\n# /// script  \n"));
+        assert!(!declares_dependencies("print('# /// script')\n"));
+        assert!(!declares_dependencies("# /// scripts\n"));
+        let limits = crate::api::Limits {
+            dependencies_timeout_ms: 7_000,
+            ..crate::api::Limits::default()
+        };
+        let block = "# /// script\n# dependencies = [\"x\"]\n# ///\n";
+        assert_eq!(
+            limits.code_allowance("python", block),
+            std::time::Duration::from_secs(7)
+        );
+        assert_eq!(
+            limits.code_allowance("bash", block),
+            std::time::Duration::ZERO
+        );
+        assert_eq!(
+            limits.code_allowance("python", "print(1)"),
+            std::time::Duration::ZERO
+        );
+        let old: crate::api::Limits = serde_json::from_str(
+            &serde_json::to_string(&crate::api::Limits::default())
+                .unwrap()
+                .replace(",\"dependenciesTimeoutMs\":120000", ""),
+        )
+        .unwrap();
+        assert_eq!(
+            old.dependencies_timeout_ms, 120_000,
+            "an older runner's assumed"
+        );
+    }
 
     #[test]
     fn recipes_round_trip_and_loaders_say_what_they_do() {

@@ -289,7 +289,8 @@ impl SandboxServer {
         tracing::info!(%lang, code_bytes = args.code.len(), timeout_ms = args.timeout_ms, ?place, "run started");
         tracing::debug!(code = %args.code, "program");
         let run_time = catalog.run_time(&lang, args.timeout_ms);
-        let deadline = limits.answer_within(run_time);
+        let deadline =
+            limits.answer_within(run_time) + limits.code_allowance(lang.as_str(), &args.code);
         let request = RunRequest {
             lang: lang.to_string(),
             code: args.code,

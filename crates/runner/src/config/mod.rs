@@ -510,6 +510,7 @@ impl ServeArgs {
             // session's calls.
             sessions_frozen: !self.sandbox.unsafe_no_resource_limits,
             answer_margin_ms: self.sandbox.backend.report_grace().as_millis() as u64,
+            dependencies_timeout_ms: dependencies_timeout(&sandbox),
         };
         Ok(RunnerConfig {
             listen: self.listen,
@@ -540,4 +541,14 @@ pub fn current_package_set(
     sandbox_packages::Store::open(store)
         .and_then(|store| store.current())
         .map_err(|e| ConfigError::Packages(e.to_string()))
+}
+
+/// How long a program's inline dependencies may take to resolve before its run, as
+/// `/health` publishes it: the policy's timeout where the process backend takes them, 0
+/// where they are refused at once (turned off, or VM sandboxes).
+fn dependencies_timeout(sandbox: &SandboxConfig) -> u64 {
+    match (&sandbox.packages.deps, sandbox.backend.kind()) {
+        (Some(policy), BackendKind::Process) => policy.timeout.as_millis() as u64,
+        _ => 0,
+    }
 }

@@ -449,6 +449,8 @@ fn the_vm_backend_gets_its_own_settings() {
     let config = host.parse(&args).validate().unwrap();
     assert_eq!(config.sandbox.backend.kind(), BackendKind::Vm);
     assert!(config.limits.resource_limits && config.limits.sessions_frozen);
+    // A VM's sandboxes take no inline dependencies, so a caller need not wait for them.
+    assert_eq!(config.limits.dependencies_timeout_ms, 0);
     let vm = vm(&config.sandbox);
     assert_eq!(vm.guest_memory_mb, 400);
     assert_eq!(vm.sandbox_limits.memory_bytes, 300 << 20);
@@ -492,4 +494,13 @@ fn a_vm_offers_what_its_image_holds_and_no_language_with_memory_of_its_own() {
     let no_image = path(&host.dir.path().join("no-image"));
     let unknown = host.parse(&["--backend", "vm", "--vm-image", &no_image]);
     assert_eq!(offered(&unknown.sandbox.validate().unwrap()), ["bash"]);
+}
+
+#[test]
+fn the_dependencies_timeout_is_published_where_they_are_taken() {
+    let host = Host::new();
+    let taken = host.parse(&["--deps-timeout-ms", "7000"]).validate();
+    assert_eq!(taken.expect("valid").limits.dependencies_timeout_ms, 7_000);
+    let off = host.parse(&["--no-inline-deps"]).validate();
+    assert_eq!(off.expect("valid").limits.dependencies_timeout_ms, 0);
 }
