@@ -1,12 +1,16 @@
 //! sandbox-runner: the isolation service.
 //!
-//! `POST /run {lang, code, timeoutMs}` runs a bash, Python or Node program in a fresh
-//! sandbox that is never reused: no network, 256 MiB, half a CPU, a process cap, a
-//! read-only system and a small writable /tmp and home. Sandboxes are made ahead of
-//! time in a warm pool ([`pool`]) by a backend ([`backend`]); the process backend uses
-//! Linux namespaces, cgroups (v1 and v2) and seccomp. Every request becomes a job in one
-//! place ([`job`]); the HTTP API ([`http`]) describes itself in the OpenAPI document it
-//! serves at `GET /openapi.json`.
+//! `POST /run {lang, code, timeoutMs}` runs a program in any language of its table
+//! ([`languages`]: bash, Python, Node.js, TypeScript, C, C++, Go, Java built in) in a
+//! fresh sandbox that is never reused: no network, 256 MiB, half a CPU, a process cap, a
+//! read-only system and a small writable /tmp and home; sessions ([`session`]) are
+//! sandboxes that live across runs, with files, frozen between their calls. Sandboxes are
+//! made ahead of time in a warm pool ([`pool`]) by a backend ([`backend`]): the process
+//! backend uses Linux namespaces, cgroups (v1 and v2) and seccomp, and forks sandboxes
+//! from templates; the vm backend boots a microVM per sandbox with the same jail inside.
+//! Every request becomes a job in one place ([`job`]); a Python program's inline
+//! dependencies are resolved on the host, confined ([`deps`]); the HTTP API ([`http`])
+//! describes itself in the OpenAPI document it serves at `GET /openapi.json`.
 //!
 //! Binaries that embed the runner must call [`multicall::dispatch`] first thing in
 //! `main`: sandboxes are started by executing the binary itself again.

@@ -1,7 +1,7 @@
 //! A Python program's inline dependencies (a PEP 723 `# /// script` block): read from
 //! its code, resolved and installed on the host within the operator's policy (cached by
 //! what was asked), and mounted read-only into the sandbox for its run. The sandbox
-//! itself never reaches a package index; the host's pip runs confined ([`jail`]).
+//! itself never reaches a package index; the host's pip runs confined ([`ResolverJail`]).
 
 mod jail;
 
