@@ -2,7 +2,7 @@
 //! program that reads the empty stdin, exit codes, compile errors, timeouts and the
 //! memory limit; the table in `/health`; an operator's languages file; sessions of a
 //! compiled language and of TypeScript; and hostile programs aimed at the compile step.
-//! The same programs (tests/common/programs.rs) run in a guest in vm.rs, one language
+//! The same programs (tests/common/programs.rs) run in a guest in tests/vm/, one language
 //! after the other with TCG's longer compile timeouts.
 
 mod common;

@@ -1,5 +1,5 @@
 //! Programs in every built-in language, shared by the language tests of both backends
-//! (languages.rs on the process backend, vm.rs in a guest): the same hello, broken,
+//! (languages.rs on the process backend, tests/vm/ in a guest): the same hello, broken,
 //! endless and memory-hungry program wherever a language is tested.
 
 /// The eight built-in languages.
