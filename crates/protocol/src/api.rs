@@ -96,9 +96,11 @@ pub mod defaults {
     /// Files of `outputs/` listed in one answer.
     pub const OUTPUT_FILES_MAX: usize = 64;
     /// The answer margin assumed of a runner that publishes none (older than
-    /// [`Limits::answer_margin_ms`](super::Limits::answer_margin_ms)), ms: the largest any
-    /// backend of those runners took (a VM's; process sandboxes took 5 s).
-    pub const ANSWER_MARGIN_MS: u64 = 10_000;
+    /// [`Limits::answer_margin_ms`](super::Limits::answer_margin_ms)) or has not answered
+    /// `GET /health` yet, ms: what callers assumed of every runner before runners
+    /// published it (a process sandbox's margin), so a runner that never answers fails a
+    /// call as soon as it did.
+    pub const ANSWER_MARGIN_MS: u64 = 5_000;
     /// How long resolving a program's inline dependencies may take, ms (a runner's
     /// `RUNNER_DEPS_TIMEOUT_MS` default), and what a caller assumes of a runner that
     /// publishes no [`Limits::dependencies_timeout_ms`](super::Limits::dependencies_timeout_ms).
