@@ -26,6 +26,7 @@
 use crate::files::OutputFile;
 pub use crate::files::{FileEntry, FileKind};
 use crate::language::{self, Recipe};
+use crate::process::{ProcessAnswer, ProcessRequest, Stream};
 use crate::Lang;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -66,6 +67,10 @@ pub struct Job {
     /// inline dependencies its PEP 723 block declared, mounted read-only for it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub python_paths: Vec<String>,
+    /// Send the program's output as it comes ([`AgentMessage::Output`], before the
+    /// answer), as well as in the answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
 }
 
 impl Job {
@@ -200,6 +205,8 @@ pub fn decode_bytes(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
 pub enum RunnerMessage {
     /// A file operation (a session's).
     File(FileRequest),
+    /// A process operation (a session's).
+    Process(ProcessRequest),
     /// Start an interpreter ahead of the job.
     Prepare(Prepare),
     /// Get ready to be snapshotted.
@@ -244,7 +251,25 @@ pub enum AgentMessage {
         /// A sentence for people.
         message: String,
     },
+    /// A process operation's answer.
+    Process {
+        /// What it did.
+        answer: ProcessAnswer,
+        /// How many of the session's processes run now: none, and the session may be
+        /// frozen between its calls.
+        running: usize,
+    },
+    /// Output of the job in flight (one marked [`Job::stream`]), as the program wrote it.
+    Output {
+        /// Which stream.
+        stream: Stream,
+        /// The bytes, as base64 ([`encode_bytes`]), at most [`OUTPUT_CHUNK_BYTES`].
+        data: String,
+    },
 }
+
+/// The most bytes one [`AgentMessage::Output`] carries.
+pub const OUTPUT_CHUNK_BYTES: usize = 64 * 1024;
 
 /// How a job ended, as the agent saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,6 +309,14 @@ pub struct JobOutcome {
     /// of memory, or the program ending it): what the earlier jobs left in it is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub state_lost: bool,
+    /// How many of the session's processes ([`ProcessRequest`]) run after the job: none,
+    /// and the session may be frozen until its next call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub processes_running: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]
@@ -340,6 +373,7 @@ mod tests {
             sigstop_between_runs: false,
             outputs: None,
             python_paths: Vec::new(),
+            stream: false,
         };
         let text = serde_json::to_string(&RunnerMessage::Job(job.clone())).unwrap();
         assert_eq!(decode(&text), RunnerMessage::Job(job));

@@ -97,6 +97,7 @@ mod tests {
             sigstop_between_runs: false,
             outputs: None,
             python_paths: Vec::new(),
+            stream: false,
         };
         let bytes = encode(&job).unwrap();
         let back: Job = read(&mut bytes.as_slice()).unwrap().unwrap();

@@ -8,6 +8,8 @@
 //!   and their length-prefixed framing ([`frame`]);
 //! - [`files`]: the files a run wrote and the entries of a listing, which both carry;
 //! - [`media`]: the media type of a file a sandbox hands back;
+//! - [`process`]: a session's processes, as the agent keeps them and as the API shows
+//!   them;
 //! - [`Lang`]: a language's name; [`language`]: how a sandbox runs one, and how a
 //!   runner lists those it offers.
 //!
@@ -20,6 +22,7 @@ pub mod files;
 pub mod frame;
 pub mod language;
 pub mod media;
+pub mod process;
 
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

@@ -43,6 +43,7 @@ mod launch;
 pub(crate) mod loader;
 mod outputs;
 mod process;
+mod processes;
 mod resident;
 mod serve;
 mod sink;

@@ -4,19 +4,57 @@ use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::{getpid, Pid};
 
-/// Kills every process of the sandbox but the agent.
+/// Kills every process of the sandbox but the agent and the session's processes
+/// ([`processes`](super::processes): they outlive a run's cleanup).
 ///
 /// As PID 1 of its namespace the agent signals `-1`, which reaches every process of the
-/// namespace, including those that left the program's session or process group. Outside
-/// one (never in a real sandbox) it only signals the program's process group, so that
-/// it can never signal the host.
+/// namespace, including those that left the program's session or process group; while
+/// processes of the API run, it signals each other process it finds in `/proc`
+/// instead (callers kill again until nothing else is left: [`end_tree`]). Outside one
+/// (never in a real sandbox) it only signals the program's process group, so that it
+/// can never signal the host.
 pub(crate) fn kill_all(program: Pid) {
     // ESRCH (nothing left to kill) is the expected outcome when all have exited.
-    if getpid() == Pid::from_raw(1) {
-        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-    } else {
+    if getpid() != Pid::from_raw(1) {
         let _ = killpg(program, Signal::SIGKILL);
+        return;
     }
+    let protected = super::processes::protected();
+    if protected.is_empty() {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        return;
+    }
+    for pid in unprotected(&protected) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// The live processes of the sandbox, but the agent, outside the sessions `protected`
+/// leads (a process's session, from `/proc/<pid>/stat`, cannot be changed to another's:
+/// `setsid` only makes a new one).
+fn unprotected(protected: &[i32]) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = getpid().as_raw();
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|&pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false; // gone meanwhile
+            };
+            // After the command's closing parenthesis: state, ppid, pgrp, session.
+            let fields: Vec<&str> = stat
+                .rfind(')')
+                .map(|end| stat[end + 1..].split_whitespace().take(4).collect())
+                .unwrap_or_default();
+            let zombie = fields.first().is_some_and(|s| matches!(*s, "Z" | "X"));
+            let session = fields.get(3).and_then(|s| s.parse::<i32>().ok());
+            !zombie && !session.is_some_and(|s| protected.contains(&s))
+        })
+        .collect()
 }
 
 /// Rounds of stopping before [`pause_all`] gives up on a process that keeps running.
@@ -94,7 +132,8 @@ pub(crate) enum Ended {
 }
 
 impl Ended {
-    fn of(status: libc::c_int) -> Ended {
+    /// How a `waitpid` status says the process ended.
+    pub(crate) fn of(status: libc::c_int) -> Ended {
         if libc::WIFSIGNALED(status) {
             Ended::Signaled(libc::WTERMSIG(status))
         } else {
@@ -124,25 +163,36 @@ pub(crate) fn reap_exited(program: Pid) -> Reaped {
                 return reaped;
             }
             pid if pid == program.as_raw() => reaped.program = Some(Ended::of(status)),
-            _ => {}
+            pid => super::processes::reaped(pid, Ended::of(status)),
         }
     }
 }
 
-/// Kills and reaps until no child is left; returns the program's status if it was
-/// reaped here. Killing again on every round catches a process forked while the
-/// previous signal was being delivered.
+/// Kills and reaps until no child is left (but the session's processes, and what they
+/// started); returns the program's status if it was reaped here. Killing again on every
+/// round catches a process forked while the previous signal was being delivered.
 pub(crate) fn end_tree(program: Pid) -> Option<Ended> {
     let mut found = None;
     loop {
         kill_all(program);
         let reaped = reap_exited(program);
         found = found.or(reaped.program);
-        if reaped.none_left {
+        if reaped.none_left || only_protected_left(program) {
             return found;
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+}
+
+/// Whether every process of the sandbox left (but the agent) is one the session's
+/// processes spare, and the program has been reaped (false when none is spared: then
+/// only no child at all ends the cleanup).
+fn only_protected_left(program: Pid) -> bool {
+    let protected = super::processes::protected();
+    !protected.is_empty()
+        && getpid() == Pid::from_raw(1)
+        && unprotected(&protected).is_empty()
+        && !std::path::Path::new(&format!("/proc/{program}")).exists()
 }
 
 /// The exit code reported for how the program ended: the code, or 128 + signal; a

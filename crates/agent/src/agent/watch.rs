@@ -222,6 +222,7 @@ impl Watch {
             outputs: Vec::new(),
             outputs_truncated: false,
             state_lost,
+            processes_running: 0,
         }
     }
 

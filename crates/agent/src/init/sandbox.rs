@@ -25,6 +25,7 @@ use sandbox_jail::layout::{IMAGE_PACKAGES, IMAGE_SHARED_PATHS, SANDBOX_UID};
 use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, Prepare, RunnerMessage};
 use sandbox_protocol::frame;
+use sandbox_protocol::process::ProcessRequest;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -155,9 +156,15 @@ impl Jailed {
     /// kill meanwhile.
     fn relay(&mut self, job: &Job) -> AgentMessage {
         let before = self.oom_kills;
+        // Output sent as it comes is not relayed: the host's runner asks a VM for none.
         let answer = self
             .send(&RunnerMessage::Job(job.clone()))
-            .and_then(|()| self.answer());
+            .and_then(|()| loop {
+                match self.answer() {
+                    Ok(AgentMessage::Output { .. }) => continue,
+                    other => break other,
+                }
+            });
         match answer {
             Ok(AgentMessage::Done(mut outcome)) => {
                 let now = self.cgroup.oom_kills().ok();
@@ -199,6 +206,23 @@ impl Worker for Jailed {
         }
     }
 
+    /// A process operation is a session's call: the sandbox is thawed for it, and
+    /// frozen again after unless processes of the API run.
+    fn process(&mut self, request: &ProcessRequest) -> AgentMessage {
+        match self
+            .thaw()
+            .and_then(|()| self.send(&RunnerMessage::Process(request.clone())))
+            .and_then(|()| self.answer())
+        {
+            Ok(answer @ AgentMessage::Process { running: 0, .. }) => match self.freeze() {
+                Ok(()) => answer,
+                Err(message) => AgentMessage::Failed { message },
+            },
+            Ok(answer) => answer,
+            Err(message) => AgentMessage::Failed { message },
+        }
+    }
+
     fn run(&mut self, job: &Job) -> AgentMessage {
         if job.session {
             if let Err(message) = self.thaw() {
@@ -207,10 +231,12 @@ impl Worker for Jailed {
         }
         let answer = self.relay(job);
         match answer {
-            AgentMessage::Done(_) if job.session => match self.freeze() {
-                Ok(()) => answer,
-                Err(message) => AgentMessage::Failed { message },
-            },
+            AgentMessage::Done(ref outcome) if job.session && outcome.processes_running == 0 => {
+                match self.freeze() {
+                    Ok(()) => answer,
+                    Err(message) => AgentMessage::Failed { message },
+                }
+            }
             _ => answer,
         }
     }

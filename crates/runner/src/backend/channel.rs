@@ -174,6 +174,8 @@ fn unexpected(got: &AgentMessage, expected: &'static str) -> ChannelError {
         | AgentMessage::File { .. }
         | AgentMessage::Files { .. }
         | AgentMessage::FileFailed { .. } => "a file answer",
+        AgentMessage::Process { .. } => "a process answer",
+        AgentMessage::Output { .. } => "output",
     };
     ChannelError::Unexpected { got, expected }
 }
@@ -197,5 +199,6 @@ fn unresponsive(limit: Duration) -> JobOutcome {
         outputs: Vec::new(),
         outputs_truncated: false,
         state_lost: true,
+        processes_running: 0,
     }
 }

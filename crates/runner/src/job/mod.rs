@@ -115,6 +115,7 @@ impl<'a> Jobs<'a> {
             sigstop_between_runs: false,
             outputs: self.outputs,
             python_paths: Vec::new(),
+            stream: false,
         })
     }
 

@@ -147,6 +147,7 @@ fn only_a_sessions_answer_says_whether_its_state_was_lost() {
             outputs: Vec::new(),
             outputs_truncated: false,
             state_lost: true,
+            processes_running: 0,
         },
         oom_killed: true,
     };

@@ -49,6 +49,7 @@ fn job(lang: Lang) -> Job {
         sigstop_between_runs: false,
         outputs: None,
         python_paths: Vec::new(),
+        stream: false,
     }
 }
 

@@ -68,6 +68,7 @@ fn job() -> Job {
         sigstop_between_runs: false,
         outputs: None,
         python_paths: Vec::new(),
+        stream: false,
     }
 }
 

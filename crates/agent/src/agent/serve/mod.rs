@@ -9,11 +9,13 @@ use super::hangup::HangupWatch;
 use super::home;
 use super::job::{JobError, Kept};
 use super::launch::prepare;
+use super::processes;
 use super::tree;
 use sandbox_protocol::agent::{
     AgentMessage, FileFailure, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage,
 };
 use sandbox_protocol::frame::{self, FrameError};
+use sandbox_protocol::process::ProcessRequest;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 
@@ -46,6 +48,8 @@ pub trait Worker {
     fn run(&mut self, job: &Job) -> AgentMessage;
     /// Does a session's file operation; the answer is Stored, File, Files or FileFailed.
     fn file(&mut self, request: &FileRequest) -> AgentMessage;
+    /// Does a session's process operation; the answer is Process (or Failed).
+    fn process(&mut self, request: &ProcessRequest) -> AgentMessage;
 }
 
 /// The agent doing the work itself: it starts the interpreter and runs the program
@@ -53,6 +57,8 @@ pub trait Worker {
 pub struct Local<F> {
     run: F,
     kept: Kept,
+    /// The session's processes are stopped with SIGSTOP (see [`Worker::run`] here).
+    paused: bool,
 }
 
 impl<F> Local<F>
@@ -64,6 +70,7 @@ where
         Local {
             run,
             kept: Kept::default(),
+            paused: false,
         }
     }
 }
@@ -83,20 +90,22 @@ where
     /// A session's processes are frozen between its calls by whoever holds its cgroup
     /// (the runner, a VM's init); where nothing does, the job says so
     /// ([`Job::sigstop_between_runs`]) and the agent stops them itself
-    /// (`tree::pause_all`) until the next run starts.
+    /// (`tree::pause_all`) until the next call, unless processes of the API run
+    /// (the session is then left running, as a freezer leaves it).
     fn run(&mut self, job: &Job) -> AgentMessage {
         let stop = job.session && job.sigstop_between_runs;
-        if stop {
-            tree::resume_all();
-        }
+        self.resume();
         let answer = match (self.run)(job, &mut self.kept) {
-            Ok(outcome) => AgentMessage::Done(outcome),
+            Ok(mut outcome) => {
+                outcome.processes_running = processes::running();
+                AgentMessage::Done(outcome)
+            }
             Err(e) => AgentMessage::Failed {
                 message: e.to_string(),
             },
         };
-        if stop && !tree::pause_all() {
-            eprintln!("sandbox-agent: a process of the session kept running after SIGSTOP");
+        if stop {
+            self.pause();
         }
         answer
     }
@@ -109,6 +118,41 @@ where
                 message: e.to_string(),
             },
         }
+    }
+
+    /// Done with the session's processes awake: stopped ones (SIGSTOP) are woken for
+    /// it, and stopped again after unless one of the API's runs.
+    fn process(&mut self, request: &ProcessRequest) -> AgentMessage {
+        let paused = self.paused;
+        self.resume();
+        let answer = processes::handle(request);
+        if paused {
+            self.pause();
+        }
+        AgentMessage::Process {
+            answer,
+            running: processes::running(),
+        }
+    }
+}
+
+impl<F> Local<F> {
+    /// Wakes what [`pause`](Self::pause) stopped.
+    fn resume(&mut self) {
+        if std::mem::take(&mut self.paused) {
+            tree::resume_all();
+        }
+    }
+
+    /// Stops every process of the sandbox with SIGSTOP, unless processes of the API run.
+    fn pause(&mut self) {
+        if processes::running() > 0 {
+            return;
+        }
+        if !tree::pause_all() {
+            eprintln!("sandbox-agent: a process of the session kept running after SIGSTOP");
+        }
+        self.paused = true;
     }
 }
 
@@ -244,9 +288,12 @@ fn await_job<C: Read + Write, W: Worker>(
         match frame::read::<_, RunnerMessage>(channel)? {
             None => return Ok(Next::Closed),
             Some(RunnerMessage::Job(job)) => return Ok(Next::Job(Box::new(job))),
-            // A session's files may come before its first job.
+            // A session's files and processes may come before its first job.
             Some(RunnerMessage::File(request)) => {
                 frame::write(channel, &worker.file(&request))?;
+            }
+            Some(RunnerMessage::Process(request)) => {
+                frame::write(channel, &worker.process(&request))?;
             }
             Some(RunnerMessage::Snapshot(_)) => return Ok(Next::Snapshot),
             Some(RunnerMessage::Reseed(_)) => {
@@ -292,6 +339,9 @@ where
             match frame::read::<_, RunnerMessage>(channel)? {
                 Some(RunnerMessage::File(request)) => {
                     frame::write(channel, &worker.file(&request))?;
+                }
+                Some(RunnerMessage::Process(request)) => {
+                    frame::write(channel, &worker.process(&request))?;
                 }
                 other => break other,
             }

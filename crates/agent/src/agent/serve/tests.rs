@@ -49,6 +49,7 @@ fn job() -> Job {
         sigstop_between_runs: false,
         outputs: None,
         python_paths: Vec::new(),
+        stream: false,
     }
 }
 
@@ -68,6 +69,7 @@ fn echo(job: &Job, _: &mut Kept) -> Result<JobOutcome, JobError> {
         outputs: Vec::new(),
         outputs_truncated: false,
         state_lost: false,
+        processes_running: 0,
     })
 }
 

@@ -185,6 +185,7 @@ impl PooledSandbox for FakeSandbox {
                 outputs: Vec::new(),
                 outputs_truncated: false,
                 state_lost: false,
+                processes_running: 0,
             },
             oom_killed: false,
         })
