@@ -420,3 +420,53 @@ async fn a_process_call_waits_for_a_run_in_flight_within_its_wait() {
     assert_eq!(read["stdout"], "after the run\n", "{read}");
     assert_eq!(run.await.expect("the run's task")["stdout"], "ran\n");
 }
+
+#[tokio::test]
+async fn an_exit_code_comes_only_with_all_of_the_output() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    for i in 0..40 {
+        let pid = started(&runner, &id, "printf abc; printf def >&2").await;
+        let (status, answer) = output(&runner, &id, pid, "waitMs=5000").await;
+        assert_eq!(status, 200, "{answer}");
+        if answer["exitCode"] == 0 {
+            assert_eq!(
+                (answer["stdout"].as_str(), answer["stderr"].as_str()),
+                (Some("abc"), Some("def")),
+                "round {i}: {answer}"
+            );
+            assert_eq!(answer["running"], false);
+        } else {
+            assert_eq!(answer["running"], true, "round {i}: {answer}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_process_that_reads_nothing_fills_its_queue_and_holds_up_nothing_else() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    let deaf = started(&runner, &id, "sleep 300").await;
+    let chunk = vec![b'x'; 3 << 20];
+    let (status, answer) = write_stdin(&runner, &id, deaf, "", &chunk).await;
+    assert_eq!(status, 204, "{answer}");
+    let (status, answer) = write_stdin(&runner, &id, deaf, "", &chunk).await;
+    assert_eq!((status, code(&answer)), (409, "stdin_full"), "{answer}");
+    let (status, answer) = write_stdin(&runner, &id, deaf, "", &vec![b'x'; 5 << 20]).await;
+    assert_eq!((status, code(&answer)), (413, "too_large"), "{answer}");
+    // The agent still serves everything else.
+    let echo = started(&runner, &id, "cat").await;
+    assert_eq!(
+        write_stdin(&runner, &id, echo, "eof=true", b"still\n")
+            .await
+            .0,
+        204
+    );
+    ended(&runner, &id, echo).await;
+    let (_, out) = output(&runner, &id, echo, "").await;
+    assert_eq!(out["stdout"], "still\n", "{out}");
+    assert_eq!(
+        runner.ok_in(&id, "bash", "echo ran").await["stdout"],
+        "ran\n"
+    );
+}

@@ -216,3 +216,30 @@ async fn reading_output_counts_as_a_call_for_the_idle_timeout() {
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn many_processes_one_after_another_cost_the_session_nothing_once_ended() {
+    let runner = Runner::start();
+    let health = runner.health().await;
+    let pids_max = health["limits"]["pidsMax"].as_i64().expect("pidsMax");
+    let id = runner.open_session(json!({})).await;
+    // More processes than the session may hold at once, each ended before the next:
+    // whatever the agent keeps of an ended one must not count against the session.
+    for i in 0..pids_max + 16 {
+        let (status, answer) = start(&runner, &id, json!({"command": "true"})).await;
+        assert_eq!(status, 201, "process {i}: {answer}");
+        ended(&runner, &id, answer["pid"].as_i64().expect("pid")).await;
+    }
+    let threads = runner
+        .ok_in(&id, "bash", "grep Threads /proc/1/status | tr -dc 0-9")
+        .await;
+    let threads: i64 = threads["stdout"]
+        .as_str()
+        .unwrap_or("")
+        .parse()
+        .unwrap_or(-1);
+    assert!(
+        (1..=4).contains(&threads),
+        "the agent holds {threads} threads"
+    );
+}

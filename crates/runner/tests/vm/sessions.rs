@@ -135,3 +135,57 @@ async fn a_session_s_guest_sandbox_is_frozen_between_calls() {
     let status = runner.stop();
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test]
+async fn a_vm_sessions_processes_run_between_calls_and_answer_as_on_a_host() {
+    let _serial = SERIAL.lock().await;
+    let state = state_dir("processes");
+    let runner = vm_runner(1, &state);
+    let id = runner.open_session(serde_json::json!({})).await;
+    let start = |command: &'static str| {
+        let body = serde_json::json!({ "command": command });
+        let path = format!("/sessions/{id}/processes");
+        let runner = &runner;
+        async move {
+            let (status, answer) = runner.request("POST", &path, Some(&body)).await;
+            assert_eq!(status, 201, "{answer}");
+            answer["pid"].as_i64().expect("a pid")
+        }
+    };
+    // Ticks while no call is in flight: the guest's init leaves the sandbox thawed.
+    let ticker = start("for i in 1 2 3; do echo tick $i; sleep 1; done; exit 5").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (status, out) = runner
+        .request(
+            "GET",
+            &format!("/sessions/{id}/processes/{ticker}/output"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["stdout"], "tick 1\ntick 2\ntick 3\n", "{out}");
+    assert_eq!(out["exitCode"], 5, "{out}");
+    let sleeper = start("sleep 300").await;
+    let seen = runner
+        .ok_in(
+            &id,
+            "bash",
+            &format!("tr '\\0' ' ' < /proc/{sleeper}/cmdline"),
+        )
+        .await;
+    assert_eq!(stdout(&seen), "sleep 300 ", "{seen}");
+    let body = serde_json::json!({"signal": "TERM"});
+    let path = format!("/sessions/{id}/processes/{sleeper}/signal");
+    assert_eq!(runner.request("POST", &path, Some(&body)).await.0, 204);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, listed) = runner
+            .request("GET", &format!("/sessions/{id}/processes"), None)
+            .await;
+        if listed["processes"][1]["exitCode"] == 143 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "TERM did not end it: {listed}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

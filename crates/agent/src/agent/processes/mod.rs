@@ -12,6 +12,7 @@
 //! Not for: limits (the sandbox's cgroup counts these processes as it counts a run's),
 //! nor waiting for output (the runner asks again; no request here blocks).
 
+mod io;
 mod ring;
 mod spawn;
 
@@ -21,9 +22,9 @@ use sandbox_protocol::agent::decode_bytes;
 use sandbox_protocol::process::{
     OutputSlice, ProcessAnswer, ProcessEntry, ProcessFailure, ProcessRequest,
 };
-use spawn::Feed;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::os::fd::OwnedFd;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Ended processes kept in the list (the most recent).
@@ -39,13 +40,16 @@ const LINGER: Duration = Duration::from_secs(1);
 static TABLE: Mutex<Table> = Mutex::new(Table {
     entries: Vec::new(),
     unclaimed: None,
+    retired: Vec::new(),
 });
 
 /// The processes, in the order they started.
 struct Table {
     entries: Vec<Entry>,
-    /// Statuses reaped by a run before the process's waiter got to them.
+    /// Statuses reaped by a run before the process's own reaping got to them.
     unclaimed: Option<HashMap<i32, Ended>>,
+    /// Descriptors of forgotten entries, for the I/O thread to close (`io.rs`).
+    retired: Vec<OwnedFd>,
 }
 
 /// One process.
@@ -57,22 +61,25 @@ struct Entry {
     stdout: Output,
     stderr: Output,
     stdin: Stdin,
-    /// Bytes handed to the feeder and not written yet.
-    queued: usize,
+    /// Readable once it exits; dropped once its status is recorded.
+    pidfd: Option<OwnedFd>,
 }
 
-/// One output stream.
+/// One output stream: what is kept of it, and the pipe until its end.
 struct Output {
     ring: Ring,
-    closed: bool,
+    pipe: Option<OwnedFd>,
 }
 
 /// A process's standard input, as the agent holds it.
-enum Stdin {
-    /// Its feeder takes bytes.
-    Open(mpsc::Sender<Feed>),
-    /// Closed (asked, or the process stopped reading).
-    Closed,
+struct Stdin {
+    pipe: Option<OwnedFd>,
+    /// Bytes queued and not written yet.
+    pending: VecDeque<u8>,
+    /// Close the pipe once `pending` is written.
+    close_after: bool,
+    /// More may be queued (false once closed by the caller or by the process).
+    open: bool,
 }
 
 impl Entry {
@@ -90,35 +97,30 @@ impl Entry {
         }
     }
 
-    /// Both streams read to their end, or the process ended long enough ago that what
-    /// it left running no longer counts.
+    /// Ended, with both streams read to their end, or ended long enough ago that what
+    /// it left running (holding its pipes) no longer counts.
     fn finished(&self) -> bool {
         self.ended.is_some_and(|(_, _, at)| {
-            (self.stdout.closed && self.stderr.closed) || at.elapsed() >= LINGER
+            (self.stdout.pipe.is_none() && self.stderr.pipe.is_none()) || at.elapsed() >= LINGER
         })
+    }
+
+    /// Its descriptors, for the I/O thread to close.
+    fn descriptors(self) -> impl Iterator<Item = OwnedFd> {
+        [
+            self.stdout.pipe,
+            self.stderr.pipe,
+            self.stdin.pipe,
+            self.pidfd,
+        ]
+        .into_iter()
+        .flatten()
     }
 }
 
 impl Table {
-    fn entry_mut(&mut self, pid: i32) -> Option<&mut Entry> {
-        self.entries.iter_mut().find(|e| e.pid == pid)
-    }
-
     fn running(&self) -> usize {
         self.entries.iter().filter(|e| e.running()).count()
-    }
-
-    /// The feeder wrote `bytes` of what was queued.
-    fn fed(&mut self, pid: i32, bytes: usize) {
-        if let Some(entry) = self.entry_mut(pid) {
-            entry.queued = entry.queued.saturating_sub(bytes);
-        }
-    }
-
-    fn stdin_closed(&mut self, pid: i32) {
-        if let Some(entry) = self.entry_mut(pid) {
-            entry.stdin = Stdin::Closed;
-        }
     }
 
     /// Records that `pid` ended.
@@ -127,10 +129,9 @@ impl Table {
             Ended::Exited(code) => code,
             Ended::Signaled(signal) => 128 + signal,
         };
-        if let Some(entry) = self.entry_mut(pid) {
-            if entry.ended.is_none() {
-                entry.ended = Some((code, now_ms(), Instant::now()));
-            }
+        if let Some(entry) = self.entries.iter_mut().find(|e| e.pid == pid) {
+            entry.ended.get_or_insert((code, now_ms(), Instant::now()));
+            entry.pidfd = None;
         }
         self.forget_oldest_ended();
     }
@@ -138,14 +139,24 @@ impl Table {
     /// Drops the oldest ended processes past [`ENDED_KEPT`].
     fn forget_oldest_ended(&mut self) {
         let mut ended = self.entries.iter().filter(|e| !e.running()).count();
-        self.entries.retain(|e| {
-            if ended > ENDED_KEPT && !e.running() {
+        let mut kept = Vec::with_capacity(self.entries.len());
+        for entry in std::mem::take(&mut self.entries) {
+            if ended > ENDED_KEPT && !entry.running() {
                 ended -= 1;
-                false
+                self.retired.extend(entry.descriptors());
             } else {
-                true
+                kept.push(entry);
             }
-        });
+        }
+        self.entries = kept;
+    }
+
+    /// Takes out the entry of `pid` (an ended process whose pid the kernel gave again).
+    fn replace(&mut self, pid: i32) {
+        if let Some(i) = self.entries.iter().position(|e| e.pid == pid) {
+            let old = self.entries.remove(i);
+            self.retired.extend(old.descriptors());
+        }
     }
 }
 
@@ -234,6 +245,12 @@ fn start(
             ),
         );
     }
+    if let Err(e) = io::start() {
+        return failed(
+            ProcessFailure::Io,
+            format!("starting the agent's process thread: {e}"),
+        );
+    }
     let started = match spawn::start(command, cwd, env) {
         Ok(started) => started,
         Err(e) if cwd.is_some() && e.kind() == std::io::ErrorKind::NotFound => {
@@ -245,73 +262,34 @@ fn start(
         Err(e) => return failed(ProcessFailure::Io, format!("starting the command: {e}")),
     };
     let pid = started.pid;
-    // A pid the kernel gave again replaces the ended process that had it.
-    table.entries.retain(|e| e.pid != pid);
+    table.replace(pid);
     let keep = usize::try_from(keep_bytes).unwrap_or(usize::MAX);
-    let mut entry = Entry {
+    let entry = Entry {
         pid,
         command: command.to_owned(),
         started_at_ms: now_ms(),
         ended: None,
         stdout: Output {
             ring: Ring::new(keep),
-            closed: false,
+            pipe: Some(started.stdout),
         },
         stderr: Output {
             ring: Ring::new(keep),
-            closed: false,
+            pipe: Some(started.stderr),
         },
-        stdin: Stdin::Closed,
-        queued: 0,
+        stdin: Stdin {
+            pipe: Some(started.stdin),
+            pending: VecDeque::new(),
+            close_after: false,
+            open: true,
+        },
+        pidfd: Some(started.pidfd),
     };
-    let served = spawn::serve(started, &mut entry);
     let info = entry.info();
     table.entries.push(entry);
     drop(table);
-    if let Err(e) = served.and_then(|()| wait_for(pid)) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-        return failed(ProcessFailure::Io, format!("serving the process: {e}"));
-    }
+    io::wake();
     ProcessAnswer::Started(info)
-}
-
-/// Starts the thread that waits for `pid` to end and records how.
-fn wait_for(pid: i32) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("process-wait".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            let ended = wait(pid);
-            lock(&TABLE).end(pid, ended);
-        })
-        .map(drop)
-}
-
-/// Waits for `pid`, or, if a run's reaping took it first, finds its status there.
-fn wait(pid: i32) -> Ended {
-    loop {
-        let mut status: libc::c_int = 0;
-        // SAFETY: waitpid writes the status into a live local integer.
-        let got = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if got == pid {
-            return Ended::of(status);
-        }
-        if got < 0 && nix::errno::Errno::last() == nix::errno::Errno::EINTR {
-            continue;
-        }
-        break;
-    }
-    // Reaped by a run (ECHILD): its status is recorded, or about to be.
-    for _ in 0..1000 {
-        if let Some(ended) = lock(&TABLE).unclaimed.as_mut().and_then(|u| u.remove(&pid)) {
-            return ended;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    Ended::Signaled(libc::SIGKILL)
 }
 
 fn output(pid: i32, stdout_from: u64, stderr_from: u64, max_bytes: u64) -> ProcessAnswer {
@@ -328,7 +306,9 @@ fn output(pid: i32, stdout_from: u64, stderr_from: u64, max_bytes: u64) -> Proce
         stderr: sandbox_protocol::agent::encode_bytes(&stderr),
         stdout_from,
         stderr_from,
-        exit_code: entry.ended.map(|(code, _, _)| code),
+        // Ended only once its output is all in: a reader that stops at the exit code
+        // has read everything.
+        exit_code: entry.ended.filter(|_| finished).map(|(code, _, _)| code),
         finished,
     })
 }
@@ -338,22 +318,16 @@ fn stdin(pid: i32, data: &str, eof: bool) -> ProcessAnswer {
         return failed(ProcessFailure::Io, "the bytes are not base64".into());
     };
     let mut table = lock(&TABLE);
-    let Some(entry) = table.entry_mut(pid) else {
+    let Some(entry) = table.entries.iter_mut().find(|e| e.pid == pid) else {
         return not_found(pid);
     };
-    let ended = || {
-        failed(
+    if !entry.running() || !entry.stdin.open {
+        return failed(
             ProcessFailure::Ended,
             format!("process {pid} has ended, or its standard input is closed"),
-        )
-    };
-    if !entry.running() {
-        return ended();
+        );
     }
-    let Stdin::Open(queue) = &entry.stdin else {
-        return ended();
-    };
-    if entry.queued + bytes.len() > STDIN_QUEUE_BYTES {
+    if entry.stdin.pending.len() + bytes.len() > STDIN_QUEUE_BYTES {
         return failed(
             ProcessFailure::StdinFull,
             format!(
@@ -362,18 +336,14 @@ fn stdin(pid: i32, data: &str, eof: bool) -> ProcessAnswer {
             ),
         );
     }
-    let len = bytes.len();
-    let sent = (bytes.is_empty() || queue.send(Feed::Bytes(bytes)).is_ok())
-        && (!eof || queue.send(Feed::Close).is_ok());
+    entry.stdin.pending.extend(bytes);
     if eof {
-        entry.stdin = Stdin::Closed;
+        entry.stdin.open = false;
+        entry.stdin.close_after = true;
     }
-    if sent {
-        entry.queued += len;
-        ProcessAnswer::Done
-    } else {
-        ended()
-    }
+    drop(table);
+    io::wake();
+    ProcessAnswer::Done
 }
 
 /// `f` on a process that runs; a failure for one that ended or never was.
