@@ -1,7 +1,9 @@
 //! The sandbox tools: `create_sandbox`, `upload_file`, `download_file`, `list_files` and
 //! `close_sandbox`. Their definitions (schemas, descriptions, annotations); the parsing of
 //! a call's arguments is in [`crate::sandbox_args`], the calls themselves in
-//! `crate::server::sandboxes`.
+//! `crate::server::sandboxes`. What they share with the process tools
+//! ([`crate::process_tools`]), whose calls name a sandbox too: [`SandboxCall`], the shape
+//! of their results, and [`definition_of`].
 //!
 //! A sandbox is a runner session behind an opaque `sandboxId` ([`crate::handle`]): its
 //! files, and its interpreters' variables, stay between the `run_*` calls that name it.
@@ -22,6 +24,75 @@ pub const DOWNLOAD_CAP_BYTES: usize = 4 << 20;
 /// The home folder, which a sandbox's paths are relative to.
 pub const HOME: &str = "/home/sandbox";
 
+/// A tool whose calls name a sandbox (a sandbox tool or a process tool): its results have
+/// its own fields and `error`, null on success; a failed call has the same fields,
+/// empty ([`crate::sandbox_report`]).
+pub trait SandboxCall: Copy {
+    /// The tool's name.
+    fn name(self) -> &'static str;
+    /// The fields of the tool's `structuredContent` besides `error`, as they are when the
+    /// call failed.
+    fn failed_fields(self) -> Map<String, Value>;
+}
+
+/// The parts of a definition that differ between the tools whose calls name a sandbox.
+pub(crate) struct Parts {
+    pub(crate) title: &'static str,
+    pub(crate) description: String,
+    pub(crate) input: Arc<JsonObject>,
+    /// The output schema's properties besides `error`.
+    pub(crate) output: Value,
+    pub(crate) annotations: ToolAnnotations,
+    /// Whether the description says a server without resource limits has none (the
+    /// tools that do not say the sandbox's resources).
+    pub(crate) says_unlimited: bool,
+}
+
+/// `tool`'s definition as `tools/list` shows it, for a runner with `limits`: its output
+/// schema requires every field a failed call keeps, and `error`.
+pub(crate) fn definition_of(tool: impl SandboxCall, parts: Parts, limits: &Limits) -> Tool {
+    let Parts {
+        title,
+        mut description,
+        input,
+        mut output,
+        annotations,
+        says_unlimited,
+    } = parts;
+    if !limits.resource_limits && says_unlimited {
+        description.push_str(
+            " This server's sandboxes have NO memory or CPU limit (it runs with \
+             --unsafe-no-resource-limits).",
+        );
+    }
+    let mut required: Vec<String> = tool.failed_fields().keys().cloned().collect();
+    required.push("error".into());
+    if let Value::Object(map) = &mut output {
+        map.insert(
+            "error".into(),
+            error_schema("Why the call failed; null when it succeeded."),
+        );
+    }
+    let mut definition = Tool::new(tool.name(), description, input);
+    definition.title = Some(title.to_owned());
+    definition.output_schema = Some(object(
+        json!({ "type": "object", "properties": output, "required": required }),
+    ));
+    definition.annotations = Some(annotations.open_world(false));
+    definition
+}
+
+/// Annotations titled `title`: (read-only, destructive, idempotent).
+pub(crate) fn annotations(
+    title: &str,
+    (read_only, destructive, idempotent): (bool, bool, bool),
+) -> ToolAnnotations {
+    ToolAnnotations::with_title(title)
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(idempotent)
+}
+
 /// One of the sandbox tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SandboxTool {
@@ -37,6 +108,34 @@ pub enum SandboxTool {
     Close,
 }
 
+impl SandboxCall for SandboxTool {
+    fn name(self) -> &'static str {
+        match self {
+            SandboxTool::Create => "create_sandbox",
+            SandboxTool::Upload => "upload_file",
+            SandboxTool::Download => "download_file",
+            SandboxTool::List => "list_files",
+            SandboxTool::Close => "close_sandbox",
+        }
+    }
+
+    fn failed_fields(self) -> Map<String, Value> {
+        let fields = match self {
+            SandboxTool::Create => {
+                json!({"sandboxId": null, "expiresAt": null, "idleTimeoutMs": null})
+            }
+            SandboxTool::Upload => json!({"path": null, "size": null}),
+            SandboxTool::Download => json!({"path": null, "size": null, "mimeType": null}),
+            SandboxTool::List => json!({"files": [], "truncated": false}),
+            SandboxTool::Close => json!({"closed": false}),
+        };
+        match fields {
+            Value::Object(map) => map,
+            _ => unreachable!("written as objects"),
+        }
+    }
+}
+
 impl SandboxTool {
     /// Every sandbox tool, in the order `tools/list` gives them.
     pub const ALL: [SandboxTool; 5] = [
@@ -46,17 +145,6 @@ impl SandboxTool {
         SandboxTool::List,
         SandboxTool::Close,
     ];
-
-    /// The tool's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            SandboxTool::Create => "create_sandbox",
-            SandboxTool::Upload => "upload_file",
-            SandboxTool::Download => "download_file",
-            SandboxTool::List => "list_files",
-            SandboxTool::Close => "close_sandbox",
-        }
-    }
 
     /// The tool a name stands for.
     pub fn of(name: &str) -> Option<Self> {
@@ -73,24 +161,6 @@ impl SandboxTool {
         }
     }
 
-    /// The fields of this tool's `structuredContent` besides `error`, as they are when the
-    /// call failed.
-    pub fn failed_fields(self) -> Map<String, Value> {
-        let fields = match self {
-            SandboxTool::Create => {
-                json!({"sandboxId": null, "expiresAt": null, "idleTimeoutMs": null})
-            }
-            SandboxTool::Upload => json!({"path": null, "size": null}),
-            SandboxTool::Download => json!({"path": null, "size": null, "mimeType": null}),
-            SandboxTool::List => json!({"files": [], "truncated": false}),
-            SandboxTool::Close => json!({"closed": false}),
-        };
-        match fields {
-            Value::Object(map) => map,
-            _ => unreachable!("written as objects"),
-        }
-    }
-
     fn description(self, limits: &Limits) -> String {
         match self {
             SandboxTool::Create => format!(
@@ -100,7 +170,8 @@ impl SandboxTool {
                  TypeScript variables, functions and \
                  imports, and background processes are still there at the next call with that \
                  sandboxId. upload_file puts files in, download_file and list_files take them \
-                 out. For a self-contained program, call run_* without sandboxId: a fresh \
+                 out; start_process runs a server or a long job in it, to watch \
+                 (process_output) and feed (write_stdin) while it runs. For a self-contained program, call run_* without sandboxId: a fresh \
                  one-shot sandbox is the default. A sandbox has {resources}, the same limits \
                  per call as a one-shot run, and runs one call at a time. It ends after \
                  idleTimeoutMs without a call, at expiresAt at the latest (both in the answer), \
@@ -183,10 +254,11 @@ impl SandboxTool {
         })
     }
 
-    fn output_schema(self) -> Arc<JsonObject> {
+    /// The output schema's properties besides `error`.
+    fn output_properties(self) -> Value {
         let text = |d: &str| nullable("string", d);
         let count = |d: &str| nullable("integer", d);
-        let mut properties = match self {
+        match self {
             SandboxTool::Create => json!({
                 "sandboxId": text("The sandbox's id: pass it as sandboxId to the other tools."),
                 "expiresAt": text("When the sandbox ends at the latest (RFC 3339, UTC)."),
@@ -224,48 +296,31 @@ impl SandboxTool {
             SandboxTool::Close => json!({
                 "closed": { "type": "boolean", "description": "The sandbox was closed." },
             }),
-        };
-        let mut required: Vec<String> = self.failed_fields().keys().cloned().collect();
-        required.push("error".into());
-        if let Value::Object(map) = &mut properties {
-            map.insert(
-                "error".into(),
-                error_schema("Why the call failed; null when it succeeded."),
-            );
         }
-        object(json!({ "type": "object", "properties": properties, "required": required }))
     }
 
-    fn annotations(self) -> ToolAnnotations {
-        // (read-only, destructive, idempotent)
-        let (read_only, destructive, idempotent) = match self {
+    /// (read-only, destructive, idempotent)
+    fn hints(self) -> (bool, bool, bool) {
+        match self {
             SandboxTool::Create => (false, false, false),
             SandboxTool::Upload => (false, true, true),
             SandboxTool::Download | SandboxTool::List => (true, false, true),
             SandboxTool::Close => (false, true, true),
-        };
-        ToolAnnotations::with_title(self.title())
-            .read_only(read_only)
-            .destructive(destructive)
-            .idempotent(idempotent)
-            .open_world(false)
+        }
     }
 
     /// The definition as `tools/list` shows it, for a runner with `limits`.
     pub fn definition(self, limits: &Limits) -> Tool {
-        let mut description = self.description(limits);
-        if !limits.resource_limits && self != SandboxTool::Create {
-            // Every tool says so (create_sandbox's resources already do).
-            description.push_str(
-                " This server's sandboxes have NO memory or CPU limit (it runs with \
-                 --unsafe-no-resource-limits).",
-            );
-        }
-        let mut tool = Tool::new(self.name(), description, self.input_schema());
-        tool.title = Some(self.title().to_owned());
-        tool.output_schema = Some(self.output_schema());
-        tool.annotations = Some(self.annotations());
-        tool
+        let parts = Parts {
+            title: self.title(),
+            description: self.description(limits),
+            input: self.input_schema(),
+            output: self.output_properties(),
+            annotations: annotations(self.title(), self.hints()),
+            // create_sandbox's resources already say so.
+            says_unlimited: self != SandboxTool::Create,
+        };
+        definition_of(self, parts, limits)
     }
 }
 
@@ -285,6 +340,7 @@ mod tests {
             "one-shot",
             "default",
             "close_sandbox",
+            "start_process",
             "no network",
             "256 MB",
         ] {

@@ -8,7 +8,8 @@ import { checkOutputsComeBack, checkSandboxFlow, connect, startMcp, startRunner,
 
 const RUN_TOOLS = ["run_bash", "run_node", "run_python"];
 const SANDBOX_TOOLS = ["close_sandbox", "create_sandbox", "download_file", "list_files", "upload_file"];
-const TOOLS = [...RUN_TOOLS, ...SANDBOX_TOOLS].sort();
+const PROCESS_TOOLS = ["kill_process", "list_processes", "process_output", "start_process", "write_stdin"];
+const TOOLS = [...RUN_TOOLS, ...SANDBOX_TOOLS, ...PROCESS_TOOLS].sort();
 const withRunner = process.env.SANDBOX_RUNNER_BIN ? describe : describe.skip;
 
 describe("without a runner", () => {

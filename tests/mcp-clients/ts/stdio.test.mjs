@@ -19,7 +19,10 @@ test("stdio: list the tools and call one without a runner", async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(
     tools.map((t) => t.name).sort(),
-    ["close_sandbox", "create_sandbox", "download_file", "list_files", "run_bash", "run_node", "run_python", "upload_file"],
+    [
+      "close_sandbox", "create_sandbox", "download_file", "kill_process", "list_files", "list_processes",
+      "process_output", "run_bash", "run_node", "run_python", "start_process", "upload_file", "write_stdin",
+    ],
   );
   const result = await client.callTool({ name: "run_bash", arguments: { code: "echo hi" } });
   assert.equal(result.isError, true);

@@ -94,6 +94,26 @@ pub enum RunnerError {
     /// The sandbox could not read or write a file.
     #[error("the sandbox could not read or write the file ({0})")]
     FileFailed(String),
+    /// No process has this pid in the sandbox.
+    #[error(
+        "the sandbox has no process with this pid (ended processes are listed, the most \
+         recent ones only, until the sandbox ends); list_processes shows its processes, \
+         start_process starts one"
+    )]
+    ProcessNotFound,
+    /// The process has ended: it reads no more input.
+    #[error(
+        "the process has ended, so it reads no more input; process_output shows its exit \
+         code and its last output, start_process starts it again"
+    )]
+    ProcessEnded,
+    /// The sandbox runs as many processes as it may.
+    #[error(
+        "the sandbox already runs as many processes as it may (the runner's \
+         RUNNER_MAX_PROCESSES); stop one you no longer need with kill_process \
+         (list_processes shows them), or wait for one to end"
+    )]
+    TooManyProcesses,
     /// The runner refused the request itself (400, 413): the same call will fail again.
     #[error("the sandbox runner refused the program ({status}: {message}); retrying the same call will not help")]
     Refused {
@@ -163,6 +183,9 @@ impl RunnerError {
             RunnerError::NotAFile(_) => "not_a_file",
             RunnerError::FileTooLarge(_) => "too_large",
             RunnerError::FileFailed(_) => "file_error",
+            RunnerError::ProcessNotFound => "process_not_found",
+            RunnerError::ProcessEnded => "process_ended",
+            RunnerError::TooManyProcesses => "too_many_processes",
         }
     }
 
@@ -176,6 +199,7 @@ impl RunnerError {
                 | RunnerError::Internal { .. }
                 | RunnerError::SandboxBusy
                 | RunnerError::TooManySandboxes
+                | RunnerError::TooManyProcesses
                 | RunnerError::Dependencies {
                     code: "index_unreachable" | "dependency_timeout",
                     ..
