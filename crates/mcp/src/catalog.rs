@@ -12,6 +12,7 @@ use sandbox_protocol::language::{self, LanguageInfo};
 use sandbox_protocol::Lang;
 
 use crate::process_tools::ProcessTool;
+use crate::sandbox_call::SandboxCall;
 use crate::sandbox_tools::SandboxTool;
 use crate::tools;
 

@@ -51,6 +51,7 @@ pub mod report;
 pub mod runner_client;
 pub mod runner_target;
 pub mod sandbox_args;
+pub mod sandbox_call;
 pub mod sandbox_report;
 pub mod sandbox_tools;
 pub mod server;
@@ -64,6 +65,8 @@ mod http;
 mod limits;
 mod origin;
 mod schema;
+#[cfg(test)]
+mod test_support;
 
 pub use config::{AuthToken, ConfigError, McpConfig, ToolConfig};
 pub use http::{app, serve, ServeError};

@@ -274,14 +274,8 @@ pub fn signal_names() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::args;
     use serde_json::json;
-
-    fn args(value: Value) -> JsonObject {
-        match value {
-            Value::Object(map) => map,
-            _ => panic!("not an object"),
-        }
-    }
 
     fn output(value: Value) -> Result<OutputArgs, ArgsError> {
         parse_output(Some(&args(value)))

@@ -218,17 +218,10 @@ fn shown_command(command: &str) -> String {
 mod tests {
     use super::*;
     use crate::runner_client::RunnerError;
+    use crate::sandbox_call::SandboxCall;
     use crate::sandbox_report;
-    use crate::sandbox_tools::SandboxCall;
+    use crate::test_support::text_of;
     use serde_json::Value;
-
-    fn text_of(result: &CallToolResult) -> String {
-        result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect()
-    }
 
     fn answer(stdout: &str, running: bool, exit_code: Option<i32>) -> ProcessOutput {
         ProcessOutput {

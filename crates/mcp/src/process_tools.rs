@@ -9,13 +9,14 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, Tool};
+use rmcp::model::JsonObject;
 use sandbox_protocol::api::Limits;
 use serde_json::{json, Map, Value};
 
 use crate::process_args::signal_names;
 use crate::runner_client::MAX_OUTPUT_WAIT;
-use crate::sandbox_tools::{annotations, definition_of, Parts, SandboxCall, HOME};
+use crate::sandbox_call::SandboxCall;
+use crate::sandbox_tools::HOME;
 use crate::schema::{nullable, object};
 use crate::wording;
 
@@ -63,22 +64,6 @@ impl SandboxCall for ProcessTool {
             Value::Object(map) => map,
             _ => unreachable!("written as objects"),
         }
-    }
-}
-
-impl ProcessTool {
-    /// Every process tool, in the order `tools/list` gives them.
-    pub const ALL: [ProcessTool; 5] = [
-        ProcessTool::Start,
-        ProcessTool::Output,
-        ProcessTool::Stdin,
-        ProcessTool::Kill,
-        ProcessTool::List,
-    ];
-
-    /// The tool a name stands for.
-    pub fn of(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 
     fn title(self) -> &'static str {
@@ -223,7 +208,6 @@ impl ProcessTool {
         })
     }
 
-    /// The output schema's properties besides `error`.
     fn output_properties(self) -> Value {
         let text = |d: &str| nullable("string", d);
         let count = |d: &str| json!({ "type": "integer", "minimum": 0, "description": d });
@@ -279,7 +263,6 @@ impl ProcessTool {
         }
     }
 
-    /// (read-only, destructive, idempotent)
     fn hints(self) -> (bool, bool, bool) {
         match self {
             ProcessTool::Start | ProcessTool::Stdin => (false, false, false),
@@ -288,18 +271,24 @@ impl ProcessTool {
         }
     }
 
-    /// The definition as `tools/list` shows it, for a runner with `limits`.
-    pub fn definition(self, limits: &Limits) -> Tool {
-        let parts = Parts {
-            title: self.title(),
-            description: self.description(limits),
-            input: self.input_schema(),
-            output: self.output_properties(),
-            annotations: annotations(self.title(), self.hints()),
-            // start_process's resources already say so.
-            says_unlimited: self != ProcessTool::Start,
-        };
-        definition_of(self, parts, limits)
+    fn says_resources(self) -> bool {
+        self == ProcessTool::Start
+    }
+}
+
+impl ProcessTool {
+    /// Every process tool, in the order `tools/list` gives them.
+    pub const ALL: [ProcessTool; 5] = [
+        ProcessTool::Start,
+        ProcessTool::Output,
+        ProcessTool::Stdin,
+        ProcessTool::Kill,
+        ProcessTool::List,
+    ];
+
+    /// The tool a name stands for.
+    pub fn of(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 
@@ -323,34 +312,16 @@ mod tests {
             assert!(text.contains(needle), "{needle:?} missing from {text}");
         }
         for tool in ProcessTool::ALL {
-            let definition = tool.definition(&limits);
             assert_eq!(ProcessTool::of(tool.name()), Some(tool));
-            let schema = Value::Object((*definition.output_schema.unwrap()).clone());
-            let required = schema["required"].as_array().unwrap();
-            assert!(required.contains(&json!("error")), "{tool:?}");
-            for field in tool.failed_fields().keys() {
-                assert!(schema["properties"][field].is_object(), "{tool:?} {field}");
-                assert!(required.contains(&json!(field)), "{tool:?} {field}");
-            }
-            let input = Value::Object((*definition.input_schema).clone());
+            let input = Value::Object((*tool.input_schema()).clone());
             assert_eq!(input["required"][0], "sandboxId", "{tool:?}");
-            assert_eq!(definition.annotations.unwrap().open_world_hint, Some(false));
         }
-        let output = Value::Object((*ProcessTool::Output.definition(&limits).input_schema).clone());
+        let output = Value::Object((*ProcessTool::Output.input_schema()).clone());
         assert_eq!(output["properties"]["waitMs"]["maximum"], 30_000);
-        let kill = Value::Object((*ProcessTool::Kill.definition(&limits).input_schema).clone());
+        let kill = Value::Object((*ProcessTool::Kill.input_schema()).clone());
         assert_eq!(
             kill["properties"]["signal"]["enum"],
             json!(["INT", "TERM", "KILL", "HUP", "QUIT", "USR1", "USR2"])
         );
-        let unlimited = Limits {
-            resource_limits: false,
-            ..Limits::default()
-        };
-        for tool in ProcessTool::ALL {
-            let definition = tool.definition(&unlimited);
-            let text = definition.description.as_deref().unwrap_or_default();
-            assert!(text.contains("NO memory or CPU limit"), "{tool:?}: {text}");
-        }
     }
 }

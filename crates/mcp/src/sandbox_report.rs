@@ -15,7 +15,8 @@ use crate::handle::HandleError;
 use crate::outputs;
 use crate::report::ReportError;
 use crate::runner_client::RunnerError;
-use crate::sandbox_tools::{SandboxCall, SandboxTool, HOME};
+use crate::sandbox_call::SandboxCall;
+use crate::sandbox_tools::{SandboxTool, HOME};
 use crate::tools::ArgsError;
 use crate::wording::{self, plural};
 

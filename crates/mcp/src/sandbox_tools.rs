@@ -1,20 +1,20 @@
 //! The sandbox tools: `create_sandbox`, `upload_file`, `download_file`, `list_files` and
 //! `close_sandbox`. Their definitions (schemas, descriptions, annotations); the parsing of
 //! a call's arguments is in [`crate::sandbox_args`], the calls themselves in
-//! `crate::server::sandboxes`. What they share with the process tools
-//! ([`crate::process_tools`]), whose calls name a sandbox too: [`SandboxCall`], the shape
-//! of their results, and [`definition_of`].
+//! `crate::server::sandboxes`; what they share with the process tools is
+//! [`SandboxCall`].
 //!
 //! A sandbox is a runner session behind an opaque `sandboxId` ([`crate::handle`]): its
 //! files, and its interpreters' variables, stay between the `run_*` calls that name it.
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::JsonObject;
 use sandbox_protocol::api::Limits;
 use serde_json::{json, Map, Value};
 
-use crate::schema::{error_schema, nullable, object};
+use crate::sandbox_call::SandboxCall;
+use crate::schema::{nullable, object};
 use crate::wording;
 
 /// The largest file `download_file` returns, in bytes: larger ones are refused with a
@@ -23,75 +23,6 @@ pub const DOWNLOAD_CAP_BYTES: usize = 4 << 20;
 
 /// The home folder, which a sandbox's paths are relative to.
 pub const HOME: &str = "/home/sandbox";
-
-/// A tool whose calls name a sandbox (a sandbox tool or a process tool): its results have
-/// its own fields and `error`, null on success; a failed call has the same fields,
-/// empty ([`crate::sandbox_report`]).
-pub trait SandboxCall: Copy {
-    /// The tool's name.
-    fn name(self) -> &'static str;
-    /// The fields of the tool's `structuredContent` besides `error`, as they are when the
-    /// call failed.
-    fn failed_fields(self) -> Map<String, Value>;
-}
-
-/// The parts of a definition that differ between the tools whose calls name a sandbox.
-pub(crate) struct Parts {
-    pub(crate) title: &'static str,
-    pub(crate) description: String,
-    pub(crate) input: Arc<JsonObject>,
-    /// The output schema's properties besides `error`.
-    pub(crate) output: Value,
-    pub(crate) annotations: ToolAnnotations,
-    /// Whether the description says a server without resource limits has none (the
-    /// tools that do not say the sandbox's resources).
-    pub(crate) says_unlimited: bool,
-}
-
-/// `tool`'s definition as `tools/list` shows it, for a runner with `limits`: its output
-/// schema requires every field a failed call keeps, and `error`.
-pub(crate) fn definition_of(tool: impl SandboxCall, parts: Parts, limits: &Limits) -> Tool {
-    let Parts {
-        title,
-        mut description,
-        input,
-        mut output,
-        annotations,
-        says_unlimited,
-    } = parts;
-    if !limits.resource_limits && says_unlimited {
-        description.push_str(
-            " This server's sandboxes have NO memory or CPU limit (it runs with \
-             --unsafe-no-resource-limits).",
-        );
-    }
-    let mut required: Vec<String> = tool.failed_fields().keys().cloned().collect();
-    required.push("error".into());
-    if let Value::Object(map) = &mut output {
-        map.insert(
-            "error".into(),
-            error_schema("Why the call failed; null when it succeeded."),
-        );
-    }
-    let mut definition = Tool::new(tool.name(), description, input);
-    definition.title = Some(title.to_owned());
-    definition.output_schema = Some(object(
-        json!({ "type": "object", "properties": output, "required": required }),
-    ));
-    definition.annotations = Some(annotations.open_world(false));
-    definition
-}
-
-/// Annotations titled `title`: (read-only, destructive, idempotent).
-pub(crate) fn annotations(
-    title: &str,
-    (read_only, destructive, idempotent): (bool, bool, bool),
-) -> ToolAnnotations {
-    ToolAnnotations::with_title(title)
-        .read_only(read_only)
-        .destructive(destructive)
-        .idempotent(idempotent)
-}
 
 /// One of the sandbox tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,22 +64,6 @@ impl SandboxCall for SandboxTool {
             Value::Object(map) => map,
             _ => unreachable!("written as objects"),
         }
-    }
-}
-
-impl SandboxTool {
-    /// Every sandbox tool, in the order `tools/list` gives them.
-    pub const ALL: [SandboxTool; 5] = [
-        SandboxTool::Create,
-        SandboxTool::Upload,
-        SandboxTool::Download,
-        SandboxTool::List,
-        SandboxTool::Close,
-    ];
-
-    /// The tool a name stands for.
-    pub fn of(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 
     fn title(self) -> &'static str {
@@ -254,7 +169,6 @@ impl SandboxTool {
         })
     }
 
-    /// The output schema's properties besides `error`.
     fn output_properties(self) -> Value {
         let text = |d: &str| nullable("string", d);
         let count = |d: &str| nullable("integer", d);
@@ -299,7 +213,6 @@ impl SandboxTool {
         }
     }
 
-    /// (read-only, destructive, idempotent)
     fn hints(self) -> (bool, bool, bool) {
         match self {
             SandboxTool::Create => (false, false, false),
@@ -309,18 +222,24 @@ impl SandboxTool {
         }
     }
 
-    /// The definition as `tools/list` shows it, for a runner with `limits`.
-    pub fn definition(self, limits: &Limits) -> Tool {
-        let parts = Parts {
-            title: self.title(),
-            description: self.description(limits),
-            input: self.input_schema(),
-            output: self.output_properties(),
-            annotations: annotations(self.title(), self.hints()),
-            // create_sandbox's resources already say so.
-            says_unlimited: self != SandboxTool::Create,
-        };
-        definition_of(self, parts, limits)
+    fn says_resources(self) -> bool {
+        self == SandboxTool::Create
+    }
+}
+
+impl SandboxTool {
+    /// Every sandbox tool, in the order `tools/list` gives them.
+    pub const ALL: [SandboxTool; 5] = [
+        SandboxTool::Create,
+        SandboxTool::Upload,
+        SandboxTool::Download,
+        SandboxTool::List,
+        SandboxTool::Close,
+    ];
+
+    /// The tool a name stands for.
+    pub fn of(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 
@@ -345,25 +264,6 @@ mod tests {
             "256 MB",
         ] {
             assert!(text.contains(needle), "{needle:?} missing from {text}");
-        }
-        for tool in SandboxTool::ALL {
-            let definition = tool.definition(&limits);
-            let schema = Value::Object((*definition.output_schema.unwrap()).clone());
-            let required = schema["required"].as_array().unwrap();
-            assert!(required.contains(&json!("error")), "{tool:?}");
-            for field in tool.failed_fields().keys() {
-                assert!(schema["properties"][field].is_object(), "{tool:?} {field}");
-            }
-            assert_eq!(definition.annotations.unwrap().open_world_hint, Some(false));
-        }
-        let unlimited = Limits {
-            resource_limits: false,
-            ..Limits::default()
-        };
-        for tool in SandboxTool::ALL {
-            let definition = tool.definition(&unlimited);
-            let text = definition.description.as_deref().unwrap_or_default();
-            assert!(text.contains("NO memory or CPU limit"), "{tool:?}: {text}");
         }
         let create_schema = Value::Object((*create.output_schema.unwrap()).clone());
         for field in ["sandboxId", "expiresAt", "idleTimeoutMs"] {

@@ -384,7 +384,7 @@ pub(crate) fn whole_number(value: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox_tools::SandboxCall;
+    use crate::sandbox_call::SandboxCall;
 
     fn args(value: Value) -> JsonObject {
         match value {

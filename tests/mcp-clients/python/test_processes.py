@@ -5,6 +5,9 @@ in both the legacy (session) and the 2026-07-28 (stateless) modes.
 
 from __future__ import annotations
 
+import contextlib
+from typing import AsyncIterator
+
 import anyio
 import pytest
 
@@ -30,6 +33,16 @@ for attempt in range(100):
 else:
     raise SystemExit('the server never answered')
 """
+
+
+@contextlib.asynccontextmanager
+async def sandbox(client: Client) -> AsyncIterator[str]:
+    """A new sandbox's id, closed after the block."""
+    sid = await create(client)
+    try:
+        yield sid
+    finally:
+        await client.call_tool("close_sandbox", {"sandboxId": sid})
 
 
 async def start(client: Client, sid: str, command: str) -> int:
@@ -64,8 +77,7 @@ async def until_ended(client: Client, sid: str, pid: int, cursor: str | None = N
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_server_started_as_a_process_serves_a_run_in_the_same_sandbox(mcp: Mcp, mode: str) -> None:
     async with mcp.client(mode=mode) as client:
-        sid = await create(client)
-        try:
+        async with sandbox(client) as sid:
             await ok(client, "upload_file", {"sandboxId": sid, "path": "hello.txt", "content": "hello from the sandbox\n"})
             pid = await start(client, sid, "python3 -m http.server 8000 --bind 127.0.0.1")
             with anyio.fail_after(CALL_LIMIT):
@@ -78,8 +90,6 @@ async def test_a_server_started_as_a_process_serves_a_run_in_the_same_sandbox(mc
             assert logged["running"] is True and logged["exitCode"] is None
             listed = (await ok(client, "list_processes", {"sandboxId": sid})).structured_content
             assert [(p["pid"], p["running"]) for p in listed["processes"]] == [(pid, True)]
-        finally:
-            await client.call_tool("close_sandbox", {"sandboxId": sid})
 
 
 @pytest.mark.runner
@@ -87,8 +97,7 @@ async def test_a_server_started_as_a_process_serves_a_run_in_the_same_sandbox(mc
 async def test_a_process_is_watched_with_wait_and_cursor(mcp: Mcp, mode: str) -> None:
     """A line a second, read with waitMs and the cursor: each line once, none lost, as it comes."""
     async with mcp.client(mode=mode) as client:
-        sid = await create(client)
-        try:
+        async with sandbox(client) as sid:
             pid = await start(client, sid, TICKS)
             reads_with_output = 0
             stdout, cursor = "", None
@@ -110,15 +119,12 @@ async def test_a_process_is_watched_with_wait_and_cursor(mcp: Mcp, mode: str) ->
             # From the start again (no cursor), everything is still there.
             whole = await read(client, sid, pid)
             assert whole["stdout"] == stdout
-        finally:
-            await client.call_tool("close_sandbox", {"sandboxId": sid})
 
 
 @pytest.mark.runner
 async def test_stdin_is_echoed_back_and_closed(mcp: Mcp) -> None:
     async with mcp.client() as client:
-        sid = await create(client)
-        try:
+        async with sandbox(client) as sid:
             pid = await start(client, sid, "cat")
             written = await ok(client, "write_stdin", {"sandboxId": sid, "pid": pid, "data": "hello\n"})
             assert written.structured_content == {"written": 6, "closed": False, "error": None}
@@ -131,15 +137,12 @@ async def test_stdin_is_echoed_back_and_closed(mcp: Mcp) -> None:
             assert stdout == "bye" and last["exitCode"] == 0
             message = await refused(client, "write_stdin", {"sandboxId": sid, "pid": pid, "data": "x"}, "process_ended")
             assert "process_output" in message
-        finally:
-            await client.call_tool("close_sandbox", {"sandboxId": sid})
 
 
 @pytest.mark.runner
 async def test_term_and_kill_end_processes_with_their_exit_codes(mcp: Mcp) -> None:
     async with mcp.client() as client:
-        sid = await create(client)
-        try:
+        async with sandbox(client) as sid:
             polite = await start(client, sid, "sleep 300")
             stubborn = await start(client, sid, "trap '' TERM; while true; do sleep 1; done")
             sent = await ok(client, "kill_process", {"sandboxId": sid, "pid": polite})
@@ -156,15 +159,12 @@ async def test_term_and_kill_end_processes_with_their_exit_codes(mcp: Mcp) -> No
             listed = (await ok(client, "list_processes", {"sandboxId": sid})).structured_content["processes"]
             ended = {p["pid"]: (p["running"], p["exitCode"], p["endedAt"] is not None) for p in listed}
             assert ended == {polite: (False, 143, True), stubborn: (False, 137, True)}
-        finally:
-            await client.call_tool("close_sandbox", {"sandboxId": sid})
 
 
 @pytest.mark.runner
 async def test_errors_say_what_to_do(runner: Runner, mcp: Mcp) -> None:
     async with mcp.client() as client:
-        sid = await create(client)
-        try:
+        async with sandbox(client) as sid:
             message = await refused(client, "process_output", {"sandboxId": sid, "pid": 999999}, "process_not_found")
             assert "list_processes" in message
             await refused(client, "kill_process", {"sandboxId": sid, "pid": 999999}, "process_not_found")
@@ -200,8 +200,6 @@ async def test_errors_say_what_to_do(runner: Runner, mcp: Mcp) -> None:
                         assert "create_sandbox" in message
             # The stranger's kill did not reach it.
             assert (await read(client, sid, pid))["running"] is True
-        finally:
-            await client.call_tool("close_sandbox", {"sandboxId": sid})
         message = await refused(client, "list_processes", {"sandboxId": sid}, "sandbox_not_found")
         assert "create_sandbox" in message
 

@@ -13,8 +13,9 @@ use super::{Callers, SandboxServer};
 use crate::handle::{Holder, RunnerId, SandboxHandle};
 use crate::runner_client::{RunnerClient, RunnerError, Runners};
 use crate::sandbox_args;
+use crate::sandbox_call::SandboxCall;
 use crate::sandbox_report::{self, SandboxIdError};
-use crate::sandbox_tools::{SandboxCall, SandboxTool, DOWNLOAD_CAP_BYTES};
+use crate::sandbox_tools::{SandboxTool, DOWNLOAD_CAP_BYTES};
 
 impl SandboxServer {
     /// The holder of the sandbox ids this call may use: a digest of the bearer token the
@@ -216,6 +217,12 @@ pub(super) enum Refused {
 impl From<RunnerError> for Refused {
     fn from(error: RunnerError) -> Self {
         Refused::Runner(error)
+    }
+}
+
+impl From<crate::tools::ArgsError> for Refused {
+    fn from(error: crate::tools::ArgsError) -> Self {
+        Refused::Args(error)
     }
 }
 
