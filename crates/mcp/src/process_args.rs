@@ -15,6 +15,7 @@ use rmcp::model::JsonObject;
 use sandbox_protocol::process::ProcessSignal;
 use serde_json::Value;
 
+use crate::process_tools::signal_names;
 use crate::runner_client::{Offsets, MAX_OUTPUT_WAIT};
 use crate::sandbox_args::{parse_sandbox_id, sandbox_path, string};
 use crate::sandbox_tools::HOME;
@@ -260,15 +261,6 @@ pub fn parse_kill(arguments: Option<&JsonObject>) -> Result<KillArgs, ArgsError>
         pid,
         signal,
     })
-}
-
-/// "INT, TERM, KILL, HUP, QUIT, USR1 or USR2".
-pub fn signal_names() -> String {
-    let names: Vec<&str> = ProcessSignal::ALL.iter().map(|s| s.name()).collect();
-    match names.split_last() {
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        None => String::new(),
-    }
 }
 
 #[cfg(test)]

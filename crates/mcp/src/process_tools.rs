@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use rmcp::model::JsonObject;
 use sandbox_protocol::api::Limits;
+use sandbox_protocol::process::ProcessSignal;
 use serde_json::{json, Map, Value};
 
-use crate::process_args::signal_names;
 use crate::runner_client::MAX_OUTPUT_WAIT;
 use crate::sandbox_call::SandboxCall;
 use crate::sandbox_tools::HOME;
@@ -193,7 +193,7 @@ impl SandboxCall for ProcessTool {
                     "pid": pid,
                     "signal": {
                         "type": "string",
-                        "enum": sandbox_protocol::process::ProcessSignal::ALL.map(|s| s.name()),
+                        "enum": ProcessSignal::ALL.map(|s| s.name()),
                         "default": "TERM",
                         "description": "The signal: TERM (the default) to ask it to stop, KILL to stop it at once, INT for Ctrl-C.",
                     },
@@ -289,6 +289,15 @@ impl ProcessTool {
     /// The tool a name stands for.
     pub fn of(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// "INT, TERM, KILL, HUP, QUIT, USR1 or USR2".
+pub fn signal_names() -> String {
+    let names: Vec<&str> = ProcessSignal::ALL.iter().map(|s| s.name()).collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
