@@ -152,11 +152,16 @@ async fn drain<S: SandboxFactory>(state: &AppState<S>, grace: Duration) {
     }
 }
 
-/// Ends the sessions past their idle timeout or TTL, for the runner's life.
-async fn reap<S: PooledSandbox>(sessions: Arc<Sessions<S>>) {
+/// Ends the sessions past their idle timeout or TTL, and freezes those whose processes
+/// all ended, for the runner's life.
+async fn reap<S: PooledSandbox>(sessions: Arc<Sessions<S>>)
+where
+    S::Error: std::fmt::Display,
+{
     loop {
         tokio::time::sleep(REAP_EVERY).await;
         sessions.reap().await;
+        sessions.settle().await;
     }
 }
 

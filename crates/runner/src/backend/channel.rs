@@ -7,6 +7,7 @@ use sandbox_protocol::agent::{
 };
 use sandbox_protocol::frame::{self, FrameError};
 use sandbox_protocol::language::LoaderKind;
+use sandbox_protocol::process::ProcessRequest;
 use std::io;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -162,6 +163,21 @@ pub async fn file<S: AsyncRead + AsyncWrite + Unpin>(
         Some(AgentMessage::Failed { message }) => Err(ChannelError::AgentFailed(message)),
         Some(other) => Err(unexpected(&other, "a file answer")),
         None => Err(ChannelError::Closed("a file answer")),
+    }
+}
+
+/// Sends a session's process operation and waits for its answer (Process). Not bounded
+/// here, as for [`file`]: the agent answers every process operation at once.
+pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    request: ProcessRequest,
+) -> Result<AgentMessage, ChannelError> {
+    send(s, &RunnerMessage::Process(request)).await?;
+    match read(s).await? {
+        Some(answer @ AgentMessage::Process { .. }) => Ok(answer),
+        Some(AgentMessage::Failed { message }) => Err(ChannelError::AgentFailed(message)),
+        Some(other) => Err(unexpected(&other, "a process answer")),
+        None => Err(ChannelError::Closed("a process answer")),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod process;
 pub mod vm;
 
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome};
+use sandbox_protocol::process::ProcessRequest;
 use sandbox_protocol::Lang;
 
 /// How one job ended: what the agent reported, and what the host saw.
@@ -122,6 +123,14 @@ impl Sandbox {
         match self {
             Sandbox::Process(s) => Ok(s.file(request).await?),
             Sandbox::Vm(s) => Ok(s.file(request).await?),
+        }
+    }
+
+    /// Does a session's process operation in the sandbox.
+    pub async fn process(&mut self, request: ProcessRequest) -> Result<AgentMessage, BackendError> {
+        match self {
+            Sandbox::Process(s) => Ok(s.process(request).await?),
+            Sandbox::Vm(s) => Ok(s.process(request).await?),
         }
     }
 

@@ -30,6 +30,14 @@ pub struct SessionArgs {
     /// more gets 413.
     #[arg(long, env = "RUNNER_FILE_CAP_BYTES", default_value_t = 16 << 20)]
     pub file_cap_bytes: usize,
+    /// The bytes of each output stream (stdout, stderr) kept of a session's process: the
+    /// newest (at most 64 MiB).
+    #[arg(long, env = "RUNNER_PROCESS_OUTPUT_BYTES", default_value_t = 1 << 20)]
+    pub process_output_bytes: u64,
+    /// Processes running at once in a session (`POST /sessions/{id}/processes`); one
+    /// more gets 429 `too_many_processes` (at most 256).
+    #[arg(long, env = "RUNNER_MAX_PROCESSES", default_value_t = 16)]
+    pub max_processes: usize,
 }
 
 impl SessionArgs {
@@ -59,8 +67,22 @@ impl SessionArgs {
             "between 1 and 16777216 (16 MiB)",
             self.file_cap_bytes,
         )?;
+        check(
+            (1..=64 << 20).contains(&self.process_output_bytes),
+            "RUNNER_PROCESS_OUTPUT_BYTES",
+            "between 1 and 67108864 (64 MiB)",
+            self.process_output_bytes,
+        )?;
+        check(
+            (1..=256).contains(&self.max_processes),
+            "RUNNER_MAX_PROCESSES",
+            "between 1 and 256",
+            self.max_processes,
+        )?;
         Ok(SessionConfig {
             file_cap_bytes: self.file_cap_bytes,
+            process_output_bytes: self.process_output_bytes,
+            max_processes: self.max_processes,
             idle: Duration::from_millis(self.session_idle_ms),
             ttl: Duration::from_millis(self.session_ttl_ms),
             max_idle: Duration::from_millis(self.session_max_idle_ms),

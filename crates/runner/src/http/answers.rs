@@ -112,6 +112,52 @@ errors!(
     UploadErrors = [PROTECTED, BODY, SESSION, FILE]
 );
 
+/// What a process operation can answer, beyond the session's.
+const PROCESS: &[ErrorCode] = &[codes::PROCESS_NOT_FOUND, codes::BAD_REQUEST];
+
+errors!(
+    /// `POST /sessions/{id}/processes`' errors.
+    StartProcessErrors = [
+        PROTECTED,
+        BODY,
+        SESSION,
+        &[
+            codes::BAD_PATH,
+            codes::TOO_MANY_PROCESSES,
+            codes::PROCESS_ERROR,
+            codes::FILE_TIMEOUT
+        ]
+    ]
+);
+errors!(
+    /// `GET /sessions/{id}/processes`' errors.
+    ProcessErrors = [PROTECTED, SESSION, &[codes::FILE_TIMEOUT]]
+);
+errors!(
+    /// `GET /sessions/{id}/processes/{pid}/output`'s errors.
+    OutputErrors = [PROTECTED, SESSION, PROCESS, &[codes::FILE_TIMEOUT]]
+);
+errors!(
+    /// `POST /sessions/{id}/processes/{pid}/stdin`'s errors.
+    StdinErrors = [
+        PROTECTED,
+        BODY,
+        SESSION,
+        PROCESS,
+        &[codes::PROCESS_ENDED, codes::STDIN_FULL, codes::FILE_TIMEOUT]
+    ]
+);
+errors!(
+    /// `POST /sessions/{id}/processes/{pid}/signal`'s errors.
+    SignalErrors = [
+        PROTECTED,
+        BODY,
+        SESSION,
+        PROCESS,
+        &[codes::PROCESS_ENDED, codes::FILE_TIMEOUT]
+    ]
+);
+
 /// One response per status of `sets`' codes: `ErrorBody`, each code an example of it.
 fn error_responses(sets: &[&[ErrorCode]]) -> BTreeMap<String, RefOr<Response>> {
     let mut by_status: BTreeMap<u16, Vec<ErrorCode>> = BTreeMap::new();

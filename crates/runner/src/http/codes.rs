@@ -136,6 +136,37 @@ pub const FILE_TIMEOUT: ErrorCode = code(
     "file_timeout",
     "the sandbox has not answered within 30 s; the session stays, busy until it answers",
 );
+/// 404: no such process in the session.
+pub const PROCESS_NOT_FOUND: ErrorCode = code(
+    StatusCode::NOT_FOUND,
+    "process_not_found",
+    "no process of the session has this pid (ended ones stay listed: the most recent 64)",
+);
+/// 409: the process has ended.
+pub const PROCESS_ENDED: ErrorCode = code(
+    StatusCode::CONFLICT,
+    "process_ended",
+    "the process has ended (or its standard input is closed): nothing can be written to it",
+);
+/// 429: the most processes run in the session.
+pub const TOO_MANY_PROCESSES: ErrorCode = code(
+    StatusCode::TOO_MANY_REQUESTS,
+    "too_many_processes",
+    "as many processes run in the session as it may have (`RUNNER_MAX_PROCESSES`); stop one",
+);
+/// 409: the process has not read what was written to it.
+pub const STDIN_FULL: ErrorCode = code(
+    StatusCode::CONFLICT,
+    "stdin_full",
+    "4 MiB written to the process wait for it to read them; retry once it has",
+);
+/// 400: the command could not be started.
+pub const PROCESS_ERROR: ErrorCode = code(
+    StatusCode::BAD_REQUEST,
+    "process_error",
+    "the command could not be started (the message says why, such as the session's \
+     process limit)",
+);
 /// 400: a PEP 723 block that cannot be read.
 pub const BAD_SCRIPT_METADATA: ErrorCode = code(
     StatusCode::BAD_REQUEST,

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sandbox_protocol::agent::FileFailure;
 use sandbox_protocol::api::ErrorBody;
+use sandbox_protocol::process::ProcessFailure;
 
 /// An error answer: a status and `{"error": {"code", "message"}}`.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +65,11 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// Its code, as its answer's body says it.
+    pub fn code(&self) -> &'static str {
+        self.status_and_code().1
+    }
+
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         let known = match self {
             ApiError::BadRequest(_) => codes::BAD_REQUEST,
@@ -117,6 +123,12 @@ fn session_code(e: &SessionError) -> ErrorCode {
         SessionError::File(FileFailure::NotAFile, _) => codes::NOT_A_FILE,
         SessionError::File(FileFailure::Io, _) => codes::FILE_ERROR,
         SessionError::FileTimeout(_) => codes::FILE_TIMEOUT,
+        SessionError::Process(ProcessFailure::NotFound, _) => codes::PROCESS_NOT_FOUND,
+        SessionError::Process(ProcessFailure::Ended, _) => codes::PROCESS_ENDED,
+        SessionError::Process(ProcessFailure::TooMany, _) => codes::TOO_MANY_PROCESSES,
+        SessionError::Process(ProcessFailure::BadPath, _) => codes::BAD_PATH,
+        SessionError::Process(ProcessFailure::StdinFull, _) => codes::STDIN_FULL,
+        SessionError::Process(ProcessFailure::Io, _) => codes::PROCESS_ERROR,
     }
 }
 

@@ -25,6 +25,8 @@ pub mod codes;
 mod error;
 pub mod health;
 pub mod openapi;
+mod output;
+mod processes;
 mod run;
 mod sessions;
 mod state;
@@ -41,7 +43,8 @@ pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     let body_limit = state.config.code_cap_bytes.saturating_mul(JSON_OVERHEAD) + 64 * 1024;
     let mut protected = Router::new()
         .route("/run", post(run::run::<B>))
-        .merge(sessions::routes::<B>(state.config.sessions.file_cap_bytes));
+        .merge(sessions::routes::<B>(state.config.sessions.file_cap_bytes))
+        .merge(processes::routes::<B>());
     if let Some(token) = &state.config.token {
         let token = Token(Arc::from(token.as_str()));
         protected = protected.route_layer(middleware::from_fn_with_state(token, require_bearer));

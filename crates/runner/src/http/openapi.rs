@@ -39,6 +39,11 @@ serves with `--no-auth`, on loopback).";
         super::sessions::list,
         super::sessions::download,
         super::sessions::upload,
+        super::processes::start,
+        super::processes::list,
+        super::output::output,
+        super::processes::stdin,
+        super::processes::signal,
         super::health::health,
         super::health::live,
         super::health::metrics,
@@ -49,6 +54,7 @@ serves with `--no-auth`, on loopback).";
     tags(
         (name = "runs", description = "A program in a fresh sandbox, destroyed after it"),
         (name = "sessions", description = "Sandboxes that live across runs: their runs and files"),
+        (name = "processes", description = "Commands that keep running in a session's sandbox between calls: their output, input and signals"),
         (name = "service", description = "Health, metrics and this document (no token)"),
     )
 )]

@@ -3,6 +3,7 @@
 
 use crate::backend::{Backend, BackendError, DepsMount, RunOutcome, Sandbox};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
+use sandbox_protocol::process::ProcessRequest;
 use sandbox_protocol::Lang;
 use std::future::Future;
 
@@ -69,6 +70,12 @@ pub trait PooledSandbox: Send + 'static {
         request: FileRequest,
     ) -> impl Future<Output = Result<AgentMessage, Self::Error>> + Send;
 
+    /// Does a session's process operation (see [`ProcessRequest`]).
+    fn process(
+        &mut self,
+        request: ProcessRequest,
+    ) -> impl Future<Output = Result<AgentMessage, Self::Error>> + Send;
+
     /// Freezes every process of the sandbox (a session between its calls): none runs,
     /// whatever signal it gets, until [`thaw`](Self::thaw). Returns once all are frozen.
     fn freeze(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send;
@@ -77,7 +84,8 @@ pub trait PooledSandbox: Send + 'static {
     fn thaw(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// A session's run: [`run_with`](Self::run_with), the sandbox thawed for it and
-    /// frozen again before the answer is handed on.
+    /// frozen again before the answer is handed on, unless processes of the session run
+    /// ([`JobOutcome::processes_running`](sandbox_protocol::agent::JobOutcome)).
     fn session_run(
         &mut self,
         job: Job,
@@ -86,21 +94,44 @@ pub trait PooledSandbox: Send + 'static {
         async move {
             self.thaw().await?;
             let outcome = self.run_with(job, deps).await?;
-            self.freeze().await?;
+            if outcome.job.processes_running == 0 {
+                self.freeze().await?;
+            }
             Ok(outcome)
         }
     }
 
     /// A session's file operation: [`file`](Self::file), the sandbox thawed for it (its
-    /// agent does it) and frozen again before the answer is handed on.
+    /// agent does it) and frozen again before the answer is handed on, unless
+    /// `processes_run` (processes of the session run: it stays awake for them).
     fn session_file(
         &mut self,
         request: FileRequest,
+        processes_run: bool,
     ) -> impl Future<Output = Result<AgentMessage, Self::Error>> + Send {
         async move {
             self.thaw().await?;
             let answer = self.file(request).await?;
-            self.freeze().await?;
+            if !processes_run {
+                self.freeze().await?;
+            }
+            Ok(answer)
+        }
+    }
+
+    /// A session's process operation: [`process`](Self::process), the sandbox thawed for
+    /// it and frozen again before the answer is handed on if no process of the session
+    /// runs then.
+    fn session_process(
+        &mut self,
+        request: ProcessRequest,
+    ) -> impl Future<Output = Result<AgentMessage, Self::Error>> + Send {
+        async move {
+            self.thaw().await?;
+            let answer = self.process(request).await?;
+            if matches!(answer, AgentMessage::Process { running: 0, .. }) {
+                self.freeze().await?;
+            }
             Ok(answer)
         }
     }
@@ -149,6 +180,13 @@ impl PooledSandbox for Sandbox {
         deps: &DepsMount,
     ) -> impl Future<Output = Result<String, BackendError>> + Send {
         Sandbox::add_deps(self, deps)
+    }
+
+    fn process(
+        &mut self,
+        request: ProcessRequest,
+    ) -> impl Future<Output = Result<AgentMessage, BackendError>> + Send {
+        Sandbox::process(self, request)
     }
 
     fn freeze(&mut self) -> impl Future<Output = Result<(), BackendError>> + Send {

@@ -23,9 +23,10 @@ use crate::backend::{DepsMount, RunOutcome};
 use crate::pool::{AcquireError, Pool, PooledSandbox, SandboxFactory};
 use sandbox_protocol::agent::{AgentMessage, FileFailure, FileRequest, Job};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
+use sandbox_protocol::process::ProcessFailure;
 use sandbox_protocol::Lang;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{watch, OwnedMutexGuard};
@@ -35,6 +36,11 @@ use tokio::time::Instant;
 
 /// How often the reaper looks for sessions past their idle timeout or TTL.
 pub const REAP_EVERY: Duration = Duration::from_millis(500);
+
+/// How long a run or a file operation waits for the session's operation in flight to
+/// end before it is refused as busy: long enough for a process operation (a few
+/// milliseconds), far shorter than a run.
+const HOLD_WAIT: Duration = Duration::from_millis(250);
 
 /// How long a caller waits for a file operation's answer (see [`Sessions::file`]).
 pub const FILE_ANSWER_WAIT: Duration = Duration::from_secs(30);
@@ -54,6 +60,10 @@ pub struct SessionConfig {
     pub max_sessions: usize,
     /// The largest file put into or taken from a session.
     pub file_cap_bytes: usize,
+    /// The bytes of each output stream kept of a process.
+    pub process_output_bytes: u64,
+    /// Processes running at once in a session.
+    pub max_processes: usize,
 }
 
 /// Why a session operation was refused or failed.
@@ -62,8 +72,8 @@ pub enum SessionError {
     /// No session has this id (never made, deleted, or expired).
     #[error("no session {0}: it was never made, or it was deleted or has expired; make a new one with POST /sessions")]
     NotFound(String),
-    /// A run of the session is in flight.
-    #[error("session {0} is running a program: one run at a time")]
+    /// A run (or a file operation) of the session is in flight.
+    #[error("session {0} is running a program: one run at a time, and its files and processes are answered between runs; retry when it ends")]
     Busy(String),
     /// As many sessions are open as the runner keeps.
     #[error("{0} sessions are open, the most this runner keeps (RUNNER_MAX_SESSIONS); close one or wait for one to expire")]
@@ -86,6 +96,9 @@ pub enum SessionError {
     /// The agent refused a file operation.
     #[error("{1}")]
     File(FileFailure, String),
+    /// The agent refused a process operation.
+    #[error("{1}")]
+    Process(ProcessFailure, String),
     /// The agent has not answered a file operation in time; the session stays busy
     /// until it does.
     #[error("the sandbox has not answered the file operation within {0:?}; the session stays, busy until it answers")]
@@ -105,6 +118,9 @@ struct Session<S> {
     sandbox: Arc<tokio::sync::Mutex<Option<S>>>,
     last_used: Mutex<Instant>,
     runs: AtomicU64,
+    /// How many of its processes ran at its last answer: while any does, it is not
+    /// frozen between calls (and the reaper asks again until none does).
+    processes: AtomicUsize,
     /// Turns true when the session ends: a run in flight stops.
     ended: watch::Sender<bool>,
 }
@@ -200,6 +216,7 @@ impl<S: PooledSandbox> Sessions<S> {
             sandbox: Arc::new(tokio::sync::Mutex::new(Some(sandbox))),
             last_used: Mutex::new(now),
             runs: AtomicU64::new(0),
+            processes: AtomicUsize::new(0),
             ended,
         });
         let info = session.info();
@@ -225,7 +242,7 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let (session, guard) = self.hold(id)?;
+        let (session, guard) = self.hold(id, HOLD_WAIT).await?;
         let sessions = self.clone();
         let task = tokio::spawn(async move { sessions.run_held(session, guard, job, deps).await });
         task.await
@@ -254,7 +271,11 @@ impl<S: PooledSandbox> Sessions<S> {
         session.runs.fetch_add(1, Ordering::SeqCst);
         session.touch();
         let error = match result {
-            Some(Ok(outcome)) => return Ok(outcome),
+            Some(Ok(outcome)) => {
+                let running = outcome.job.processes_running;
+                session.processes.store(running, Ordering::SeqCst);
+                return Ok(outcome);
+            }
             None => return Err(SessionError::NotFound(id)),
             Some(Err(e)) => e.to_string(),
         };
@@ -296,7 +317,7 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let (session, guard) = self.hold(id)?;
+        let (session, guard) = self.hold(id, HOLD_WAIT).await?;
         let sessions = self.clone();
         let task = tokio::spawn(async move { sessions.file_held(session, guard, request).await });
         match tokio::time::timeout(FILE_ANSWER_WAIT, task).await {
@@ -322,7 +343,7 @@ impl<S: PooledSandbox> Sessions<S> {
         };
         let mut ended = session.ended.subscribe();
         let answer = tokio::select! {
-            answer = sandbox.session_file(request) => answer,
+            answer = sandbox.session_file(request, session.processes.load(Ordering::SeqCst) > 0) => answer,
             _ = ended.wait_for(|ended| *ended) => return Err(SessionError::NotFound(id)),
         };
         let error = match answer {
@@ -372,14 +393,17 @@ impl<S: PooledSandbox> Sessions<S> {
         }
     }
 
-    /// The session and its sandbox, held for one operation (refused while another one
-    /// holds it), its idle clock restarted.
-    fn hold(&self, id: &str) -> Result<(Arc<Session<S>>, Held<S>), SessionError> {
+    /// The session and its sandbox, held for one operation (refused if another one
+    /// still holds it after `wait`: a run, or a process operation longer than
+    /// most), its idle clock restarted.
+    async fn hold(
+        &self,
+        id: &str,
+        wait: Duration,
+    ) -> Result<(Arc<Session<S>>, Held<S>), SessionError> {
         let session = self.get(id)?;
-        let guard = session
-            .sandbox
-            .clone()
-            .try_lock_owned()
+        let guard = tokio::time::timeout(wait, session.sandbox.clone().lock_owned())
+            .await
             .map_err(|_| SessionError::Busy(id.to_owned()))?;
         session.touch();
         Ok((session, guard))
@@ -472,5 +496,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+mod processes;
 #[cfg(test)]
 mod tests;

@@ -21,6 +21,8 @@ fn config() -> SessionConfig {
         max_ttl: 120 * SECOND,
         max_sessions: 2,
         file_cap_bytes: 1024,
+        process_output_bytes: 1024,
+        max_processes: 2,
     }
 }
 

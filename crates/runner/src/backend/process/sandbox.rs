@@ -14,6 +14,7 @@ use crate::backend::RunOutcome;
 use crate::languages::Language;
 use sandbox_jail::HostIds;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
+use sandbox_protocol::process::ProcessRequest;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -228,6 +229,11 @@ impl ProcessSandbox {
     /// Does a session's file operation.
     pub async fn file(&mut self, request: FileRequest) -> Result<AgentMessage, ProcessError> {
         Ok(channel::file(&mut self.channel, request).await?)
+    }
+
+    /// Does a session's process operation.
+    pub async fn process(&mut self, request: ProcessRequest) -> Result<AgentMessage, ProcessError> {
+        Ok(channel::process(&mut self.channel, request).await?)
     }
 
     /// Kills every process of the sandbox, removes its cgroup and gives its host

@@ -9,6 +9,7 @@ use crate::backend::channel;
 use crate::backend::RunOutcome;
 use crate::languages::Language;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
+use sandbox_protocol::process::ProcessRequest;
 use std::fs;
 use std::io;
 use std::path::PathBuf;
@@ -169,6 +170,12 @@ impl VmSandbox {
     pub async fn file(&mut self, request: FileRequest) -> Result<AgentMessage, VmError> {
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
         Ok(channel::file(channel, request).await?)
+    }
+
+    /// Does a session's process operation.
+    pub async fn process(&mut self, request: ProcessRequest) -> Result<AgentMessage, VmError> {
+        let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
+        Ok(channel::process(channel, request).await?)
     }
 
     /// Kills the VMM, then removes the VM's cgroup and folder.

@@ -208,6 +208,17 @@ impl PooledSandbox for FakeSandbox {
         Ok(sandbox_protocol::agent::AgentMessage::Stored)
     }
 
+    /// The pool never asks for processes; a session's sandbox does (tested for real).
+    async fn process(
+        &mut self,
+        _request: sandbox_protocol::process::ProcessRequest,
+    ) -> Result<sandbox_protocol::agent::AgentMessage, FakeError> {
+        Ok(sandbox_protocol::agent::AgentMessage::Process {
+            answer: sandbox_protocol::process::ProcessAnswer::Listed(Vec::new()),
+            running: 0,
+        })
+    }
+
     /// The pool never mounts inline dependencies; the runner's routes do (tested for
     /// real).
     async fn add_deps(&mut self, deps: &crate::backend::DepsMount) -> Result<String, FakeError> {

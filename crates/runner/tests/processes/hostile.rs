@@ -1,0 +1,218 @@
+//! What a session's processes must not do: reach another session or a one-shot run, go
+//! past the session's limits, outlive it, or keep it from freezing once they end.
+
+use super::common::{freezer_state, host_processes_with, without_resource_limits, Options, Runner};
+use super::{code, ended, output, signal, start, started};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// Waits until `check` holds, at most `within`.
+async fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A marker unique to this test run, for finding its processes on the host.
+fn marker(name: &str) -> String {
+    format!("{name}-{}", std::process::id())
+}
+
+#[tokio::test]
+async fn another_session_and_a_one_shot_run_can_neither_see_nor_signal_a_process() {
+    let runner = Runner::start();
+    let mine = runner.open_session(json!({})).await;
+    let theirs = runner.open_session(json!({})).await;
+    let pid = started(&runner, &mine, "exec -a proc-victim sleep 300").await;
+    let (status, answer) = output(&runner, &theirs, pid, "").await;
+    assert_eq!(
+        (status, code(&answer)),
+        (404, "process_not_found"),
+        "{answer}"
+    );
+    let (status, answer) = signal(&runner, &theirs, pid, "KILL").await;
+    assert_eq!(
+        (status, code(&answer)),
+        (404, "process_not_found"),
+        "{answer}"
+    );
+    let probe = format!(
+        "ls /proc | grep -c '^[0-9]' ; grep -l proc-[v]ictim /proc/[0-9]*/cmdline 2>/dev/null | wc -l; \
+         kill -KILL {pid} 2>&1 || true"
+    );
+    let seen = runner.ok_in(&theirs, "bash", &probe).await;
+    let lines: Vec<&str> = seen["stdout"].as_str().unwrap_or("").lines().collect();
+    assert_eq!(lines.get(1), Some(&"0"), "another session sees it: {seen}");
+    let one_shot = runner.run("bash", &probe).await;
+    let lines: Vec<&str> = one_shot["stdout"].as_str().unwrap_or("").lines().collect();
+    assert_eq!(
+        lines.get(1),
+        Some(&"0"),
+        "a one-shot run sees it: {one_shot}"
+    );
+    let (_, listed) = runner
+        .request("GET", &format!("/sessions/{theirs}/processes"), None)
+        .await;
+    assert_eq!(listed["processes"], json!([]), "{listed}");
+    let still = runner
+        .request("GET", &format!("/sessions/{mine}/processes"), None)
+        .await
+        .1;
+    assert_eq!(still["processes"][0]["running"], true, "{still}");
+}
+
+#[tokio::test]
+async fn one_process_more_than_the_session_may_run_is_refused() {
+    let runner = Runner::with(Options {
+        env: vec![("RUNNER_MAX_PROCESSES".into(), "2".into())],
+        ..Options::default()
+    });
+    let id = runner.open_session(json!({})).await;
+    let first = started(&runner, &id, "sleep 300").await;
+    started(&runner, &id, "sleep 300").await;
+    let (status, answer) = start(&runner, &id, json!({"command": "sleep 300"})).await;
+    assert_eq!(
+        (status, code(&answer)),
+        (429, "too_many_processes"),
+        "{answer}"
+    );
+    signal(&runner, &id, first, "KILL").await;
+    ended(&runner, &id, first).await;
+    let (status, answer) = start(&runner, &id, json!({"command": "true"})).await;
+    assert_eq!(status, 201, "an ended one makes room: {answer}");
+}
+
+#[tokio::test]
+async fn a_fork_bomb_started_as_a_process_stays_within_the_sessions_limits() {
+    if without_resource_limits("a_fork_bomb_started_as_a_process_stays_within_the_sessions_limits")
+    {
+        return;
+    }
+    let runner = Runner::start();
+    let health = runner.health().await;
+    let pids_max = health["limits"]["pidsMax"].as_u64().expect("pidsMax") as usize;
+    let bomb = runner.open_session(json!({})).await;
+    let other = runner.open_session(json!({})).await;
+    let tag = marker("bomb");
+    started(
+        &runner,
+        &bomb,
+        &format!("exec -a {tag} bash -c 'b() {{ b | b & }}; b'"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let count = host_processes_with(&tag).len();
+    assert!(
+        count <= pids_max,
+        "{count} processes, over pidsMax {pids_max}"
+    );
+    let calm = runner.ok_in(&other, "bash", "echo calm").await;
+    assert_eq!(calm["stdout"], "calm\n", "{calm}");
+    assert_eq!(runner.run("bash", "echo still").await["stdout"], "still\n");
+    let (status, _) = runner
+        .request("DELETE", &format!("/sessions/{bomb}"), None)
+        .await;
+    assert_eq!(status, 204);
+    eventually(
+        Duration::from_secs(10),
+        "the bomb outlived its session",
+        || host_processes_with(&tag).is_empty(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn processes_end_with_their_session_and_nothing_is_left_on_the_host() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    let tag = marker("leftover");
+    started(&runner, &id, &format!("exec -a {tag} sleep 300")).await;
+    started(
+        &runner,
+        &id,
+        &format!("(exec -a {tag}-child sleep 300) & exec -a {tag}-parent sleep 300"),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "the processes show on the host",
+        || host_processes_with(&tag).len() == 3,
+    )
+    .await;
+    let (status, _) = runner
+        .request("DELETE", &format!("/sessions/{id}"), None)
+        .await;
+    assert_eq!(status, 204);
+    eventually(
+        Duration::from_secs(10),
+        "a process outlived its session",
+        || host_processes_with(&tag).is_empty(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_session_runs_while_a_process_does_and_is_frozen_once_none_does() {
+    if without_resource_limits("a_session_runs_while_a_process_does_and_is_frozen_once_none_does") {
+        return;
+    }
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    let tag = marker("awake");
+    let pid = started(&runner, &id, &format!("exec -a {tag} sleep 2")).await;
+    let mut host = Vec::new();
+    eventually(
+        Duration::from_secs(5),
+        "the process shows on the host",
+        || {
+            host = host_processes_with(&tag);
+            host.len() == 1
+        },
+    )
+    .await;
+    let host_pid = host[0].split(':').next().unwrap_or_default().to_owned();
+    // Its cgroup holds the agent too: the agent's state is the session's.
+    let agent = std::fs::read_to_string(format!("/proc/{host_pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("PPid:"))
+                .map(|p| p.trim().to_owned())
+        })
+        .expect("the process's parent, the agent");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        freezer_state(&host_pid).as_deref(),
+        Some("THAWED"),
+        "frozen while it runs"
+    );
+    ended(&runner, &id, pid).await;
+    eventually(
+        Duration::from_secs(5),
+        "not frozen once the process ended",
+        || freezer_state(&agent).as_deref() == Some("FROZEN"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn reading_output_counts_as_a_call_for_the_idle_timeout() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({"idleTimeoutMs": 2000})).await;
+    let pid = started(&runner, &id, "while :; do echo .; sleep 0.5; done").await;
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        let (status, answer) = output(&runner, &id, pid, "waitMs=500").await;
+        assert_eq!(status, 200, "the session ended while read: {answer}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, answer) = output(&runner, &id, pid, "").await;
+    assert_eq!(
+        (status, code(&answer)),
+        (404, "session_not_found"),
+        "{answer}"
+    );
+}
