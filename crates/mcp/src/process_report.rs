@@ -82,7 +82,7 @@ pub fn output(pid: i32, output: &ProcessOutput) -> CallToolResult {
     ));
     let nothing_new = output.stdout.is_empty() && output.stderr.is_empty();
     lines.push(if !output.running && nothing_new {
-        "It has ended and all its output has been read.".to_owned()
+        "It has ended, and nothing new came since the cursor.".to_owned()
     } else {
         format!(
             "Next: call process_output with cursor \"{cursor}\" to read what comes after \
@@ -303,10 +303,7 @@ mod tests {
         assert_eq!(structured(&killed)["exitCode"], 143);
         assert_eq!(structured(&killed)["running"], false);
         let drained = text_of(&output(9, &answer("", false, Some(0))));
-        assert!(
-            drained.contains("all its output has been read"),
-            "{drained}"
-        );
+        assert!(drained.contains("nothing new came"), "{drained}");
         assert!(drained.contains("exit code 0."), "{drained}");
         assert_eq!(exit(137), "exit code 137 (128 + 9: ended by signal KILL)");
         assert_eq!(exit(139), "exit code 139 (128 + 11: ended by signal 11)");

@@ -62,7 +62,8 @@ async def read(client: Client, sid: str, pid: int, cursor: str | None = None, wa
 
 
 async def until_ended(client: Client, sid: str, pid: int, cursor: str | None = None) -> tuple[dict, str]:
-    """Reads with waitMs until the process has ended: its last answer and all it wrote to stdout."""
+    """Reads with waitMs until the process has ended, then once more (what it wrote as it ended may
+    come just after): the last answer, and all it wrote to stdout."""
     stdout = ""
     with anyio.fail_after(CALL_LIMIT):
         while True:
@@ -70,7 +71,9 @@ async def until_ended(client: Client, sid: str, pid: int, cursor: str | None = N
             stdout += answer["stdout"]
             cursor = answer["cursor"]
             if not answer["running"]:
-                return answer, stdout
+                await anyio.sleep(0.2)
+                last = await read(client, sid, pid, cursor)
+                return last, stdout + last["stdout"]
 
 
 @pytest.mark.runner
@@ -115,7 +118,7 @@ async def test_a_process_is_watched_with_wait_and_cursor(mcp: Mcp, mode: str) ->
             # Read again from the last cursor: nothing new, and it says so.
             again = await ok(client, "process_output", {"sandboxId": sid, "pid": pid, "cursor": cursor})
             assert again.structured_content["stdout"] == ""
-            assert "all its output has been read" in text(again)
+            assert "nothing new came" in text(again)
             # From the start again (no cursor), everything is still there.
             whole = await read(client, sid, pid)
             assert whole["stdout"] == stdout

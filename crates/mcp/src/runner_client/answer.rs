@@ -129,6 +129,8 @@ pub(super) fn classify(
         "process_not_found" => return RunnerError::ProcessNotFound,
         "process_ended" => return RunnerError::ProcessEnded,
         "too_many_processes" => return RunnerError::TooManyProcesses,
+        "stdin_full" => return RunnerError::StdinFull(message),
+        "process_error" => return RunnerError::ProcessFailed(message),
         _ => {}
     }
     let code = status.as_u16();
@@ -215,6 +217,14 @@ mod tests {
         let crowded = error(StatusCode::TOO_MANY_REQUESTS, "too_many_processes");
         assert_eq!(crowded.code(), "too_many_processes");
         assert!(crowded.to_string().contains("kill_process"), "{crowded}");
+        let full = error(StatusCode::CONFLICT, "stdin_full");
+        assert!(
+            full.retryable() && full.to_string().contains("wait"),
+            "{full}"
+        );
+        let failed = error(StatusCode::BAD_REQUEST, "process_error");
+        assert_eq!(failed.code(), "process_error");
+        assert!(!failed.retryable());
         // A 404 that is not a session's is not mistaken for one.
         assert_eq!(
             error(StatusCode::NOT_FOUND, "not_found").code(),

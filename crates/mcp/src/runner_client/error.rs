@@ -101,12 +101,23 @@ pub enum RunnerError {
          start_process starts one"
     )]
     ProcessNotFound,
-    /// The process has ended: it reads no more input.
+    /// The process has ended, or its input was closed: it takes no more input.
     #[error(
-        "the process has ended, so it reads no more input; process_output shows its exit \
-         code and its last output, start_process starts it again"
+        "the process takes no more input: it has ended, or its input was closed (eof); \
+         process_output shows its output and exit code, start_process starts it again"
     )]
     ProcessEnded,
+    /// The process has not read what was written to it before.
+    #[error(
+        "the process has not read what was written to its input before ({0}); wait for it \
+         to read (process_output shows what it does), then write again"
+    )]
+    StdinFull(String),
+    /// The command could not be started.
+    #[error(
+        "the command could not be started ({0}); change it, or stop a process with kill_process"
+    )]
+    ProcessFailed(String),
     /// The sandbox runs as many processes as it may.
     #[error(
         "the sandbox already runs as many processes as it may (the runner's \
@@ -185,6 +196,8 @@ impl RunnerError {
             RunnerError::FileFailed(_) => "file_error",
             RunnerError::ProcessNotFound => "process_not_found",
             RunnerError::ProcessEnded => "process_ended",
+            RunnerError::StdinFull(_) => "stdin_full",
+            RunnerError::ProcessFailed(_) => "process_error",
             RunnerError::TooManyProcesses => "too_many_processes",
         }
     }
@@ -200,6 +213,7 @@ impl RunnerError {
                 | RunnerError::SandboxBusy
                 | RunnerError::TooManySandboxes
                 | RunnerError::TooManyProcesses
+                | RunnerError::StdinFull(_)
                 | RunnerError::Dependencies {
                     code: "index_unreachable" | "dependency_timeout",
                     ..
