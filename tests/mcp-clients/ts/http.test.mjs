@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-import { checkOutputsComeBack, checkSandboxFlow, connect, startMcp, startRunner, text } from "./servers.mjs";
+import { checkOutputsComeBack, checkProcessFlow, checkSandboxFlow, connect, startMcp, startRunner, text } from "./servers.mjs";
 
 const RUN_TOOLS = ["run_bash", "run_node", "run_python"];
 const SANDBOX_TOOLS = ["close_sandbox", "create_sandbox", "download_file", "list_files", "upload_file"];
@@ -244,6 +244,12 @@ withRunner("with a runner", () => {
       await other.stop();
     }
     await client.callTool({ name: "close_sandbox", arguments: { sandboxId } });
+    await client.close();
+  });
+
+  test("a process is fed, read with its cursor, stopped and listed", async () => {
+    const { client } = await connect(server);
+    await checkProcessFlow(client);
     await client.close();
   });
 
