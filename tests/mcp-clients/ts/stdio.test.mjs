@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-import { bin, checkOutputsComeBack, checkSandboxFlow, startRunner, text } from "./servers.mjs";
+import { bin, checkOutputsComeBack, checkProcessFlow, checkSandboxFlow, startRunner, text } from "./servers.mjs";
 
 test("stdio: list the tools and call one without a runner", async () => {
   const transport = new StdioClientTransport({
@@ -78,4 +78,8 @@ test("stdio: a sandbox keeps its files and moves files in and out", { skip: !pro
 
 test("stdio: outputs/ files come back as content (an image as image content)", { skip: !process.env.SANDBOX_RUNNER_BIN }, async () => {
   await withStdioClient(checkOutputsComeBack);
+});
+
+test("stdio: a process is fed, read with its cursor, stopped and listed", { skip: !process.env.SANDBOX_RUNNER_BIN }, async () => {
+  await withStdioClient(checkProcessFlow);
 });
