@@ -189,14 +189,19 @@ impl<B: SandboxFactory> Reader<B> {
         }
     }
 
-    /// Reads until there is output, the process has ended, or `deadline` passes.
+    /// Reads until there is output, the process has ended, or `deadline` passes (a run
+    /// in flight that holds the session past it: 409 `session_busy`).
     async fn read_until(&self, from: (u64, u64), deadline: Instant) -> Result<Read, ApiError> {
         loop {
-            let read = self.read(from).await?;
-            if !read.is_empty() || read.exit_code.is_some() || Instant::now() >= deadline {
-                return Ok(read);
+            match self.read(from).await {
+                Ok(read) if !read.is_empty() || read.exit_code.is_some() => return Ok(read),
+                Ok(read) if Instant::now() >= deadline => return Ok(read),
+                Err(ApiError::Session(SessionError::Busy(_))) if Instant::now() < deadline => {}
+                Err(e) => return Err(e),
+                Ok(_) => {}
             }
-            tokio::time::sleep(POLL_EVERY.min(deadline - Instant::now())).await;
+            tokio::time::sleep(POLL_EVERY.min(deadline.saturating_duration_since(Instant::now())))
+                .await;
         }
     }
 }

@@ -389,3 +389,34 @@ async fn bad_requests_are_refused_with_their_codes() {
     let (status, answer) = output(&runner, &id, pid, "stdoutFrom=-4").await;
     assert_eq!((status, code(&answer)), (400, "bad_request"), "{answer}");
 }
+
+#[tokio::test]
+async fn a_process_call_waits_for_a_run_in_flight_within_its_wait() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    let pid = started(&runner, &id, "sleep 1; echo after the run").await;
+    let run = {
+        let (client, url, id) = (runner.client.clone(), runner.url.clone(), id.clone());
+        tokio::spawn(async move {
+            client
+                .post(format!("{url}/sessions/{id}/run"))
+                .bearer_auth(TOKEN)
+                .json(&json!({"lang": "bash", "code": "sleep 4; echo ran"}))
+                .send()
+                .await
+                .expect("the run answered")
+                .json::<serde_json::Value>()
+                .await
+                .expect("JSON")
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Without a wait: refused once the 2 s a process call waits for a run are over.
+    let (status, busy) = output(&runner, &id, pid, "").await;
+    assert_eq!((status, code(&busy)), (409, "session_busy"), "{busy}");
+    // With one long enough: answered once the run ends, with what came meanwhile.
+    let (status, read) = output(&runner, &id, pid, "waitMs=15000").await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["stdout"], "after the run\n", "{read}");
+    assert_eq!(run.await.expect("the run's task")["stdout"], "ran\n");
+}

@@ -1,7 +1,9 @@
 //! What a session's processes must not do: reach another session or a one-shot run, go
 //! past the session's limits, outlive it, or keep it from freezing once they end.
 
-use super::common::{freezer_state, host_processes_with, without_resource_limits, Options, Runner};
+use super::common::{
+    held_between_calls, host_processes_with, without_resource_limits, Options, Runner,
+};
 use super::{code, ended, output, signal, start, started};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -154,45 +156,43 @@ async fn processes_end_with_their_session_and_nothing_is_left_on_the_host() {
 }
 
 #[tokio::test]
-async fn a_session_runs_while_a_process_does_and_is_frozen_once_none_does() {
-    if without_resource_limits("a_session_runs_while_a_process_does_and_is_frozen_once_none_does") {
-        return;
-    }
+async fn a_session_runs_while_a_process_does_and_is_held_once_none_does() {
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;
     let tag = marker("awake");
-    let pid = started(&runner, &id, &format!("exec -a {tag} sleep 2")).await;
+    // What a run leaves in the background is held between calls, as ever...
+    let left = runner
+        .ok_in(
+            &id,
+            "bash",
+            &format!("(exec -a {tag}-left sleep 1000) >/dev/null 2>&1 &"),
+        )
+        .await;
+    assert_eq!(left["exitCode"], 0, "{left}");
     let mut host = Vec::new();
     eventually(
         Duration::from_secs(5),
-        "the process shows on the host",
+        "the run's leftover shows on the host",
         || {
-            host = host_processes_with(&tag);
+            host = host_processes_with(&format!("{tag}-left"));
             host.len() == 1
         },
     )
     .await;
-    let host_pid = host[0].split(':').next().unwrap_or_default().to_owned();
-    // Its cgroup holds the agent too: the agent's state is the session's.
-    let agent = std::fs::read_to_string(format!("/proc/{host_pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("PPid:"))
-                .map(|p| p.trim().to_owned())
-        })
-        .expect("the process's parent, the agent");
+    let leftover = host[0].split(':').next().unwrap_or_default().to_owned();
+    eventually(Duration::from_secs(5), "the session rests held", || {
+        held_between_calls(&leftover)
+    })
+    .await;
+    // ...but not while a process of the API runs: the session stays awake for it.
+    let pid = started(&runner, &id, &format!("exec -a {tag} sleep 2")).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(
-        freezer_state(&host_pid).as_deref(),
-        Some("THAWED"),
-        "frozen while it runs"
-    );
+    assert!(!held_between_calls(&leftover), "held while a process runs");
     ended(&runner, &id, pid).await;
     eventually(
         Duration::from_secs(5),
-        "not frozen once the process ended",
-        || freezer_state(&agent).as_deref() == Some("FROZEN"),
+        "not held once the process ended",
+        || held_between_calls(&leftover),
     )
     .await;
 }

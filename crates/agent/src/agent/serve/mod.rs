@@ -59,6 +59,9 @@ pub struct Local<F> {
     kept: Kept,
     /// The session's processes are stopped with SIGSTOP (see [`Worker::run`] here).
     paused: bool,
+    /// The session's jobs ask for that between calls
+    /// ([`Job::sigstop_between_runs`]).
+    sigstop: bool,
 }
 
 impl<F> Local<F>
@@ -71,6 +74,7 @@ where
             run,
             kept: Kept::default(),
             paused: false,
+            sigstop: false,
         }
     }
 }
@@ -94,6 +98,7 @@ where
     /// (the session is then left running, as a freezer leaves it).
     fn run(&mut self, job: &Job) -> AgentMessage {
         let stop = job.session && job.sigstop_between_runs;
+        self.sigstop = stop;
         self.resume();
         let answer = match (self.run)(job, &mut self.kept) {
             Ok(mut outcome) => {
@@ -121,12 +126,12 @@ where
     }
 
     /// Done with the session's processes awake: stopped ones (SIGSTOP) are woken for
-    /// it, and stopped again after unless one of the API's runs.
+    /// it, and where the session's jobs stop them between calls, stopped again after
+    /// unless one of the API's runs.
     fn process(&mut self, request: &ProcessRequest) -> AgentMessage {
-        let paused = self.paused;
         self.resume();
         let answer = processes::handle(request);
-        if paused {
+        if self.sigstop {
             self.pause();
         }
         AgentMessage::Process {
