@@ -75,10 +75,10 @@ async fn the_tools_describe_the_runners_own_limits() {
     ]);
     let client = connect(&server, &server.token).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools/list");
-    // A run tool per built-in language, and the five sandbox tools.
+    // A run tool per built-in language, the five sandbox tools and the five process tools.
     assert_eq!(
         tools.len(),
-        8 + 5,
+        8 + 5 + 5,
         "{:?}",
         tools.iter().map(|t| &t.name).collect::<Vec<_>>()
     );

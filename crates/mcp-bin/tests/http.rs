@@ -27,11 +27,16 @@ async fn lists_the_tools_and_explains_the_missing_runner() {
             "close_sandbox",
             "create_sandbox",
             "download_file",
+            "kill_process",
             "list_files",
+            "list_processes",
+            "process_output",
             "run_bash",
             "run_node",
             "run_python",
-            "upload_file"
+            "start_process",
+            "upload_file",
+            "write_stdin"
         ]
     );
     let result = client
@@ -187,7 +192,11 @@ async fn empty_variables_take_their_defaults() {
     ]);
     let client = connect(&server, &server.token).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 8);
+    assert_eq!(
+        tools.len(),
+        13,
+        "3 run tools, 5 sandbox tools, 5 process tools"
+    );
     let description = tools[0].description.as_deref().unwrap_or_default();
     assert!(description.contains("default 15000 ms"), "{description}");
     client.cancel().await.expect("close");

@@ -17,7 +17,11 @@ async fn stdio_serves_the_tools_without_a_token() {
     let transport = TokioChildProcess::new(command).expect("spawn sandbox-mcp stdio");
     let client = ().serve(transport).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 8);
+    assert_eq!(
+        tools.len(),
+        13,
+        "3 run tools, 5 sandbox tools, 5 process tools"
+    );
     let result = client
         .call_tool(common::call("run_node", "console.log(1)", None))
         .await

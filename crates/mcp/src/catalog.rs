@@ -11,6 +11,8 @@ use sandbox_protocol::api::{Limits, Packages};
 use sandbox_protocol::language::{self, LanguageInfo};
 use sandbox_protocol::Lang;
 
+use crate::process_tools::ProcessTool;
+use crate::sandbox_call::SandboxCall;
 use crate::sandbox_tools::SandboxTool;
 use crate::tools;
 
@@ -69,7 +71,8 @@ impl Catalog {
                 .iter()
                 .map(|info| tools::definition(info, &limits, &packages, default_timeout_ms));
             let sandbox = SandboxTool::ALL.map(|tool| tool.definition(&limits));
-            run.chain(sandbox).collect()
+            let processes = ProcessTool::ALL.map(|tool| tool.definition(&limits));
+            run.chain(sandbox).chain(processes).collect()
         } else {
             Vec::new()
         };
@@ -156,7 +159,12 @@ mod tests {
                 "upload_file",
                 "download_file",
                 "list_files",
-                "close_sandbox"
+                "close_sandbox",
+                "start_process",
+                "process_output",
+                "write_stdin",
+                "kill_process",
+                "list_processes"
             ]
         );
         let text = catalog.tools()[0].description.clone().unwrap_or_default();

@@ -3,9 +3,11 @@
 //! It offers a `run_<language>` tool per language its runner offers (`run_bash`,
 //! `run_python`, `run_node`, `run_c`, ...) over MCP's Streamable HTTP transport
 //! ([`serve`]) and over stdio ([`serve_stdio`]), and runs each call in a fresh sandbox by
-//! calling a sandbox runner's `POST /run` ([`runner_client`]); and sandboxes that live
+//! calling a sandbox runner's `POST /run` ([`runner_client`]); sandboxes that live
 //! across calls ([`sandbox_tools`]): runner sessions behind an opaque, authenticated
-//! `sandboxId` ([`handle`]) that any replica can serve.
+//! `sandboxId` ([`handle`]) that any replica can serve; and processes in them
+//! ([`process_tools`]): commands that keep running between calls, whose output is read
+//! as it comes, which can be fed input and signalled.
 //!
 //! It is not the sandbox: isolation, limits and the pool live in `sandbox-runner`, which
 //! this crate does not depend on (it speaks to a runner over HTTP, with the types of
@@ -42,10 +44,14 @@ pub mod health;
 pub mod installed;
 pub mod listen;
 pub mod outputs;
+pub mod process_args;
+pub mod process_report;
+pub mod process_tools;
 pub mod report;
 pub mod runner_client;
 pub mod runner_target;
 pub mod sandbox_args;
+pub mod sandbox_call;
 pub mod sandbox_report;
 pub mod sandbox_tools;
 pub mod server;
@@ -59,6 +65,8 @@ mod http;
 mod limits;
 mod origin;
 mod schema;
+#[cfg(test)]
+mod test_support;
 
 pub use config::{AuthToken, ConfigError, McpConfig, ToolConfig};
 pub use http::{app, serve, ServeError};

@@ -66,7 +66,8 @@ pub fn parse_sandbox_id(arguments: Option<&JsonObject>) -> Result<String, ArgsEr
     }
 }
 
-fn string<'a>(
+/// The string argument `field` (holding `what`), which the call must give.
+pub(crate) fn string<'a>(
     arguments: Option<&'a JsonObject>,
     field: &'static str,
     what: &'static str,

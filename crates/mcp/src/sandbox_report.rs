@@ -1,6 +1,7 @@
 //! What the sandbox tools return: text for the model and `structuredContent` in the shape
 //! of each tool's output schema ([`crate::sandbox_tools`]), with `error` null on success;
-//! a failed call has the same fields, empty, and `error` saying what to do.
+//! a failed call has the same fields, empty, and `error` saying what to do. The process
+//! tools' results ([`crate::process_report`]) take the same shape from here.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -14,6 +15,7 @@ use crate::handle::HandleError;
 use crate::outputs;
 use crate::report::ReportError;
 use crate::runner_client::RunnerError;
+use crate::sandbox_call::SandboxCall;
 use crate::sandbox_tools::{SandboxTool, HOME};
 use crate::tools::ArgsError;
 use crate::wording::{self, plural};
@@ -38,8 +40,10 @@ impl SandboxIdError {
     }
 }
 
-fn result(
-    tool: SandboxTool,
+/// A result of `tool`: `content`, and `fields` over the failed call's in its
+/// `structuredContent`, with `error`.
+pub(crate) fn result(
+    tool: impl SandboxCall,
     content: Vec<ContentBlock>,
     fields: Value,
     error: Option<ReportError>,
@@ -67,7 +71,7 @@ fn result(
 
 /// A failed call of `tool`.
 pub fn failure(
-    tool: SandboxTool,
+    tool: impl SandboxCall,
     code: &'static str,
     message: String,
     retryable: bool,
@@ -87,17 +91,17 @@ pub fn failure(
 }
 
 /// A call of `tool` the runner (or its absence) refused.
-pub fn from_runner_error(tool: SandboxTool, error: &RunnerError) -> CallToolResult {
+pub fn from_runner_error(tool: impl SandboxCall, error: &RunnerError) -> CallToolResult {
     failure(tool, error.code(), error.to_string(), error.retryable())
 }
 
 /// A call of `tool` with unusable arguments.
-pub fn from_args_error(tool: SandboxTool, error: &ArgsError) -> CallToolResult {
+pub fn from_args_error(tool: impl SandboxCall, error: &ArgsError) -> CallToolResult {
     failure(tool, "invalid_arguments", error.to_string(), false)
 }
 
 /// A call of `tool` whose sandboxId does not lead to a sandbox.
-pub fn from_sandbox_id_error(tool: SandboxTool, error: &SandboxIdError) -> CallToolResult {
+pub fn from_sandbox_id_error(tool: impl SandboxCall, error: &SandboxIdError) -> CallToolResult {
     failure(tool, error.code(), error.to_string(), false)
 }
 
@@ -106,8 +110,9 @@ pub fn created(sandbox_id: &str, info: &SessionInfo) -> CallToolResult {
     let text = format!(
         "Created a sandbox. sandboxId: {sandbox_id}\n\
          Pass it as sandboxId to the run_* tools (files in {HOME} and /tmp, and Python, \
-         Node.js and TypeScript variables, stay between those calls), and to upload_file, \
-         download_file and list_files. It ends after {idle} ms without a call, at {expires} \
+         Node.js and TypeScript variables, stay between those calls), to upload_file, \
+         download_file and list_files, and to start_process for a server or a long job. It \
+         ends after {idle} ms without a call, at {expires} \
          at the latest, or when you call close_sandbox.",
         idle = info.idle_timeout_ms,
         expires = info.expires_at,

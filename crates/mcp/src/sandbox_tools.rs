@@ -1,18 +1,20 @@
 //! The sandbox tools: `create_sandbox`, `upload_file`, `download_file`, `list_files` and
 //! `close_sandbox`. Their definitions (schemas, descriptions, annotations); the parsing of
 //! a call's arguments is in [`crate::sandbox_args`], the calls themselves in
-//! `crate::server::sandboxes`.
+//! `crate::server::sandboxes`; what they share with the process tools is
+//! [`SandboxCall`].
 //!
 //! A sandbox is a runner session behind an opaque `sandboxId` ([`crate::handle`]): its
 //! files, and its interpreters' variables, stay between the `run_*` calls that name it.
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::JsonObject;
 use sandbox_protocol::api::Limits;
 use serde_json::{json, Map, Value};
 
-use crate::schema::{error_schema, nullable, object};
+use crate::sandbox_call::SandboxCall;
+use crate::schema::{nullable, object};
 use crate::wording;
 
 /// The largest file `download_file` returns, in bytes: larger ones are refused with a
@@ -37,18 +39,8 @@ pub enum SandboxTool {
     Close,
 }
 
-impl SandboxTool {
-    /// Every sandbox tool, in the order `tools/list` gives them.
-    pub const ALL: [SandboxTool; 5] = [
-        SandboxTool::Create,
-        SandboxTool::Upload,
-        SandboxTool::Download,
-        SandboxTool::List,
-        SandboxTool::Close,
-    ];
-
-    /// The tool's name.
-    pub fn name(self) -> &'static str {
+impl SandboxCall for SandboxTool {
+    fn name(self) -> &'static str {
         match self {
             SandboxTool::Create => "create_sandbox",
             SandboxTool::Upload => "upload_file",
@@ -58,24 +50,7 @@ impl SandboxTool {
         }
     }
 
-    /// The tool a name stands for.
-    pub fn of(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    fn title(self) -> &'static str {
-        match self {
-            SandboxTool::Create => "Create a sandbox",
-            SandboxTool::Upload => "Upload a file to a sandbox",
-            SandboxTool::Download => "Download a file from a sandbox",
-            SandboxTool::List => "List a sandbox's files",
-            SandboxTool::Close => "Close a sandbox",
-        }
-    }
-
-    /// The fields of this tool's `structuredContent` besides `error`, as they are when the
-    /// call failed.
-    pub fn failed_fields(self) -> Map<String, Value> {
+    fn failed_fields(self) -> Map<String, Value> {
         let fields = match self {
             SandboxTool::Create => {
                 json!({"sandboxId": null, "expiresAt": null, "idleTimeoutMs": null})
@@ -91,6 +66,16 @@ impl SandboxTool {
         }
     }
 
+    fn title(self) -> &'static str {
+        match self {
+            SandboxTool::Create => "Create a sandbox",
+            SandboxTool::Upload => "Upload a file to a sandbox",
+            SandboxTool::Download => "Download a file from a sandbox",
+            SandboxTool::List => "List a sandbox's files",
+            SandboxTool::Close => "Close a sandbox",
+        }
+    }
+
     fn description(self, limits: &Limits) -> String {
         match self {
             SandboxTool::Create => format!(
@@ -100,7 +85,8 @@ impl SandboxTool {
                  TypeScript variables, functions and \
                  imports, and background processes are still there at the next call with that \
                  sandboxId. upload_file puts files in, download_file and list_files take them \
-                 out. For a self-contained program, call run_* without sandboxId: a fresh \
+                 out; start_process runs a server or a long job in it, to watch \
+                 (process_output) and feed (write_stdin) while it runs. For a self-contained program, call run_* without sandboxId: a fresh \
                  one-shot sandbox is the default. A sandbox has {resources}, the same limits \
                  per call as a one-shot run, and runs one call at a time. It ends after \
                  idleTimeoutMs without a call, at expiresAt at the latest (both in the answer), \
@@ -183,10 +169,10 @@ impl SandboxTool {
         })
     }
 
-    fn output_schema(self) -> Arc<JsonObject> {
+    fn output_properties(self) -> Value {
         let text = |d: &str| nullable("string", d);
         let count = |d: &str| nullable("integer", d);
-        let mut properties = match self {
+        match self {
             SandboxTool::Create => json!({
                 "sandboxId": text("The sandbox's id: pass it as sandboxId to the other tools."),
                 "expiresAt": text("When the sandbox ends at the latest (RFC 3339, UTC)."),
@@ -224,48 +210,36 @@ impl SandboxTool {
             SandboxTool::Close => json!({
                 "closed": { "type": "boolean", "description": "The sandbox was closed." },
             }),
-        };
-        let mut required: Vec<String> = self.failed_fields().keys().cloned().collect();
-        required.push("error".into());
-        if let Value::Object(map) = &mut properties {
-            map.insert(
-                "error".into(),
-                error_schema("Why the call failed; null when it succeeded."),
-            );
         }
-        object(json!({ "type": "object", "properties": properties, "required": required }))
     }
 
-    fn annotations(self) -> ToolAnnotations {
-        // (read-only, destructive, idempotent)
-        let (read_only, destructive, idempotent) = match self {
+    fn hints(self) -> (bool, bool, bool) {
+        match self {
             SandboxTool::Create => (false, false, false),
             SandboxTool::Upload => (false, true, true),
             SandboxTool::Download | SandboxTool::List => (true, false, true),
             SandboxTool::Close => (false, true, true),
-        };
-        ToolAnnotations::with_title(self.title())
-            .read_only(read_only)
-            .destructive(destructive)
-            .idempotent(idempotent)
-            .open_world(false)
+        }
     }
 
-    /// The definition as `tools/list` shows it, for a runner with `limits`.
-    pub fn definition(self, limits: &Limits) -> Tool {
-        let mut description = self.description(limits);
-        if !limits.resource_limits && self != SandboxTool::Create {
-            // Every tool says so (create_sandbox's resources already do).
-            description.push_str(
-                " This server's sandboxes have NO memory or CPU limit (it runs with \
-                 --unsafe-no-resource-limits).",
-            );
-        }
-        let mut tool = Tool::new(self.name(), description, self.input_schema());
-        tool.title = Some(self.title().to_owned());
-        tool.output_schema = Some(self.output_schema());
-        tool.annotations = Some(self.annotations());
-        tool
+    fn says_resources(self) -> bool {
+        self == SandboxTool::Create
+    }
+}
+
+impl SandboxTool {
+    /// Every sandbox tool, in the order `tools/list` gives them.
+    pub const ALL: [SandboxTool; 5] = [
+        SandboxTool::Create,
+        SandboxTool::Upload,
+        SandboxTool::Download,
+        SandboxTool::List,
+        SandboxTool::Close,
+    ];
+
+    /// The tool a name stands for.
+    pub fn of(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 
@@ -285,29 +259,11 @@ mod tests {
             "one-shot",
             "default",
             "close_sandbox",
+            "start_process",
             "no network",
             "256 MB",
         ] {
             assert!(text.contains(needle), "{needle:?} missing from {text}");
-        }
-        for tool in SandboxTool::ALL {
-            let definition = tool.definition(&limits);
-            let schema = Value::Object((*definition.output_schema.unwrap()).clone());
-            let required = schema["required"].as_array().unwrap();
-            assert!(required.contains(&json!("error")), "{tool:?}");
-            for field in tool.failed_fields().keys() {
-                assert!(schema["properties"][field].is_object(), "{tool:?} {field}");
-            }
-            assert_eq!(definition.annotations.unwrap().open_world_hint, Some(false));
-        }
-        let unlimited = Limits {
-            resource_limits: false,
-            ..Limits::default()
-        };
-        for tool in SandboxTool::ALL {
-            let definition = tool.definition(&unlimited);
-            let text = definition.description.as_deref().unwrap_or_default();
-            assert!(text.contains("NO memory or CPU limit"), "{tool:?}: {text}");
         }
         let create_schema = Value::Object((*create.output_schema.unwrap()).clone());
         for field in ["sandboxId", "expiresAt", "idleTimeoutMs"] {

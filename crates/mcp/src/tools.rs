@@ -1,7 +1,8 @@
 //! The run tools, one per language the runner offers (`run_bash`, `run_python`,
 //! `run_c`, ...): their definitions (schemas, descriptions, annotations), written from
 //! the runner's language table, and the parsing of a call's arguments; which tool a
-//! name stands for ([`ToolKind`]). The sandbox tools are in [`crate::sandbox_tools`].
+//! name stands for ([`ToolKind`]). The sandbox tools are in [`crate::sandbox_tools`], the
+//! process tools in [`crate::process_tools`].
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use sandbox_protocol::Lang;
 use serde_json::{json, Value};
 
 use crate::installed;
+use crate::process_tools::ProcessTool;
 use crate::sandbox_tools::SandboxTool;
 use crate::schema::{error_schema, nullable, object};
 use crate::wording::{bytes, sandbox_resources};
@@ -23,15 +25,18 @@ pub enum ToolKind {
     Run(Lang),
     /// One of the sandbox tools.
     Sandbox(SandboxTool),
+    /// One of the process tools.
+    Process(ProcessTool),
 }
 
 impl ToolKind {
-    /// The tool a name stands for, among the run tools of `languages` and the sandbox
-    /// tools.
+    /// The tool a name stands for, among the run tools of `languages`, the sandbox tools
+    /// and the process tools.
     pub fn of(name: &str, languages: &[LanguageInfo]) -> Option<Self> {
         lang_of(name, languages)
             .map(ToolKind::Run)
             .or_else(|| SandboxTool::of(name).map(ToolKind::Sandbox))
+            .or_else(|| ProcessTool::of(name).map(ToolKind::Process))
     }
 }
 
@@ -129,7 +134,10 @@ fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) ->
          The program is killed after timeoutMs \
          (default {default_timeout_ms} ms, at most {max} ms). Each output stream is capped at \
          {cap} (the program is stopped there), and long output is shown as its first and \
-         last lines with the number of lines and bytes left out. Print the results you want to see.{compile} {how}",
+         last lines with the number of lines and bytes left out. Print the results you want to see. \
+         A run answers only once its program has ended: for a server, a long job, or anything \
+         to watch while it runs or to feed input, use start_process in a sandbox \
+         instead.{compile} {how}",
         kept = kept(info),
         how = how_it_runs(info),
         resources = sandbox_resources(&own),
@@ -295,6 +303,37 @@ pub enum ArgsError {
     /// A path that is not inside the home folder.
     #[error("invalid arguments: path {0:?} is not inside the sandbox's home folder /home/sandbox; give a path relative to it (such as data/input.csv or outputs/plot.png), without '..'")]
     BadPath(String),
+    /// `pid` is not a process id.
+    #[error("invalid arguments: `pid` must be the whole number start_process returned (list_processes shows them)")]
+    BadPid,
+    /// `cursor` is not one this server wrote.
+    #[error("invalid arguments: `cursor` is not a cursor process_output returned; pass the cursor of its previous answer as it is, or omit it to read from the start")]
+    BadCursor,
+    /// `cursor` was written for another process's output.
+    #[error("invalid arguments: this `cursor` is for the output of process {cursor}, not of process {pid}; pass the cursor of process {pid}'s previous answer, or omit it to read from the start")]
+    CursorOfAnotherProcess {
+        /// The process the cursor is for.
+        cursor: i32,
+        /// The process asked for.
+        pid: i32,
+    },
+    /// `waitMs` is not an integer in range.
+    #[error("invalid arguments: `waitMs` must be a whole number of milliseconds from 0 to {max}")]
+    BadWait {
+        /// The longest wait.
+        max: u64,
+    },
+    /// `signal` is not one of the signals a process may be sent.
+    #[error("invalid arguments: `signal` must be one of {names} (TERM when absent), not {given}")]
+    BadSignal {
+        /// What was given, cut short.
+        given: String,
+        /// The signals' names.
+        names: String,
+    },
+    /// A flag is not a boolean.
+    #[error("invalid arguments: `{0}` must be true or false")]
+    BadFlag(&'static str),
 }
 
 /// Reads `{code, timeoutMs?}` from a call's arguments: `default_timeout_ms` when it gives
@@ -345,6 +384,7 @@ pub(crate) fn whole_number(value: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox_call::SandboxCall;
 
     fn args(value: Value) -> JsonObject {
         match value {
@@ -382,6 +422,10 @@ mod tests {
         for tool in SandboxTool::ALL {
             let kind = ToolKind::of(tool.name(), &languages);
             assert_eq!(kind, Some(ToolKind::Sandbox(tool)));
+        }
+        for tool in ProcessTool::ALL {
+            let kind = ToolKind::of(tool.name(), &languages);
+            assert_eq!(kind, Some(ToolKind::Process(tool)));
         }
         assert_eq!(lang_of("run_ruby", &languages), None);
         assert_eq!(ToolKind::of("run_ruby", &languages), None);
@@ -506,6 +550,8 @@ mod tests {
             "create_sandbox",
             "Python variables",
             "outputs/",
+            "start_process",
+            "a server, a long job",
         ] {
             assert!(text.contains(needle), "description lacks {needle:?}");
         }

@@ -4,12 +4,17 @@
 
 use sandbox_protocol::api::Limits;
 
-/// `n` and the noun, in the plural (with an "s" or, after "x", "es") unless `n` is 1.
+/// `n` and the noun, in the plural (with an "s" or, after "x" or "s", "es") unless `n`
+/// is 1.
 pub fn plural(n: usize, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
     } else {
-        let s = if noun.ends_with('x') { "es" } else { "s" };
+        let s = if noun.ends_with(['x', 's']) {
+            "es"
+        } else {
+            "s"
+        };
         format!("{n} {noun}{s}")
     }
 }
@@ -65,6 +70,7 @@ mod tests {
         assert_eq!(plural(0, "file"), "0 files");
         assert_eq!(plural(3, "sandbox"), "3 sandboxes");
         assert_eq!(plural(1, "sandbox"), "1 sandbox");
+        assert_eq!(plural(2, "process"), "2 processes");
     }
 
     #[test]

@@ -4,11 +4,12 @@ import { after, before, describe, test } from "node:test";
 
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-import { checkOutputsComeBack, checkSandboxFlow, connect, startMcp, startRunner, text } from "./servers.mjs";
+import { checkOutputsComeBack, checkProcessFlow, checkSandboxFlow, connect, startMcp, startRunner, text } from "./servers.mjs";
 
 const RUN_TOOLS = ["run_bash", "run_node", "run_python"];
 const SANDBOX_TOOLS = ["close_sandbox", "create_sandbox", "download_file", "list_files", "upload_file"];
-const TOOLS = [...RUN_TOOLS, ...SANDBOX_TOOLS].sort();
+const PROCESS_TOOLS = ["kill_process", "list_processes", "process_output", "start_process", "write_stdin"];
+const TOOLS = [...RUN_TOOLS, ...SANDBOX_TOOLS, ...PROCESS_TOOLS].sort();
 const withRunner = process.env.SANDBOX_RUNNER_BIN ? describe : describe.skip;
 
 describe("without a runner", () => {
@@ -243,6 +244,12 @@ withRunner("with a runner", () => {
       await other.stop();
     }
     await client.callTool({ name: "close_sandbox", arguments: { sandboxId } });
+    await client.close();
+  });
+
+  test("a process is fed, read with its cursor, stopped and listed", async () => {
+    const { client } = await connect(server);
+    await checkProcessFlow(client);
     await client.close();
   });
 

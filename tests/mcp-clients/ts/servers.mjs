@@ -189,3 +189,50 @@ export async function checkOutputsComeBack(client) {
     await client.callTool({ name: "close_sandbox", arguments: { sandboxId } });
   }
 }
+
+// Reads a process's output with waitMs and the cursor until it has ended, then once more:
+// all it wrote to stdout, and the last answer.
+async function untilEnded(client, sandboxId, pid) {
+  let stdout = "";
+  let cursor;
+  for (let reads = 0; reads < 30; reads++) {
+    const answer = (await ok(client, "process_output", { sandboxId, pid, cursor, waitMs: 2000 })).structuredContent;
+    stdout += answer.stdout;
+    cursor = answer.cursor;
+    if (!answer.running) {
+      const last = (await ok(client, "process_output", { sandboxId, pid, cursor })).structuredContent;
+      return { stdout: stdout + last.stdout, last };
+    }
+  }
+  throw new Error(`process ${pid} did not end`);
+}
+
+// A process fed through its input and read with the cursor, another stopped with TERM, both
+// listed: every process tool's result passes the SDK's check of its output schema.
+export async function checkProcessFlow(client) {
+  const { default: assert } = await import("node:assert/strict");
+  const sandboxId = await createSandbox(client);
+  try {
+    const cat = (await ok(client, "start_process", { sandboxId, command: "cat" })).structuredContent.pid;
+    const sleeper = (await ok(client, "start_process", { sandboxId, command: "sleep 300" })).structuredContent.pid;
+    const written = await ok(client, "write_stdin", { sandboxId, pid: cat, data: "hi\n", eof: true });
+    assert.deepEqual(written.structuredContent, { written: 3, closed: true, error: null });
+    const fed = await untilEnded(client, sandboxId, cat);
+    assert.equal(fed.stdout, "hi\n");
+    assert.equal(fed.last.exitCode, 0);
+    const sent = await ok(client, "kill_process", { sandboxId, pid: sleeper });
+    assert.equal(sent.structuredContent.signal, "TERM");
+    assert.equal((await untilEnded(client, sandboxId, sleeper)).last.exitCode, 143);
+    const { processes } = (await ok(client, "list_processes", { sandboxId })).structuredContent;
+    assert.deepEqual(
+      processes.map((p) => [p.pid, p.running, p.exitCode]),
+      [[cat, false, 0], [sleeper, false, 143]],
+    );
+    const unknown = await client.callTool({ name: "process_output", arguments: { sandboxId, pid: 999999 } });
+    assert.equal(unknown.isError, true);
+    assert.equal(unknown.structuredContent.error.code, "process_not_found");
+    assert.match(text(unknown), /list_processes/);
+  } finally {
+    await client.callTool({ name: "close_sandbox", arguments: { sandboxId } });
+  }
+}

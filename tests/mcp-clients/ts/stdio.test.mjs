@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-import { bin, checkOutputsComeBack, checkSandboxFlow, startRunner, text } from "./servers.mjs";
+import { bin, checkOutputsComeBack, checkProcessFlow, checkSandboxFlow, startRunner, text } from "./servers.mjs";
 
 test("stdio: list the tools and call one without a runner", async () => {
   const transport = new StdioClientTransport({
@@ -19,7 +19,10 @@ test("stdio: list the tools and call one without a runner", async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(
     tools.map((t) => t.name).sort(),
-    ["close_sandbox", "create_sandbox", "download_file", "list_files", "run_bash", "run_node", "run_python", "upload_file"],
+    [
+      "close_sandbox", "create_sandbox", "download_file", "kill_process", "list_files", "list_processes",
+      "process_output", "run_bash", "run_node", "run_python", "start_process", "upload_file", "write_stdin",
+    ],
   );
   const result = await client.callTool({ name: "run_bash", arguments: { code: "echo hi" } });
   assert.equal(result.isError, true);
@@ -75,4 +78,8 @@ test("stdio: a sandbox keeps its files and moves files in and out", { skip: !pro
 
 test("stdio: outputs/ files come back as content (an image as image content)", { skip: !process.env.SANDBOX_RUNNER_BIN }, async () => {
   await withStdioClient(checkOutputsComeBack);
+});
+
+test("stdio: a process is fed, read with its cursor, stopped and listed", { skip: !process.env.SANDBOX_RUNNER_BIN }, async () => {
+  await withStdioClient(checkProcessFlow);
 });

@@ -58,10 +58,13 @@ pub(crate) struct ReportError {
 
 /// A string cut to at most `budget` bytes: its head, its tail, and how much is left out.
 #[derive(Debug, PartialEq, Eq)]
-struct Shown {
-    text: String,
-    omitted: usize,
-    omitted_lines: usize,
+pub(crate) struct Shown {
+    /// The head, a marker and the tail; the whole string when it fits.
+    pub(crate) text: String,
+    /// Bytes left out.
+    pub(crate) omitted: usize,
+    /// Lines left out, wholly or in part.
+    pub(crate) omitted_lines: usize,
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {
@@ -98,7 +101,8 @@ fn tail_start(s: &str, from: usize) -> usize {
     }
 }
 
-fn head_and_tail(s: &str, budget: usize) -> Shown {
+/// `s` cut to at most `budget` bytes (and a marker): its first and last whole lines.
+pub(crate) fn head_and_tail(s: &str, budget: usize) -> Shown {
     if s.len() <= budget {
         return Shown {
             text: s.to_owned(),
@@ -283,7 +287,8 @@ fn run_text(report: &RunReport, timeout_ms: u64, limits: &Limits) -> String {
     lines.join("\n")
 }
 
-fn section(name: &str, text: &str, omitted: usize, omitted_lines: usize) -> String {
+/// A stream as the text shows it: between `--- name ---` lines, with what was cut said.
+pub(crate) fn section(name: &str, text: &str, omitted: usize, omitted_lines: usize) -> String {
     if text.is_empty() {
         return format!("--- {name}: (empty) ---");
     }

@@ -3,10 +3,39 @@
 //! there), an answer with another status than expected is classified by its status and
 //! the runner's error code, and an answer that is not the runner's API is malformed.
 
-use reqwest::{header, StatusCode};
+use std::time::Duration;
+
+use reqwest::{header, RequestBuilder, StatusCode};
 use sandbox_protocol::api::ErrorBody;
 
+use super::wait::bounded;
 use super::RunnerError;
+
+/// Sends `request` and reads the JSON body of an answer with status `expected`, all
+/// within `deadline`.
+pub(super) async fn json_within<T: serde::de::DeserializeOwned>(
+    deadline: Duration,
+    request: RequestBuilder,
+    expected: StatusCode,
+) -> Result<T, RunnerError> {
+    bounded(deadline, async {
+        let response = request.send().await.map_err(transport_error)?;
+        read_json(response, expected).await
+    })
+    .await
+}
+
+/// Sends `request` and expects an answer without a body, within `deadline`.
+pub(super) async fn empty_within(
+    deadline: Duration,
+    request: RequestBuilder,
+) -> Result<(), RunnerError> {
+    bounded(deadline, async {
+        let response = request.send().await.map_err(transport_error)?;
+        read_empty(response).await
+    })
+    .await
+}
 
 /// A failure to exchange with the runner: [`RunnerError::Unreachable`] when no connection
 /// was made (nothing reached the runner), else [`RunnerError::ConnectionLost`].
@@ -33,6 +62,14 @@ pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
     }
     let body = response.bytes().await.map_err(transport_error)?;
     serde_json::from_slice(&body).map_err(|e| RunnerError::Malformed(e.to_string()))
+}
+
+/// `Ok` for an answer without a body (204, or 200), or the error the answer says.
+async fn read_empty(response: reqwest::Response) -> Result<(), RunnerError> {
+    match response.status() {
+        StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
+        _ => Err(error_from(response).await),
+    }
 }
 
 /// The error an answer other than the one expected says: its status, the runner's error
@@ -89,6 +126,11 @@ pub(super) fn classify(
         "file_not_found" => return RunnerError::FileNotFound(message),
         "not_a_file" => return RunnerError::NotAFile(message),
         "file_error" => return RunnerError::FileFailed(message),
+        "process_not_found" => return RunnerError::ProcessNotFound,
+        "process_ended" => return RunnerError::ProcessEnded,
+        "too_many_processes" => return RunnerError::TooManyProcesses,
+        "stdin_full" => return RunnerError::StdinFull(message),
+        "process_error" => return RunnerError::ProcessFailed(message),
         _ => {}
     }
     let code = status.as_u16();
@@ -165,6 +207,24 @@ mod tests {
         assert!(!refused.retryable());
         assert!(refused.to_string().contains("nothing ran"), "{refused}");
         assert!(error(StatusCode::UNPROCESSABLE_ENTITY, "index_unreachable").retryable());
+        let unknown = error(StatusCode::NOT_FOUND, "process_not_found");
+        assert_eq!(unknown.code(), "process_not_found");
+        assert!(unknown.to_string().contains("list_processes"), "{unknown}");
+        let ended = error(StatusCode::CONFLICT, "process_ended");
+        assert_eq!(ended.code(), "process_ended");
+        assert!(!ended.retryable());
+        assert!(ended.to_string().contains("process_output"), "{ended}");
+        let crowded = error(StatusCode::TOO_MANY_REQUESTS, "too_many_processes");
+        assert_eq!(crowded.code(), "too_many_processes");
+        assert!(crowded.to_string().contains("kill_process"), "{crowded}");
+        let full = error(StatusCode::CONFLICT, "stdin_full");
+        assert!(
+            full.retryable() && full.to_string().contains("wait"),
+            "{full}"
+        );
+        let failed = error(StatusCode::BAD_REQUEST, "process_error");
+        assert_eq!(failed.code(), "process_error");
+        assert!(!failed.retryable());
         // A 404 that is not a session's is not mistaken for one.
         assert_eq!(
             error(StatusCode::NOT_FOUND, "not_found").code(),

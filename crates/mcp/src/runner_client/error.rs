@@ -94,6 +94,37 @@ pub enum RunnerError {
     /// The sandbox could not read or write a file.
     #[error("the sandbox could not read or write the file ({0})")]
     FileFailed(String),
+    /// No process has this pid in the sandbox.
+    #[error(
+        "the sandbox has no process with this pid (ended processes are listed, the most \
+         recent ones only, until the sandbox ends); list_processes shows its processes, \
+         start_process starts one"
+    )]
+    ProcessNotFound,
+    /// The process has ended, or its input was closed: it takes no more input.
+    #[error(
+        "the process takes no more input: it has ended, or its input was closed (eof); \
+         process_output shows its output and exit code, start_process starts it again"
+    )]
+    ProcessEnded,
+    /// The process has not read what was written to it before.
+    #[error(
+        "the process has not read what was written to its input before ({0}); wait for it \
+         to read (process_output shows what it does), then write again"
+    )]
+    StdinFull(String),
+    /// The command could not be started.
+    #[error(
+        "the command could not be started ({0}); change it, or stop a process with kill_process"
+    )]
+    ProcessFailed(String),
+    /// The sandbox runs as many processes as it may.
+    #[error(
+        "the sandbox already runs as many processes as it may (the runner's \
+         RUNNER_MAX_PROCESSES); stop one you no longer need with kill_process \
+         (list_processes shows them), or wait for one to end"
+    )]
+    TooManyProcesses,
     /// The runner refused the request itself (400, 413): the same call will fail again.
     #[error("the sandbox runner refused the program ({status}: {message}); retrying the same call will not help")]
     Refused {
@@ -163,6 +194,11 @@ impl RunnerError {
             RunnerError::NotAFile(_) => "not_a_file",
             RunnerError::FileTooLarge(_) => "too_large",
             RunnerError::FileFailed(_) => "file_error",
+            RunnerError::ProcessNotFound => "process_not_found",
+            RunnerError::ProcessEnded => "process_ended",
+            RunnerError::StdinFull(_) => "stdin_full",
+            RunnerError::ProcessFailed(_) => "process_error",
+            RunnerError::TooManyProcesses => "too_many_processes",
         }
     }
 
@@ -176,6 +212,8 @@ impl RunnerError {
                 | RunnerError::Internal { .. }
                 | RunnerError::SandboxBusy
                 | RunnerError::TooManySandboxes
+                | RunnerError::TooManyProcesses
+                | RunnerError::StdinFull(_)
                 | RunnerError::Dependencies {
                     code: "index_unreachable" | "dependency_timeout",
                     ..

@@ -1,9 +1,10 @@
 //! The HTTP client for the sandbox runner: `POST /run` and `GET /health`, the sessions
-//! that back sandboxes, and the pool of several runners behind one server.
+//! that back sandboxes and their processes, and the pool of several runners behind one server.
 //!
 //! - `client`: the client of one runner ([`RunnerClient`]): its URLs, requests and health.
 //! - `run`: a run on one runner, one ask or asking again while it is busy.
 //! - `sessions`: the runner's sessions (sandboxes) and their files.
+//! - `processes`: a session's processes: start, list, output, stdin, signal.
 //! - `wait`: asking one runner again while it has no free sandbox, within a deadline.
 //! - `answer`: how the runner's answers become results or [`RunnerError`]s.
 //! - `error`: [`RunnerError`], with its code and whether retrying may help.
@@ -13,6 +14,7 @@ mod answer;
 mod client;
 mod error;
 mod pool;
+mod processes;
 mod run;
 mod sessions;
 mod wait;
@@ -21,3 +23,4 @@ pub use answer::DEPENDENCY_CODES;
 pub use client::RunnerClient;
 pub use error::RunnerError;
 pub use pool::{Cadence, Member, MemberReport, MemberState, Runners, Seen};
+pub use processes::{Offsets, MAX_OUTPUT_WAIT};

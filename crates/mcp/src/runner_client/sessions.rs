@@ -9,12 +9,13 @@ use sandbox_protocol::api::{
     CreateSession, FileList, Limits, RunRequest, RunResponse, SessionInfo,
 };
 
-use super::answer::{error_from, read_json, transport_error};
+use super::answer::{empty_within, error_from, json_within, read_json, transport_error};
 use super::wait::{ask_until_free, bounded};
 use super::{RunnerClient, RunnerError};
 
-/// How long a file operation, a listing or a close may take.
-const FILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a file or process operation, a listing or a close may take (besides a wait
+/// the caller asks for: [`process_output`](RunnerClient::process_output)'s).
+pub(super) const OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl RunnerClient {
     /// Opens a session. Like a run, it takes a sandbox from the runner's pool, so it waits
@@ -69,15 +70,9 @@ impl RunnerClient {
     ) -> Result<(), RunnerError> {
         let segments = file_segments(session, path);
         let builder = self.request(Method::PUT, &segments).body(bytes);
-        bounded(FILE_TIMEOUT, async {
-            let response = builder.send().await.map_err(transport_error)?;
-            match response.status() {
-                StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
-                _ => Err(error_from(response).await),
-            }
-        })
-        .await
-        .map_err(file_error)
+        empty_within(OPERATION_TIMEOUT, builder)
+            .await
+            .map_err(file_error)
     }
 
     /// The bytes of `path` in session `session`, if there are at most `cap` of them.
@@ -96,7 +91,7 @@ impl RunnerClient {
                 crate::wording::bytes(cap as u64)
             ))
         };
-        bounded(FILE_TIMEOUT, async {
+        bounded(OPERATION_TIMEOUT, async {
             let mut response = builder.send().await.map_err(transport_error)?;
             if response.status() != StatusCode::OK {
                 return Err(error_from(response).await);
@@ -120,24 +115,13 @@ impl RunnerClient {
     /// The session's home folder, recursively.
     pub async fn list_files(&self, session: &str) -> Result<FileList, RunnerError> {
         let builder = self.request(Method::GET, &["sessions", session, "files"]);
-        bounded(FILE_TIMEOUT, async {
-            let response = builder.send().await.map_err(transport_error)?;
-            read_json(response, StatusCode::OK).await
-        })
-        .await
+        json_within(OPERATION_TIMEOUT, builder, StatusCode::OK).await
     }
 
     /// Ends the session; its sandbox is destroyed before the runner answers.
     pub async fn close_session(&self, session: &str) -> Result<(), RunnerError> {
         let builder = self.request(Method::DELETE, &["sessions", session]);
-        bounded(FILE_TIMEOUT, async {
-            let response = builder.send().await.map_err(transport_error)?;
-            match response.status() {
-                StatusCode::NO_CONTENT | StatusCode::OK => Ok(()),
-                _ => Err(error_from(response).await),
-            }
-        })
-        .await
+        empty_within(OPERATION_TIMEOUT, builder).await
     }
 }
 

@@ -1,7 +1,9 @@
 //! The MCP server handler: lists the tools and runs a call through the runner, with progress
 //! notifications while it runs and cancellation when the client gives up. The sandbox
-//! tools' calls, and how a sandboxId leads to its runner and session, are in `sandboxes.rs`.
+//! tools' calls, and how a sandboxId leads to its runner and session, are in `sandboxes.rs`;
+//! the process tools' calls in `processes.rs`.
 
+mod processes;
 mod sandboxes;
 
 use std::future::Future;
@@ -240,7 +242,10 @@ impl SandboxServer {
              multi-step work, create_sandbox gives a sandboxId: runs with it keep their files, \
              and Python, Node.js and TypeScript variables, between calls; \
              upload_file, download_file and list_files move files in and out; close_sandbox \
-             ends it."
+             ends it. A run answers only once its program has ended: for a server, a long \
+             job or anything to watch or feed, start_process starts it in a sandbox, \
+             process_output reads its output as it comes, write_stdin feeds it, \
+             kill_process stops it and list_processes lists them."
         }
     }
 
@@ -456,6 +461,11 @@ impl ServerHandler for SandboxServer {
             ToolKind::Run(lang) => self.call(lang, params, ctx).instrument(span).await,
             ToolKind::Sandbox(tool) => {
                 self.call_sandbox_tool(tool, params, ctx)
+                    .instrument(span)
+                    .await
+            }
+            ToolKind::Process(tool) => {
+                self.call_process_tool(tool, params, ctx)
                     .instrument(span)
                     .await
             }

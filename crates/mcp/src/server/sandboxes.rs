@@ -13,6 +13,7 @@ use super::{Callers, SandboxServer};
 use crate::handle::{Holder, RunnerId, SandboxHandle};
 use crate::runner_client::{RunnerClient, RunnerError, Runners};
 use crate::sandbox_args;
+use crate::sandbox_call::SandboxCall;
 use crate::sandbox_report::{self, SandboxIdError};
 use crate::sandbox_tools::{SandboxTool, DOWNLOAD_CAP_BYTES};
 
@@ -136,7 +137,7 @@ impl SandboxServer {
     }
 
     /// The runner and session of a call's `sandboxId`.
-    fn session_of(
+    pub(super) fn session_of(
         &self,
         runner: &Runners,
         arguments: Option<&JsonObject>,
@@ -206,8 +207,8 @@ impl SandboxServer {
     }
 }
 
-/// Why a sandbox tool's call stopped before it was done.
-enum Refused {
+/// Why a sandbox or process tool's call stopped before it was done.
+pub(super) enum Refused {
     Args(crate::tools::ArgsError),
     SandboxId(SandboxIdError),
     Runner(RunnerError),
@@ -219,8 +220,14 @@ impl From<RunnerError> for Refused {
     }
 }
 
+impl From<crate::tools::ArgsError> for Refused {
+    fn from(error: crate::tools::ArgsError) -> Self {
+        Refused::Args(error)
+    }
+}
+
 impl Refused {
-    fn into_result(self, tool: SandboxTool) -> CallToolResult {
+    pub(super) fn into_result(self, tool: impl SandboxCall) -> CallToolResult {
         match self {
             Refused::Args(error) => sandbox_report::from_args_error(tool, &error),
             Refused::SandboxId(error) => sandbox_report::from_sandbox_id_error(tool, &error),
@@ -235,7 +242,7 @@ impl Refused {
 }
 
 /// `exchange`, or [`RunnerError::Cancelled`] once the client cancels the call.
-async fn cancellable<T>(
+pub(super) async fn cancellable<T>(
     exchange: impl Future<Output = Result<T, RunnerError>>,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<T, RunnerError> {
