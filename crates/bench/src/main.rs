@@ -23,6 +23,7 @@ mod languages;
 mod measure;
 mod memory;
 mod pool_watch;
+mod processes;
 mod procfs;
 mod report;
 mod scale_out;

@@ -57,6 +57,8 @@ pub struct SessionFigures {
     pub stop_wake: StopWake,
     /// A busy loop in the background of a session, resting and running.
     pub busy_loop: BusyLoop,
+    /// What a session's process costs in memory (issue 30).
+    pub processes: crate::processes::ProcessMemory,
 }
 
 /// One language's run in a warm session next to a one-shot run of the same code.
@@ -134,12 +136,16 @@ pub async fn measure(
     let stop_wake = stop_wake(api, sizes).await?;
     eprintln!("bench: sessions, a busy loop in a resting session");
     let busy_loop = busy_loop(api, runner_pid, sizes.rest).await?;
+    eprintln!("bench: sessions, memory per process");
+    quiet(api).await?;
+    let processes = crate::processes::measure(api, runner_pid).await?;
     Ok(SessionFigures {
         create,
         runs,
         idle,
         stop_wake,
         busy_loop,
+        processes,
     })
 }
 

@@ -70,6 +70,21 @@ pub fn markdown(s: &SessionFigures, md: &mut String) {
          run of the same length ({} ticks a second).\n",
         b.resting_ticks, b.watched_ms, b.running_ticks, b.ticks_per_second,
     );
+    let p = &s.processes;
+    let kib = |bytes: i64| bytes as f64 / 1024.0;
+    let _ = writeln!(
+        md,
+        "Memory per process (the session's cgroup charge, {} of each): a `sleep` started with \
+         `POST /sessions/{{id}}/processes` {:.0} KiB, the same `sleep` left in the background \
+         by a run {:.0} KiB ({}); a process whose two output windows are full adds {:.0} KiB \
+         (the runner's default window: 1 MiB a stream).\n",
+        p.count,
+        kib(p.process_bytes_each),
+        kib(p.background_bytes_each),
+        ratio(p.process_bytes_each as f64, p.background_bytes_each as f64)
+            .map_or("-".into(), |r| format!("{r:.2}x")),
+        kib(p.full_window_bytes),
+    );
 }
 
 #[cfg(test)]
@@ -115,6 +130,12 @@ mod tests {
                 running_ticks: 50,
                 ticks_per_second: 100,
             },
+            processes: crate::processes::ProcessMemory {
+                count: 12,
+                background_bytes_each: 100 << 10,
+                process_bytes_each: 150 << 10,
+                full_window_bytes: 2 << 20,
+            },
         };
         let mut md = String::new();
         markdown(&figures, &mut md);
@@ -128,5 +149,12 @@ mod tests {
             md.contains("0 CPU ticks while its session rested 1000 ms, 50"),
             "{md}"
         );
+        assert!(
+            md.contains(
+                "150 KiB, the same `sleep` left in the background by a run 100 KiB (1.50x)"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("adds 2048 KiB"), "{md}");
     }
 }
