@@ -29,6 +29,7 @@
 
 mod capture;
 pub(crate) mod child;
+mod ended;
 pub(crate) mod environment;
 mod files;
 #[cfg(test)]

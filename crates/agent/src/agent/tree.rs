@@ -1,5 +1,6 @@
 //! Ending and reaping the program's process tree.
 
+use super::ended::Ended;
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::{getpid, Pid};
@@ -120,26 +121,6 @@ pub(crate) struct Reaped {
     pub(crate) program: Option<Ended>,
     /// No child is left at all.
     pub(crate) none_left: bool,
-}
-
-/// How a process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ended {
-    /// It exited with this code.
-    Exited(i32),
-    /// This signal killed it (any number: a real-time one too).
-    Signaled(i32),
-}
-
-impl Ended {
-    /// How a `waitpid` status says the process ended.
-    pub(crate) fn of(status: libc::c_int) -> Ended {
-        if libc::WIFSIGNALED(status) {
-            Ended::Signaled(libc::WTERMSIG(status))
-        } else {
-            Ended::Exited(libc::WEXITSTATUS(status))
-        }
-    }
 }
 
 /// Reaps every child that has exited, without blocking. The raw call, not nix's: its

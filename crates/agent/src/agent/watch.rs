@@ -2,9 +2,9 @@
 //! (its process exiting, or its resident interpreter reporting), enforcing the deadline.
 
 use super::capture::Capture;
+use super::ended::Ended;
 use super::resident::{Report, Resident};
 use super::sink;
-use super::tree::Ended;
 use super::tree::{kill_all, reap_exited};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::unistd::Pid;

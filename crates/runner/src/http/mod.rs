@@ -26,6 +26,7 @@ mod error;
 pub mod health;
 pub mod openapi;
 mod output;
+mod process_call;
 mod processes;
 mod run;
 mod sessions;

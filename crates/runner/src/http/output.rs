@@ -8,7 +8,7 @@
 //! the next answer (`stdoutTo` stops before it).
 
 use super::error::ApiError;
-use super::processes::{ask, out_of_turn, ProcessPath};
+use super::process_call::{ask, out_of_turn, ProcessPath};
 use super::state::AppState;
 use crate::pool::SandboxFactory;
 use crate::session::SessionError;

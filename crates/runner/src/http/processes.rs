@@ -6,9 +6,10 @@ use super::answers;
 use super::body::{body_bytes, decode_object};
 use super::error::ApiError;
 use super::output;
+use super::process_call::{ask, out_of_turn, ProcessPath};
 use super::state::AppState;
 use crate::pool::SandboxFactory;
-use crate::session::{check_path, SessionError, Sessions};
+use crate::session::check_path;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -17,8 +18,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use sandbox_protocol::agent::encode_bytes;
 use sandbox_protocol::process::{
-    ProcessAnswer, ProcessEntry, ProcessFailure, ProcessInfo, ProcessList, ProcessRequest,
-    ProcessSignal, ProcessStarted, SignalProcess, StartProcess,
+    ProcessAnswer, ProcessEntry, ProcessInfo, ProcessList, ProcessRequest, ProcessSignal,
+    ProcessStarted, SignalProcess, StartProcess,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -26,8 +27,6 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 use utoipa::IntoParams;
 
-/// How long a process operation waits for the session's call in flight (a run) to end.
-pub(super) const CALL_WAIT: Duration = Duration::from_secs(2);
 /// The most bytes written to a process's standard input in one request (what the agent
 /// queues for it at most).
 const STDIN_CAP: usize = 4 << 20;
@@ -56,30 +55,6 @@ pub(super) fn routes<B: SandboxFactory>() -> Router<Arc<AppState<B>>> {
 pub(super) struct ProcessesPath {
     /// The session's id, as `POST /sessions` answered it.
     id: String,
-}
-
-/// One process of a session: `/sessions/{id}/processes/{pid}/...`.
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Path)]
-pub(super) struct ProcessPath {
-    /// The session's id, as `POST /sessions` answered it.
-    pub(super) id: String,
-    /// The process's id inside the sandbox, as `POST /sessions/{id}/processes` answered
-    /// it.
-    #[param(value_type = i32)]
-    pub(super) pid: String,
-}
-
-impl ProcessPath {
-    /// The pid, as a number (one that is not is no process's: 404).
-    pub(super) fn pid(&self) -> Result<i32, ApiError> {
-        self.pid.parse().map_err(|_| {
-            ApiError::Session(SessionError::Process(
-                ProcessFailure::NotFound,
-                format!("no process {:?} in this session", self.pid),
-            ))
-        })
-    }
 }
 
 /// Starts a command in the session's sandbox, at once (it does not wait): `bash -c
@@ -277,30 +252,11 @@ async fn signal<B: SandboxFactory>(
     done(ask(&state.sessions, &path.id, request).await?, &path.id)
 }
 
-/// Asks the session's agent, waiting [`CALL_WAIT`] at most for a run in flight.
-pub(super) async fn ask<S>(
-    sessions: &Arc<Sessions<S>>,
-    id: &str,
-    request: ProcessRequest,
-) -> Result<ProcessAnswer, ApiError>
-where
-    S: crate::pool::PooledSandbox,
-    S::Error: std::fmt::Display + Send,
-{
-    Ok(sessions.process(id, request, CALL_WAIT).await?)
-}
-
 fn done(answer: ProcessAnswer, id: &str) -> Result<StatusCode, ApiError> {
     match answer {
         ProcessAnswer::Done => Ok(StatusCode::NO_CONTENT),
         _ => Err(out_of_turn(id)),
     }
-}
-
-pub(super) fn out_of_turn(id: &str) -> ApiError {
-    ApiError::Session(SessionError::Sandbox(format!(
-        "session {id}'s agent answered a process operation out of turn"
-    )))
 }
 
 /// A process as the API shows it.

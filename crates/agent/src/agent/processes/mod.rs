@@ -16,7 +16,7 @@ mod io;
 mod ring;
 mod spawn;
 
-use super::tree::Ended;
+use super::ended::Ended;
 use ring::Ring;
 use sandbox_protocol::agent::decode_bytes;
 use sandbox_protocol::process::{
