@@ -28,6 +28,7 @@ pub mod image_cli;
 pub mod job;
 pub mod languages;
 pub mod lifecycle;
+pub mod live;
 pub mod metrics;
 pub mod multicall;
 pub mod oneshot;

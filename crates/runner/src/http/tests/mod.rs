@@ -300,3 +300,4 @@ async fn a_starting_runner_answers_503_starting_until_the_switch_to_its_router()
 }
 
 mod openapi;
+mod streamed;
