@@ -41,6 +41,7 @@ pub mod handle;
 pub mod health;
 pub mod installed;
 pub mod listen;
+pub mod output_tail;
 pub mod outputs;
 pub mod report;
 pub mod runner_client;

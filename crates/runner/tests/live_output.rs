@@ -335,3 +335,29 @@ async fn a_client_that_leaves_a_streamed_session_run_leaves_it_to_its_end() {
     };
     assert_eq!(after["stdout"], "finished\n", "the run went on to its end");
 }
+
+/// Python's `print` without a flush: a streamed run writes its lines as they come.
+const PYTHON_PAUSED: &str = "import time\nprint('first')\ntime.sleep(1.5)\nprint('second')";
+
+#[tokio::test]
+async fn python_s_print_streams_line_by_line_in_a_fresh_sandbox_and_a_session() {
+    let runner = Runner::start();
+    let streamed = stream(&runner, "/run", &run_body("python", PYTHON_PAUSED)).await;
+    assert_live(&streamed);
+    let id = runner.open_session(json!({})).await;
+    let path = format!("/sessions/{id}/run");
+    // Twice: the second run goes to the session's resident interpreter.
+    for _ in 0..2 {
+        let streamed = stream(&runner, &path, &run_body("python", PYTHON_PAUSED)).await;
+        assert_live(&streamed);
+    }
+    // A plain run after a streamed one is block-buffered again, as into any pipe.
+    let plain = runner
+        .ok_in(
+            &id,
+            "python",
+            "import sys\nprint(sys.stdout.line_buffering)",
+        )
+        .await;
+    assert_eq!(plain["stdout"], "False\n");
+}

@@ -157,7 +157,7 @@ fn run_spawned(
     };
     if let Some(prepared) = prepared {
         // A loader that died while it waited (its pipe is gone) is replaced, once.
-        let spawned = match prepared.start(file, &job.python_paths) {
+        let spawned = match prepared.start(file, &job.python_paths, job.stream) {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
                 eprintln!(
                     "sandbox-agent: the {} loader had ended; starting another",
@@ -165,7 +165,7 @@ fn run_spawned(
                 );
                 launch::prepare(&job.lang, &job.recipe, &[])
                     .and_then(|p| p.ok_or_else(|| io::Error::other("no loader")))
-                    .and_then(|p| p.start(file, &job.python_paths))
+                    .and_then(|p| p.start(file, &job.python_paths, job.stream))
             }
             other => other,
         };
@@ -187,8 +187,15 @@ fn run_spawned(
         }
     }
     let program = job.recipe.run.first().map_or("", String::as_str);
-    let child = launch::cold(&job.lang, &job.recipe, file, job.session, &job.python_paths)
-        .map_err(spawn_error(program))?;
+    let child = launch::cold(
+        &job.lang,
+        &job.recipe,
+        file,
+        job.session,
+        &job.python_paths,
+        job.stream,
+    )
+    .map_err(spawn_error(program))?;
     watch_spawned(job, child, None, before, started, live)
 }
 
@@ -328,7 +335,10 @@ fn run_resident(
             source,
         })?;
     let path = file.to_string_lossy();
-    if resident.request(&path, &job.python_paths).is_err() {
+    if resident
+        .request(&path, &job.python_paths, job.stream)
+        .is_err()
+    {
         // It died between the check and the request: start another, once.
         lost = true;
         resident = kept
@@ -338,7 +348,7 @@ fn run_resident(
                 source,
             })?;
         resident
-            .request(&path, &job.python_paths)
+            .request(&path, &job.python_paths, job.stream)
             .map_err(|source| JobError::Spawn {
                 program: program(),
                 source,

@@ -12,6 +12,7 @@ use sandbox_protocol::api::{
 use super::answer::{error_from, read_json, transport_error};
 use super::wait::{ask_until_free, bounded};
 use super::{RunnerClient, RunnerError};
+use crate::output_tail::OutputTail;
 
 /// How long a file operation, a listing or a close may take.
 const FILE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -48,14 +49,15 @@ impl RunnerClient {
     }
 
     /// Runs one program in session `session`, as [`run`](Self::run) does in a fresh
-    /// sandbox.
+    /// sandbox (its output to `tail` as it comes).
     pub async fn run_in_session(
         &self,
         session: &str,
         request: &RunRequest,
         deadline: Duration,
+        tail: Option<&OutputTail>,
     ) -> Result<RunResponse, RunnerError> {
-        self.run_at(&["sessions", session, "run"], request, deadline)
+        self.run_at(&["sessions", session, "run"], request, deadline, tail)
             .await
     }
 
