@@ -46,15 +46,7 @@ impl Streamed {
 /// POSTs `body` to `path` asking for a stream, and reads it line by line as it comes (an
 /// answer that is not a stream, as one line).
 async fn stream(runner: &Runner, path: &str, body: &Value) -> Streamed {
-    let mut response = runner
-        .client
-        .post(format!("{}{path}", runner.url))
-        .bearer_auth(TOKEN)
-        .header("accept", NDJSON)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("the runner answered");
+    let mut response = send_streamed(runner, path, body).await;
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -90,6 +82,29 @@ async fn stream(runner: &Runner, path: &str, body: &Value) -> Streamed {
         content_type,
         lines,
     }
+}
+
+/// POSTs `body` to `path` asking for a streamed answer.
+async fn send_streamed(runner: &Runner, path: &str, body: &Value) -> reqwest::Response {
+    runner
+        .client
+        .post(format!("{}{path}", runner.url))
+        .bearer_auth(TOKEN)
+        .header("accept", NDJSON)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the runner answered")
+}
+
+/// Starts bash `code` streamed at `path` and reads its first line, which says `started`;
+/// the answer, still streaming.
+async fn started(runner: &Runner, path: &str, code: &str) -> reqwest::Response {
+    let mut response = send_streamed(runner, path, &run_body("bash", code)).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let first = response.chunk().await.expect("a chunk").expect("a line");
+    assert!(String::from_utf8_lossy(&first).contains("started"));
+    response
 }
 
 fn run_body(lang: &str, code: &str) -> Value {
@@ -258,18 +273,7 @@ async fn a_client_that_leaves_a_streamed_one_shot_run_stops_it() {
     runner.wait_until_full().await;
     let marker = format!("live-leave-{}", std::process::id());
     let code = format!("echo started; exec -a {marker} sleep 60");
-    let mut response = runner
-        .client
-        .post(format!("{}/run", runner.url))
-        .bearer_auth(TOKEN)
-        .header("accept", NDJSON)
-        .body(run_body("bash", &code).to_string())
-        .send()
-        .await
-        .expect("answered");
-    assert_eq!(response.status().as_u16(), 200);
-    let first = response.chunk().await.expect("a chunk").expect("a line");
-    assert!(String::from_utf8_lossy(&first).contains("started"));
+    let response = started(&runner, "/run", &code).await;
     assert!(
         !common::host_processes_with(&marker).is_empty(),
         "the program runs"
@@ -310,18 +314,7 @@ async fn a_client_that_leaves_a_streamed_session_run_leaves_it_to_its_end() {
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;
     let code = "echo started; sleep 2; echo finished > left.txt";
-    let mut response = runner
-        .client
-        .post(format!("{}/sessions/{id}/run", runner.url))
-        .bearer_auth(TOKEN)
-        .header("accept", NDJSON)
-        .body(run_body("bash", code).to_string())
-        .send()
-        .await
-        .expect("answered");
-    assert_eq!(response.status().as_u16(), 200);
-    let first = response.chunk().await.expect("a chunk").expect("a line");
-    assert!(String::from_utf8_lossy(&first).contains("started"));
+    let response = started(&runner, &format!("/sessions/{id}/run"), code).await;
     drop(response);
     let deadline = Instant::now() + Duration::from_secs(30);
     let after = loop {

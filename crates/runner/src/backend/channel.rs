@@ -240,27 +240,13 @@ mod tests {
     use sandbox_protocol::process::Stream;
     use sandbox_protocol::Lang;
 
+    /// A session's job whose streams keep 4 bytes each.
     fn job() -> Job {
         Job {
-            lang: Lang::BASH,
-            recipe: sandbox_protocol::language::Recipe {
-                file: "main.sh".into(),
-                compile: Vec::new(),
-                run: vec!["bash".into(), "{file}".into()],
-                env: Default::default(),
-                compile_timeout_ms: 0,
-                loader: None,
-                memory_mb: None,
-            },
-            code: "true".into(),
-            timeout_ms: 1000,
             stdout_cap: 4,
             stderr_cap: 4,
             session: true,
-            sigstop_between_runs: false,
-            outputs: None,
-            python_paths: Vec::new(),
-            stream: false,
+            ..crate::pool::tests::job(Lang::BASH)
         }
     }
 

@@ -8,7 +8,7 @@ use super::ndjson;
 use super::state::{refuse_when_draining, AppState};
 use crate::backend::{DepsMount, RunOutcome};
 use crate::job::{self, Place};
-use crate::live;
+use crate::live::{self, LiveOutput};
 use crate::metrics::Outcome;
 use crate::pool::{Lease, SandboxFactory};
 use axum::body::Bytes;
@@ -20,10 +20,12 @@ use axum::Json;
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::api::{RunRequest, RunResponse};
 use sandbox_protocol::process::StreamLine;
+use sandbox_protocol::Lang;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
-use tokio::task::JoinError;
+use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 /// The target of a run's log lines: the HTTP API's, as operators (and tests) filter on.
@@ -146,74 +148,78 @@ async fn execute<B: SandboxFactory>(
     admitted: Admitted<B>,
     job: Job,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let Admitted {
-        lease,
-        deps,
-        started,
-    } = admitted;
-    let lang = job.lang.clone();
-    // The run goes on in its own task, so that its sandbox is always destroyed; a client
-    // that goes away drops this handler, and with it `gone`, which ends the run.
+    // A client that goes away drops this handler, and with it `gone`, which ends the run.
     let (gone, client_gone) = oneshot::channel::<()>();
-    let task = tokio::spawn(
-        lease
-            .run(job, deps, None, async move {
-                let _ = client_gone.await;
-            })
-            .in_current_span(),
-    );
-    let result = task.await;
+    let running = admitted.start(job, None, async move {
+        let _ = client_gone.await;
+    });
+    let answer = running.answer(state).await;
     drop(gone);
-    conclude(state, &lang, started, result).map(Json)
+    answer.map(Json)
 }
 
-/// Answers at once with the streamed answer, whose task runs the job in its sandbox; a
-/// client that goes away (it drops the answer's body) ends the run.
+/// Answers at once with the streamed answer, whose task awaits the job's run; a client
+/// that goes away (it drops the answer's body) ends the run.
 fn stream<B: SandboxFactory>(state: Arc<AppState<B>>, admitted: Admitted<B>, job: Job) -> Response {
-    let Admitted {
-        lease,
-        deps,
-        started,
-    } = admitted;
-    let lang = job.lang.clone();
     let (live, chunks) = live::channel();
     let (writer, response) = ndjson::answer(state.base.lifecycle.enter());
-    let task = tokio::spawn(
-        lease
-            .run(job, deps, Some(live), writer.gone())
-            .in_current_span(),
-    );
-    let ended = async move { conclude(&state, &lang, started, task.await) };
+    let running = admitted.start(job, Some(live), writer.gone());
+    let ended = async move { running.answer(&state).await };
     tokio::spawn(writer.relay(chunks, ended).in_current_span());
     response
 }
 
-/// The answer for a run's end (its task's result): counted and logged.
-fn conclude<B: SandboxFactory>(
-    state: &AppState<B>,
-    lang: &sandbox_protocol::Lang,
+impl<B: SandboxFactory> Admitted<B> {
+    /// Starts the job in its sandbox (its output to `live`), in a task of its own so that
+    /// its sandbox is always destroyed; `cancelled` completing first stops it.
+    fn start(
+        self,
+        job: Job,
+        live: Option<LiveOutput>,
+        cancelled: impl Future<Output = ()> + Send + 'static,
+    ) -> Running<B> {
+        let lang = job.lang.clone();
+        let run = self.lease.run(job, self.deps, live, cancelled);
+        Running {
+            task: tokio::spawn(run.in_current_span()),
+            lang,
+            started: self.started,
+        }
+    }
+}
+
+/// A run under way in its task, and what its answer needs.
+struct Running<B: SandboxFactory> {
+    task: JoinHandle<Option<Result<RunOutcome, B::Error>>>,
+    lang: Lang,
     started: Instant,
-    result: Result<Option<Result<RunOutcome, B::Error>>, JoinError>,
-) -> Result<RunResponse, ApiError> {
-    let seconds = Some(started.elapsed().as_secs_f64());
-    let outcome = match result {
-        Ok(Some(Ok(outcome))) => outcome,
-        Ok(None) => {
-            state.base.metrics.record(lang, Outcome::Error, seconds);
-            return Err(ApiError::Cancelled);
-        }
-        Ok(Some(Err(e))) => {
-            state.base.metrics.record(lang, Outcome::Error, seconds);
-            tracing::error!(target: LOG, error = %e, "run failed");
-            return Err(ApiError::Sandbox(Box::new(e)));
-        }
-        Err(e) => {
-            state.base.metrics.record(lang, Outcome::Error, seconds);
-            return Err(e.into());
-        }
-    };
-    let counted = Outcome::of(&outcome);
-    state.base.metrics.record(lang, counted, seconds);
-    tracing::info!(target: LOG, outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
-    Ok(job::answer(outcome, Place::OneShot))
+}
+
+impl<B: SandboxFactory> Running<B> {
+    /// The answer for the run's end: counted and logged.
+    async fn answer(self, state: &AppState<B>) -> Result<RunResponse, ApiError> {
+        let result = self.task.await;
+        let (lang, metrics) = (&self.lang, &state.base.metrics);
+        let seconds = Some(self.started.elapsed().as_secs_f64());
+        let outcome = match result {
+            Ok(Some(Ok(outcome))) => outcome,
+            Ok(None) => {
+                metrics.record(lang, Outcome::Error, seconds);
+                return Err(ApiError::Cancelled);
+            }
+            Ok(Some(Err(e))) => {
+                metrics.record(lang, Outcome::Error, seconds);
+                tracing::error!(target: LOG, error = %e, "run failed");
+                return Err(ApiError::Sandbox(Box::new(e)));
+            }
+            Err(e) => {
+                metrics.record(lang, Outcome::Error, seconds);
+                return Err(e.into());
+            }
+        };
+        let counted = Outcome::of(&outcome);
+        metrics.record(lang, counted, seconds);
+        tracing::info!(target: LOG, outcome = ?counted, exit_code = outcome.job.exit_code, ms = outcome.job.duration_ms, "done");
+        Ok(job::answer(outcome, Place::OneShot))
+    }
 }

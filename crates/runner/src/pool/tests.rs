@@ -29,7 +29,8 @@ fn warm() -> Vec<Lang> {
     vec![Lang::PYTHON, Lang::NODE]
 }
 
-fn job(lang: Lang) -> Job {
+/// A job in `lang`, one-shot, with small caps (the channel's tests use it too).
+pub(crate) fn job(lang: Lang) -> Job {
     Job {
         lang,
         recipe: sandbox_protocol::language::Recipe {

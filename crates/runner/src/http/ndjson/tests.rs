@@ -1,9 +1,9 @@
 //! The streamed answer's lines, from chunks and an outcome made here.
 
 use super::*;
+use crate::http::tests::ndjson_lines;
 use crate::lifecycle::Lifecycle;
 use crate::live;
-use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
 fn accept(value: &str) -> HeaderMap {
@@ -26,21 +26,13 @@ fn only_an_accept_naming_ndjson_asks_for_a_stream() {
     assert!(!wanted(&HeaderMap::new()));
 }
 
+/// The plain answer the relayed runs end with.
 fn response() -> RunResponse {
-    RunResponse {
-        stdout: "é".into(),
-        stderr: String::new(),
-        exit_code: 0,
-        duration_ms: 5,
-        timed_out: false,
-        compile_error: false,
-        oom_killed: false,
-        stdout_truncated: false,
-        stderr_truncated: false,
-        outputs: Vec::new(),
-        outputs_truncated: false,
-        state_lost: None,
-    }
+    let answer = json!({
+        "stdout": "é", "stderr": "", "exitCode": 0, "durationMs": 5, "timedOut": false,
+        "oomKilled": false, "stdoutTruncated": false, "stderrTruncated": false,
+    });
+    serde_json::from_value(answer).expect("an answer")
 }
 
 fn chunk(stream: Stream, bytes: &[u8]) -> Chunk {
@@ -63,19 +55,10 @@ async fn lines(chunks: Vec<Chunk>, outcome: Result<RunResponse, ApiError>) -> Ve
         }
         outcome
     }));
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let lines = ndjson_lines(response.into_body()).await;
     relay.await.expect("relayed");
     assert_eq!(life.in_flight(), 0, "in flight until the last line");
-    let text = std::str::from_utf8(&body).expect("UTF-8");
-    assert!(text.ends_with('\n'), "{text:?}");
-    text.lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect()
+    lines
 }
 
 #[tokio::test]

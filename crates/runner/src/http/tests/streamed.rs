@@ -20,17 +20,7 @@ async fn lines(router: &Router, request: Request<Body>) -> Vec<Value> {
         response.headers()[header::CONTENT_TYPE],
         "application/x-ndjson"
     );
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    std::str::from_utf8(&bytes)
-        .expect("UTF-8")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect()
+    ndjson_lines(response.into_body()).await
 }
 
 #[tokio::test]
