@@ -1,7 +1,8 @@
 //! The newest output of a run in flight, for its progress notifications: the runner
 //! client puts the output there as the runner streams it
 //! ([`runner_client`](crate::runner_client)), and the progress reporter takes the newest
-//! lines from there a few times a second ([`crate::server`]), only when new output came.
+//! lines from there a few times a second ([`crate::server`]): at once when new output
+//! came, and again with each notification after.
 //!
 //! Bounded: it keeps the last [`TAIL_BYTES`] bytes of output (both streams, as they
 //! arrive), and gives at most the last [`TAIL_LINES`] lines of them.
@@ -42,19 +43,31 @@ impl OutputTail {
     }
 
     /// The newest lines (at most [`TAIL_LINES`] and [`TAIL_BYTES`], a trailing newline
-    /// left out), if output came since the last call.
+    /// left out), if output came since the last call of this or of
+    /// [`newest`](Self::newest).
     pub fn take_new(&self) -> Option<String> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if !std::mem::take(&mut state.new) {
-            return None;
-        }
-        let text = state.text.strip_suffix('\n').unwrap_or(&state.text);
-        let start = text
-            .rmatch_indices('\n')
-            .nth(TAIL_LINES - 1)
-            .map_or(0, |(at, _)| at + 1);
-        Some(last_bytes(&text[start..], TAIL_BYTES).to_owned())
+        std::mem::take(&mut state.new).then(|| newest_lines(&state.text))
     }
+
+    /// The newest lines, as [`take_new`](Self::take_new) gives them, whether or not new;
+    /// `None` while the run has written nothing.
+    pub fn newest(&self) -> Option<String> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.new = false;
+        (!state.text.is_empty()).then(|| newest_lines(&state.text))
+    }
+}
+
+/// The last [`TAIL_LINES`] lines of `text`, at most [`TAIL_BYTES`], without a trailing
+/// newline.
+fn newest_lines(text: &str) -> String {
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    let start = text
+        .rmatch_indices('\n')
+        .nth(TAIL_LINES - 1)
+        .map_or(0, |(at, _)| at + 1);
+    last_bytes(&text[start..], TAIL_BYTES).to_owned()
 }
 
 /// The end of `text`: at most `max` bytes, starting at a character boundary.
@@ -80,6 +93,11 @@ mod tests {
         assert_eq!(tail.take_new(), None, "nothing new");
         tail.push("ee\n");
         assert_eq!(tail.take_new().as_deref(), Some("one\ntwo\nthree"));
+        assert_eq!(tail.newest().as_deref(), Some("one\ntwo\nthree"), "again");
+        tail.push("four");
+        assert_eq!(tail.newest().as_deref(), Some("one\ntwo\nthree\nfour"));
+        assert_eq!(tail.take_new(), None, "given by newest");
+        assert_eq!(OutputTail::default().newest(), None, "nothing written");
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Progress notifications while a run is in flight, for a client that sent a progress
-//! token: "started", then "running for N s" about every second; and, as the runner
-//! streams the program's output, the newest lines of it ([`OutputTail`]) instead, at
-//! most four times a second (the output that came in between coalesced into one
-//! message, bounded in size). The progress value is the seconds elapsed, and the total
-//! the run's time limit. The call's result is the same either way.
+//! token: "started", then about every second "running for N s", or once the program has
+//! written output, the newest lines of it ([`OutputTail`]); and as soon as new output
+//! comes, those lines at once, at most four times a second (the output that came in
+//! between coalesced into one message, bounded in size). The progress value is the
+//! seconds elapsed, and the total the run's time limit. The call's result is the same
+//! either way.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -77,8 +78,8 @@ pub(super) async fn while_reporting<T>(
     }
 }
 
-/// Sends "started", then the newest output whenever some came, else the time gone by
-/// about every second; never returns.
+/// Sends "started", then the newest output whenever some came, and about every second
+/// the newest output again (the time gone by while there is none); never returns.
 async fn report(progress: Option<Progress>) {
     let Some(progress) = progress else {
         return std::future::pending().await;
@@ -92,7 +93,10 @@ async fn report(progress: Option<Progress>) {
         let elapsed = started.elapsed().as_secs_f64();
         let message = match progress.tail.take_new() {
             Some(lines) => lines,
-            None if quiet + 1 >= QUIET_LOOKS => status(elapsed, progress.place),
+            None if quiet + 1 >= QUIET_LOOKS => progress
+                .tail
+                .newest()
+                .unwrap_or_else(|| status(elapsed, progress.place)),
             None => {
                 quiet += 1;
                 continue;
