@@ -9,8 +9,9 @@
 //! every language the runner offers, next to the direct command on the host (issue 14,
 //! see `languages`); then calls/s through one sandbox-mcp in front of 1, 2 and 3
 //! runners, and a runner killed under load (issue 15, see `scale_out`); then the CPU
-//! one run costs, counted by cgroups, next to a direct spawn (see `cpu_cost`). `--only` picks
-//! sections. It writes `bench.json` and `bench.md` to
+//! one run costs, counted by cgroups, next to a direct spawn (see `cpu_cost`); then how long
+//! a program's line takes to reach a client that streams its run (issue 30, see
+//! `live_output`). `--only` picks sections. It writes `bench.json` and `bench.md` to
 //! `--out`. It is not a load generator for remote hosts: all traffic stays on loopback
 //! and every phase is bounded in count and time.
 
@@ -20,6 +21,7 @@ mod cpu_cost;
 mod cpu_group;
 mod first_plot;
 mod languages;
+mod live_output;
 mod measure;
 mod memory;
 mod pool_watch;
@@ -52,6 +54,8 @@ const SCALE_OUT_POOL: usize = 4;
 const SCALE_OUT_CONCURRENCY: usize = 3 * SCALE_OUT_POOL;
 /// Runs in flight at once in the CPU-per-run figure (issue 16's throughput level).
 const CPU_CONCURRENCY: usize = 8;
+/// Lines each run of the live-output figure prints.
+const LIVE_LINES: usize = 50;
 /// How long a full pool is left alone before its sandboxes are measured.
 const SETTLE: Duration = Duration::from_millis(500);
 /// How long a session with a busy loop rests while the loop's CPU time is watched.
@@ -94,6 +98,9 @@ struct Args {
     /// Counted runs per language and path of the CPU-per-run figure.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(8..=100_000))]
     cpu_runs: u32,
+    /// Runs per path of the live-output figure (each prints 50 lines, 100 ms apart).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    live_runs: u32,
     /// Only these sections (comma-separated; all when absent).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Section>,
@@ -132,10 +139,12 @@ pub enum Section {
     ScaleOut,
     /// CPU per run, counted by cgroups, next to a direct spawn (issue 16's baseline).
     CpuPerRun,
+    /// From a program's write to its line at a client streaming the run (issue 30).
+    LiveOutput,
 }
 
 impl Section {
-    const ALL: [Section; 7] = [
+    const ALL: [Section; 8] = [
         Section::ColdStart,
         Section::Paths,
         Section::Sessions,
@@ -143,6 +152,7 @@ impl Section {
         Section::Languages,
         Section::ScaleOut,
         Section::CpuPerRun,
+        Section::LiveOutput,
     ];
 }
 
@@ -157,6 +167,7 @@ struct Plan {
     languages: languages::Sizes,
     scale_out: scale_out::Sizes,
     cpu: cpu_cost::Sizes,
+    live: live_output::Sizes,
     sections: Vec<Section>,
 }
 
@@ -205,6 +216,10 @@ impl Plan {
                 concurrency: CPU_CONCURRENCY,
                 pool_size,
             },
+            live: live_output::Sizes {
+                lines: LIVE_LINES,
+                runs: args.live_runs as usize,
+            },
             sections,
         };
         if args.smoke {
@@ -228,6 +243,7 @@ impl Plan {
             after: Duration::from_millis(200),
         };
         self.cpu.runs = 16;
+        self.live = live_output::Sizes { lines: 5, runs: 1 };
         self
     }
 
@@ -266,6 +282,7 @@ async fn main() -> anyhow::Result<()> {
         languages: None,
         scale_out: None,
         cpu_per_run: None,
+        live_output: None,
         targets: Vec::new(),
     };
     let runner_token = token()?;
@@ -293,6 +310,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if plan.has(Section::CpuPerRun) {
         report.cpu_per_run = cpu_cost::measure(&bins, &runner_token, &plan.cpu).await?;
+    }
+    if plan.has(Section::LiveOutput) {
+        let figure = live_output::measure(&bins, &runner_token, &plan.live).await?;
+        report.live_output = Some(figure);
     }
     if plan.has(Section::Paths) {
         report.check_targets();

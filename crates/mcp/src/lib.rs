@@ -43,6 +43,7 @@ pub mod handle;
 pub mod health;
 pub mod installed;
 pub mod listen;
+pub mod output_tail;
 pub mod outputs;
 pub mod process_args;
 pub mod process_report;

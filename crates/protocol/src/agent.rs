@@ -7,7 +7,8 @@
 //! 2. optionally, runner -> agent: [`Prepare`], and agent -> runner: [`AgentMessage::Ready`]
 //!    again once the interpreter waits for its program;
 //! 3. runner -> agent: one [`Job`];
-//! 4. agent -> runner: [`AgentMessage::Done`] or [`AgentMessage::Failed`].
+//! 4. agent -> runner: [`AgentMessage::Done`] or [`AgentMessage::Failed`]; before it, for
+//!    a job marked [`Job::stream`], [`AgentMessage::Output`] frames as the program writes.
 //!
 //! Steps 2 and 3 travel as a [`RunnerMessage`].
 //!

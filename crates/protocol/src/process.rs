@@ -336,6 +336,13 @@ pub enum StreamLine<R> {
         /// The answer.
         result: R,
     },
+    /// A streamed answer failed after it began (the sandbox failed, or the runner
+    /// stopped the run): `{"error": {"code", "message"}}`, what the plain answer's error
+    /// body would have said.
+    Error {
+        /// The error, its code as in an error answer.
+        error: crate::api::ErrorDetail,
+    },
 }
 
 #[cfg(test)]
@@ -374,6 +381,22 @@ mod tests {
             serde_json::to_string(&result).expect("encodes"),
             r#"{"result":7}"#
         );
+        let failed: StreamLine<()> = StreamLine::Error {
+            error: crate::api::ErrorBody::new("sandbox_failed", "gone").error,
+        };
+        let line = serde_json::to_string(&failed).expect("encodes");
+        assert_eq!(
+            line,
+            r#"{"error":{"code":"sandbox_failed","message":"gone"}}"#
+        );
+        for line in [
+            line.as_str(),
+            r#"{"result":7}"#,
+            r#"{"stream":"stdout","data":""}"#,
+        ] {
+            let decoded: StreamLine<i32> = serde_json::from_str(line).expect("decodes");
+            assert_eq!(serde_json::to_string(&decoded).expect("encodes"), line);
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! backend uses Linux namespaces, cgroups (v1 and v2) and seccomp, and forks sandboxes
 //! from templates; the vm backend boots a microVM per sandbox with the same jail inside.
 //! Every request becomes a job in one place ([`job`]); a Python program's inline
-//! dependencies are resolved on the host, confined ([`deps`]); the HTTP API ([`http`])
+//! dependencies are resolved on the host, confined ([`deps`]); a run's output can be
+//! streamed to its caller as the program writes ([`live`]); the HTTP API ([`http`])
 //! describes itself in the OpenAPI document it serves at `GET /openapi.json`.
 //!
 //! Binaries that embed the runner must call [`multicall::dispatch`] first thing in
@@ -28,6 +29,7 @@ pub mod image_cli;
 pub mod job;
 pub mod languages;
 pub mod lifecycle;
+pub mod live;
 pub mod metrics;
 pub mod multicall;
 pub mod oneshot;

@@ -51,10 +51,11 @@ impl Lifecycle {
         let _ = draining.wait_for(|d| *d).await;
     }
 
-    /// Counts a request in flight until the guard is dropped.
-    pub fn enter(&self) -> InFlight<'_> {
+    /// Counts a request in flight until the guard is dropped (which a streamed answer's
+    /// task may hold beyond its handler).
+    pub fn enter(&self) -> InFlight {
         self.in_flight.send_modify(|n| *n += 1);
-        InFlight(&self.in_flight)
+        InFlight(self.in_flight.clone())
     }
 
     /// The requests in flight now.
@@ -71,9 +72,9 @@ impl Lifecycle {
 
 /// A request in flight; it leaves the count when dropped, however the request ends.
 #[derive(Debug)]
-pub struct InFlight<'a>(&'a watch::Sender<usize>);
+pub struct InFlight(watch::Sender<usize>);
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.send_modify(|n| *n = n.saturating_sub(1));
     }

@@ -83,7 +83,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
             return Err(e.into());
         }
     };
-    let outcome = sandbox.run(job).await;
+    let outcome = sandbox.run(job, None).await;
     sandbox.destroy().await;
     backend.shutdown();
     let response = job::answer(outcome?, Place::OneShot);

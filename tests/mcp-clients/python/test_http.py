@@ -368,6 +368,37 @@ async def test_progress_is_reported_while_a_run_is_in_flight(mcp: Mcp) -> None:
 
 
 @pytest.mark.runner
+async def test_progress_shows_the_output_before_the_result(mcp: Mcp) -> None:
+    """A program that prints, sleeps 2 s and prints: its first line reaches the progress
+    callback well before the result, in a fresh sandbox and in a sandbox of create_sandbox."""
+    seen: list[tuple[float, float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((time.monotonic(), progress, message))
+
+    code = "import time\nprint('first line')\ntime.sleep(2)\nprint('second line')"
+    async with mcp.client() as client:
+        created = await client.call_tool("create_sandbox", {})
+        sandbox_id = created.structured_content["sandboxId"]
+        for arguments in ({"code": code}, {"code": code, "sandboxId": sandbox_id}):
+            seen.clear()
+            with anyio.fail_after(60):
+                result = await client.call_tool("run_python", arguments, progress_callback=on_progress)
+            answered = time.monotonic()
+            assert result.is_error is False, text(result)
+            assert result.structured_content["stdout"] == "first line\nsecond line\n"
+            first = [(at, message) for at, _, message in seen if message and "first line" in message]
+            assert first, seen
+            at, message = first[0]
+            assert "second line" not in message, seen
+            assert answered - at > 1.0, (answered - at, seen)
+            progress = [p for _, p, _ in seen]
+            assert progress == sorted(progress) and len(set(progress)) == len(progress), seen
+            assert all(len(m or "") <= 1024 for _, _, m in seen), seen
+        await client.call_tool("close_sandbox", {"sandboxId": sandbox_id})
+
+
+@pytest.mark.runner
 async def test_health_reports_the_runner(mcp: Mcp) -> None:
     async with httpx2.AsyncClient() as http:
         health = (await http.get(mcp.base + "/health")).json()

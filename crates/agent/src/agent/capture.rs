@@ -1,4 +1,5 @@
-//! Capturing one output stream up to a cap.
+//! Capturing one output stream up to a cap, and handing on what was kept as it comes
+//! (a streamed job's live output).
 
 use std::io::{self, Read};
 use std::process::{ChildStderr, ChildStdout};
@@ -7,6 +8,8 @@ use std::process::{ChildStderr, ChildStdout};
 pub(crate) struct Capture<R> {
     pipe: Option<R>,
     kept: Vec<u8>,
+    /// How many of the kept bytes were handed on ([`unsent`](Capture::unsent)).
+    sent: usize,
     cap: usize,
     truncated: bool,
 }
@@ -21,11 +24,12 @@ impl<R: Pipe> Capture<R> {
         Self::after(pipe, cap, Vec::new())
     }
 
-    /// A capture whose first bytes are `kept` (a compile step's output), counted
-    /// against the cap.
+    /// A capture whose first bytes are `kept` (a compile step's output, handed on as it
+    /// came), counted against the cap.
     pub(crate) fn after(pipe: R, cap: usize, kept: Vec<u8>) -> Self {
         Capture {
             pipe: Some(pipe),
+            sent: kept.len(),
             kept,
             cap,
             truncated: false,
@@ -61,6 +65,12 @@ impl<R: Pipe> Capture<R> {
         Ok(false)
     }
 
+    /// The kept bytes not handed on yet, marked handed on.
+    pub(crate) fn unsent(&mut self) -> &[u8] {
+        let from = std::mem::replace(&mut self.sent, self.kept.len());
+        &self.kept[from..]
+    }
+
     /// Takes the pipe away (it is no longer read here).
     pub(crate) fn take_pipe(&mut self) -> Option<R> {
         self.pipe.take()
@@ -79,5 +89,45 @@ impl<R: Pipe> Capture<R> {
     /// The kept bytes as text (invalid UTF-8 replaced).
     pub(crate) fn into_text(self) -> String {
         String::from_utf8_lossy(&self.kept).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::File;
+    use std::io::Write;
+
+    impl Pipe for File {}
+
+    /// A pipe's read end in a capture of `cap` after `kept`, and its write end.
+    fn capture(cap: usize, kept: &[u8]) -> (Capture<File>, File) {
+        let (read, write) = nix::unistd::pipe().expect("a pipe");
+        (
+            Capture::after(File::from(read), cap, kept.to_vec()),
+            File::from(write),
+        )
+    }
+
+    #[test]
+    fn what_was_kept_is_handed_on_once_and_never_past_the_cap() {
+        let (mut capture, mut writer) = capture(8, b"cc");
+        assert_eq!(
+            capture.unsent(),
+            b"",
+            "what came before was handed on as it came"
+        );
+        let mut buf = [0u8; 64];
+        writer.write_all(b"abc").unwrap();
+        assert!(!capture.read_some(&mut buf).unwrap());
+        assert_eq!(capture.unsent(), b"abc");
+        assert_eq!(capture.unsent(), b"");
+        writer.write_all(b"defghij").unwrap();
+        assert!(capture.read_some(&mut buf).unwrap(), "over the cap");
+        assert_eq!(capture.unsent(), b"def");
+        drop(writer);
+        assert!(!capture.read_some(&mut buf).unwrap());
+        assert_eq!(capture.unsent(), b"");
+        assert_eq!(capture.into_bytes(), b"ccabcdef");
     }
 }

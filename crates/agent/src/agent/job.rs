@@ -1,9 +1,11 @@
-//! Running one job: write the code, start the interpreter, watch it, collect the outcome.
+//! Running one job: write the code, start the interpreter, watch it (its output handed
+//! to a [`LiveOutput`] as it is read), collect the outcome.
 
 use super::capture::Capture;
 use super::home;
 use super::identity::write_as_program_user;
 use super::launch::{self, Prepared};
+use super::live::LiveOutput;
 use super::outputs::{self, Seen};
 use super::process::Process;
 use super::resident::Resident;
@@ -93,8 +95,13 @@ impl Kept {
 
 /// Runs `job` to its end and reports what happened: in the loader started ahead when it
 /// is of the job's language; a session's programs in the session's resident interpreter
-/// of their language when it has one (Python, Node, TypeScript).
-pub fn run_job(job: &Job, kept: &mut Kept) -> Result<JobOutcome, JobError> {
+/// of their language when it has one (Python, Node, TypeScript). What the program (and
+/// its compile step) writes goes to `live` as it is read, within the job's caps.
+pub fn run_job(
+    job: &Job,
+    kept: &mut Kept,
+    live: &mut dyn LiveOutput,
+) -> Result<JobOutcome, JobError> {
     let file = write_code(job)?;
     // Where the home folder cannot be opened (a program that took its own rights away),
     // there is no outputs folder to make, and no output to collect.
@@ -108,10 +115,10 @@ pub fn run_job(job: &Job, kept: &mut Kept) -> Result<JobOutcome, JobError> {
         .as_ref()
         .is_some_and(|l| l.kind.resident());
     let mut outcome = if job.session && resident {
-        run_resident(job, &file, kept)?
+        run_resident(job, &file, kept, live)?
     } else {
         let prepared = kept.prepared_for(job);
-        run_spawned(job, &file, prepared)?
+        run_spawned(job, &file, prepared, live)?
     };
     if let (Some(caps), Some(home)) = (job.outputs, &home) {
         (outcome.outputs, outcome.outputs_truncated) =
@@ -130,7 +137,12 @@ struct Before {
 /// Runs the program in processes of its own: through its loader (started ahead, or now
 /// for a language that runs through its loader only), or by its compile and run
 /// commands.
-fn run_spawned(job: &Job, file: &Path, prepared: Option<Prepared>) -> Result<JobOutcome, JobError> {
+fn run_spawned(
+    job: &Job,
+    file: &Path,
+    prepared: Option<Prepared>,
+    live: &mut dyn LiveOutput,
+) -> Result<JobOutcome, JobError> {
     let started = Instant::now();
     let spawn_error = |program: &str| {
         let program = program.to_owned();
@@ -145,7 +157,7 @@ fn run_spawned(job: &Job, file: &Path, prepared: Option<Prepared>) -> Result<Job
     };
     if let Some(prepared) = prepared {
         // A loader that died while it waited (its pipe is gone) is replaced, once.
-        let spawned = match prepared.start(file, &job.python_paths) {
+        let spawned = match prepared.start(file, &job.python_paths, job.stream) {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
                 eprintln!(
                     "sandbox-agent: the {} loader had ended; starting another",
@@ -153,7 +165,7 @@ fn run_spawned(job: &Job, file: &Path, prepared: Option<Prepared>) -> Result<Job
                 );
                 launch::prepare(&job.lang, &job.recipe, &[])
                     .and_then(|p| p.ok_or_else(|| io::Error::other("no loader")))
-                    .and_then(|p| p.start(file, &job.python_paths))
+                    .and_then(|p| p.start(file, &job.python_paths, job.stream))
             }
             other => other,
         };
@@ -162,11 +174,11 @@ fn run_spawned(job: &Job, file: &Path, prepared: Option<Prepared>) -> Result<Job
             .map(CompileReport::new)
             .transpose()
             .map_err(JobError::Watch)?;
-        return watch_spawned(job, child, report, Before::default(), started);
+        return watch_spawned(job, child, report, Before::default(), started, live);
     }
     let mut before = Before::default();
     if !job.recipe.compile.is_empty() {
-        match compile(job, file)? {
+        match compile(job, file, live)? {
             Ok(output) => before = output,
             Err(mut failed) => {
                 failed.duration_ms = started.elapsed().as_millis() as u64;
@@ -175,21 +187,34 @@ fn run_spawned(job: &Job, file: &Path, prepared: Option<Prepared>) -> Result<Job
         }
     }
     let program = job.recipe.run.first().map_or("", String::as_str);
-    let child = launch::cold(&job.lang, &job.recipe, file, job.session, &job.python_paths)
-        .map_err(spawn_error(program))?;
-    watch_spawned(job, child, None, before, started)
+    let child = launch::cold(
+        &job.lang,
+        &job.recipe,
+        file,
+        job.session,
+        &job.python_paths,
+        job.stream,
+    )
+    .map_err(spawn_error(program))?;
+    watch_spawned(job, child, None, before, started, live)
 }
 
 /// Runs the compile command to its end, within the compile timeout: its output, or the
 /// outcome of a compile that failed (or ran out of time), marked as such.
-fn compile(job: &Job, file: &Path) -> Result<Result<Before, JobOutcome>, JobError> {
+fn compile(
+    job: &Job,
+    file: &Path,
+    live: &mut dyn LiveOutput,
+) -> Result<Result<Before, JobOutcome>, JobError> {
     let mut child = launch::compile(&job.recipe, file).map_err(|source| JobError::Spawn {
         program: job.recipe.compile[0].clone(),
         source,
     })?;
     let mut watch = watch_of(&mut child, job, Before::default())?;
     let deadline = Instant::now() + Duration::from_millis(job.recipe.compile_timeout_ms);
-    let end = watch.until_end(deadline, None).map_err(JobError::Watch)?;
+    let end = watch
+        .until_end(deadline, None, live)
+        .map_err(JobError::Watch)?;
     let timed_out = end == End::TimedOut;
     let status = if timed_out || watch.ended_whole(false) {
         end_tree(watch.program).or(watch.status)
@@ -197,7 +222,7 @@ fn compile(job: &Job, file: &Path) -> Result<Result<Before, JobOutcome>, JobErro
         reap_exited(watch.program).program.or(watch.status)
     };
     watch
-        .drain(Instant::now() + DRAIN_LIMIT)
+        .drain(Instant::now() + DRAIN_LIMIT, live)
         .map_err(JobError::Watch)?;
     watch.sink();
     let (exit_code, signal) = exit_code(status);
@@ -235,6 +260,7 @@ fn watch_spawned(
     report: Option<CompileReport>,
     before: Before,
     started: Instant,
+    live: &mut dyn LiveOutput,
 ) -> Result<JobOutcome, JobError> {
     let mut watch = watch_of(&mut child, job, before)?;
     let mut compile_error = false;
@@ -243,7 +269,7 @@ fn watch_spawned(
             let compile_deadline =
                 Instant::now() + Duration::from_millis(job.recipe.compile_timeout_ms);
             match watch
-                .until_compiled(compile_deadline, &mut report)
+                .until_compiled(compile_deadline, &mut report, live)
                 .map_err(JobError::Watch)?
             {
                 Compiled::Said(true) => None,
@@ -267,7 +293,9 @@ fn watch_spawned(
         Some(end) => end,
         None => {
             let deadline = Instant::now() + Duration::from_millis(job.timeout_ms);
-            watch.until_end(deadline, None).map_err(JobError::Watch)?
+            watch
+                .until_end(deadline, None, live)
+                .map_err(JobError::Watch)?
         }
     };
     let duration_ms = started.elapsed().as_millis() as u64;
@@ -275,13 +303,13 @@ fn watch_spawned(
     let status = if job.session && !watch.ended_whole(timed_out) {
         // A session keeps what the program left running: what the program wrote is in
         // the pipes; what its background processes write later is discarded.
-        watch.drain_written().map_err(JobError::Watch)?;
+        watch.drain_written(live).map_err(JobError::Watch)?;
         watch.sink();
         watch.status
     } else {
         let status = end_tree(watch.program).or(watch.status);
         watch
-            .drain(Instant::now() + DRAIN_LIMIT)
+            .drain(Instant::now() + DRAIN_LIMIT, live)
             .map_err(JobError::Watch)?;
         status
     };
@@ -292,7 +320,12 @@ fn watch_spawned(
 }
 
 /// Runs a session's program in the resident interpreter of its language.
-fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, JobError> {
+fn run_resident(
+    job: &Job,
+    file: &Path,
+    kept: &mut Kept,
+    live: &mut dyn LiveOutput,
+) -> Result<JobOutcome, JobError> {
     let program = || format!("the {} interpreter", job.lang);
     let mut lost = false;
     let mut resident = kept
@@ -302,7 +335,10 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
             source,
         })?;
     let path = file.to_string_lossy();
-    if resident.request(&path, &job.python_paths).is_err() {
+    if resident
+        .request(&path, &job.python_paths, job.stream)
+        .is_err()
+    {
         // It died between the check and the request: start another, once.
         lost = true;
         resident = kept
@@ -312,7 +348,7 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
                 source,
             })?;
         resident
-            .request(&path, &job.python_paths)
+            .request(&path, &job.python_paths, job.stream)
             .map_err(|source| JobError::Spawn {
                 program: program(),
                 source,
@@ -335,13 +371,13 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
     let started = Instant::now();
     let deadline = started + Duration::from_millis(job.timeout_ms);
     let end = watch
-        .until_end(deadline, Some(&mut resident))
+        .until_end(deadline, Some(&mut resident), live)
         .map_err(JobError::Watch)?;
     let duration_ms = started.elapsed().as_millis() as u64;
     let timed_out = end == End::TimedOut;
     match end {
         End::Reported(report) if !watch.ended_whole(false) => {
-            watch.drain_written().map_err(JobError::Watch)?;
+            watch.drain_written(live).map_err(JobError::Watch)?;
             let (stdout, stderr) = (watch.stdout.take_pipe(), watch.stderr.take_pipe());
             let mut outcome = watch.outcome(report.code, None, duration_ms, false, lost);
             outcome.compile_error = report.compile_error;
@@ -353,7 +389,7 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
         End::Exited if !watch.ended_whole(false) => {
             // The interpreter ended by itself (or the kernel ended it): what it left
             // running stays, as after any session run.
-            watch.drain_written().map_err(JobError::Watch)?;
+            watch.drain_written(live).map_err(JobError::Watch)?;
             watch.sink();
             let (exit_code, signal) = exit_code(watch.status);
             Ok(watch.outcome(exit_code, signal, duration_ms, false, true))
@@ -363,7 +399,7 @@ fn run_resident(job: &Job, file: &Path, kept: &mut Kept) -> Result<JobOutcome, J
             // resident interpreter with them, as a one-shot run's would.
             let status = end_tree(watch.program).or(watch.status);
             watch
-                .drain(Instant::now() + DRAIN_LIMIT)
+                .drain(Instant::now() + DRAIN_LIMIT, live)
                 .map_err(JobError::Watch)?;
             kept.residents.clear();
             let (exit_code, signal) = match (end, status) {

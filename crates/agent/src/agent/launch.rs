@@ -53,9 +53,18 @@ impl Prepared {
     }
 
     /// Lets the waiting loader run the program at `path` as a one-shot job, with
-    /// `python_paths` ahead of the package set on its import path.
-    pub(crate) fn start(mut self, path: &Path, python_paths: &[String]) -> io::Result<Started> {
-        let request = serde_json::json!({ "path": path, "paths": python_paths });
+    /// `python_paths` ahead of the package set on its import path; a `streamed` job's
+    /// (a Python loader then writes its standard output line by line).
+    pub(crate) fn start(
+        mut self,
+        path: &Path,
+        python_paths: &[String],
+        streamed: bool,
+    ) -> io::Result<Started> {
+        let mut request = serde_json::json!({ "path": path, "paths": python_paths });
+        if streamed {
+            request["stream"] = true.into();
+        }
         let line = request.to_string() + "\n";
         self.go.write_all(line.as_bytes())?;
         drop(self.go); // end of file: the loader stops reading
@@ -97,13 +106,15 @@ fn fill(args: &[String], file: &Path, loader: Option<(&str, &str)>) -> Vec<Strin
 
 /// Starts the run command of `recipe` on `file`, with `python_paths` ahead of the
 /// package set on Python's import path; a session's bash (`session`) in the working
-/// directory and with the exported variables of its previous run.
+/// directory and with the exported variables of its previous run; a `streamed` job's
+/// Python with its standard output unbuffered.
 pub(crate) fn cold(
     lang: &Lang,
     recipe: &Recipe,
     file: &Path,
     session: bool,
     python_paths: &[String],
+    streamed: bool,
 ) -> io::Result<Process> {
     let mut args = fill(&recipe.run, file, None);
     if session && *lang == Lang::BASH && args.len() == 2 {
@@ -112,7 +123,11 @@ pub(crate) fn cold(
             ["-c".to_owned(), BASH_SESSION.to_owned(), "bash".to_owned()],
         );
     }
-    spawn(&args, recipe, python_paths)
+    let mut cmd = command_of(&args, recipe, python_paths)?;
+    if streamed {
+        cmd.env("PYTHONUNBUFFERED", "1");
+    }
+    spawn(cmd)
 }
 
 /// Starts the compile command of `recipe` on `file`, in a build folder made empty.
@@ -126,16 +141,21 @@ pub(crate) fn compile(recipe: &Recipe, file: &Path) -> io::Result<Process> {
         }
         std::fs::create_dir(build)
     })??;
-    spawn(&fill(&recipe.compile, file, None), recipe, &[])
+    spawn(command_of(&fill(&recipe.compile, file, None), recipe, &[])?)
 }
 
-/// Starts `args` as the program user, with the recipe's environment.
-fn spawn(args: &[String], recipe: &Recipe, python_paths: &[String]) -> io::Result<Process> {
+/// The command `args` with the recipe's environment ([`command`]).
+fn command_of(args: &[String], recipe: &Recipe, python_paths: &[String]) -> io::Result<Command> {
     let (program, rest) = args
         .split_first()
         .ok_or_else(|| io::Error::other("the language's command is empty"))?;
     let mut cmd = command(program, recipe, python_paths);
     cmd.args(rest);
+    Ok(cmd)
+}
+
+/// Starts `cmd` as the program user.
+fn spawn(mut cmd: Command) -> io::Result<Process> {
     let user = program_user();
     // SAFETY: between fork and exec the child only runs `harden`, which is
     // async-signal-safe and allocates nothing.

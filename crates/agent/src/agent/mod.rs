@@ -6,9 +6,10 @@
 //! operations until the channel closes. For each job it writes the code to a file in the
 //! home folder, runs the language's loader, interpreter or compiler on it as the sandbox
 //! user with an empty, fixed environment (`launch.rs`, `environment.rs`), captures
-//! standard output and error separately up to their caps, enforces the timeout on the
-//! whole process tree, reaps every child, collects the files of `outputs/`, and answers
-//! with Done (or Failed). A session's file operations (`files/`) and the outputs
+//! standard output and error separately up to their caps (a streamed job's also sent to
+//! the runner as it comes, `live.rs`), enforces the timeout on the whole process tree,
+//! reaps every child, collects the files of `outputs/`, and answers with Done (or
+//! Failed). A session's file operations (`files/`) and the outputs
 //! (`outputs/`) are done from the home folder's descriptor (`home.rs`), never through a
 //! path a program could redirect.
 //!
@@ -41,6 +42,7 @@ mod job;
 #[cfg(feature = "embedded-python")]
 pub(crate) mod keeper;
 mod launch;
+mod live;
 pub(crate) mod loader;
 mod outputs;
 mod process;
@@ -55,5 +57,6 @@ mod watch;
 pub use identity::run_programs_as;
 pub use job::{run_job, JobError, Kept};
 pub use launch::{prepare, Prepared};
+pub use live::{LiveOutput, Unstreamed};
 pub use serve::{serve_restorable, serve_with, AgentError, Local, Restorable, Worker};
 pub use start::{channel_from_fd, serve, serve_inherited};

@@ -86,14 +86,22 @@ impl Resident {
     /// Asks the interpreter to run the program at `path`. Its report must carry the
     /// run's number: one left from an earlier run (whose program wrote a report of its
     /// own on descriptor 4 and so ended its run early) is not taken for this run's.
-    pub(crate) fn request(&mut self, path: &str, python_paths: &[String]) -> io::Result<()> {
+    pub(crate) fn request(
+        &mut self,
+        path: &str,
+        python_paths: &[String],
+        streamed: bool,
+    ) -> io::Result<()> {
         self.run += 1;
-        let request = serde_json::json!({
+        let mut request = serde_json::json!({
             "path": path,
             "session": true,
             "run": self.run,
             "paths": python_paths,
         });
+        if streamed {
+            request["stream"] = true.into();
+        }
         let line = request.to_string() + "\n";
         self.go.write_all(line.as_bytes())
     }

@@ -1,14 +1,17 @@
-//! Watching a running program: reading its output up to the caps, noticing its end
-//! (its process exiting, or its resident interpreter reporting), enforcing the deadline.
+//! Watching a running program: reading its output up to the caps (handing what is kept
+//! to the job's [`LiveOutput`] after each read), noticing its end (its process exiting, or
+//! its resident interpreter reporting), enforcing the deadline.
 
 use super::capture::Capture;
 use super::ended::Ended;
+use super::live::LiveOutput;
 use super::resident::{Report, Resident};
 use super::sink;
 use super::tree::{kill_all, reap_exited};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::unistd::Pid;
 use sandbox_protocol::agent::JobOutcome;
+use sandbox_protocol::process::Stream;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{ChildStderr, ChildStdout};
@@ -103,6 +106,7 @@ impl Watch {
         &mut self,
         deadline: Instant,
         mut resident: Option<&mut Resident>,
+        live: &mut dyn LiveOutput,
     ) -> io::Result<End> {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -114,7 +118,7 @@ impl Watch {
             let wait = (deadline - now).min(REAP_TICK);
             let done = resident.as_deref().map(|r| r.done());
             let ready = self.poll(Some(wait), true, done)?;
-            self.read_ready(&ready, &mut buf)?;
+            self.read_ready(&ready, &mut buf, live)?;
             if let Some(resident) = resident.as_deref_mut().filter(|_| ready.report) {
                 if let Some(report) = resident.read_report()? {
                     return Ok(End::Reported(report));
@@ -133,6 +137,7 @@ impl Watch {
         &mut self,
         deadline: Instant,
         report: &mut CompileReport,
+        live: &mut dyn LiveOutput,
     ) -> io::Result<Compiled> {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -143,7 +148,7 @@ impl Watch {
             }
             let wait = (deadline - now).min(REAP_TICK);
             let ready = self.poll(Some(wait), true, Some(report.pipe.as_fd()))?;
-            self.read_ready(&ready, &mut buf)?;
+            self.read_ready(&ready, &mut buf, live)?;
             if ready.report {
                 if let Some(compiled) = report.read()? {
                     return Ok(Compiled::Said(compiled));
@@ -162,7 +167,7 @@ impl Watch {
     }
 
     /// Reads what is left in the pipes once no writer remains, within `limit`.
-    pub(crate) fn drain(&mut self, limit: Instant) -> io::Result<()> {
+    pub(crate) fn drain(&mut self, limit: Instant, live: &mut dyn LiveOutput) -> io::Result<()> {
         let mut buf = vec![0u8; 64 * 1024];
         while self.stdout.pipe().is_some() || self.stderr.pipe().is_some() {
             let now = Instant::now();
@@ -170,21 +175,21 @@ impl Watch {
                 break;
             }
             let ready = self.poll(Some(limit - now), false, None)?;
-            self.read_ready(&ready, &mut buf)?;
+            self.read_ready(&ready, &mut buf, live)?;
         }
         Ok(())
     }
 
     /// Reads what is in the pipes now, without waiting for their end (background
     /// processes of a session, or a resident interpreter, hold them open).
-    pub(crate) fn drain_written(&mut self) -> io::Result<()> {
+    pub(crate) fn drain_written(&mut self, live: &mut dyn LiveOutput) -> io::Result<()> {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let ready = self.poll(Some(Duration::ZERO), false, None)?;
             if !ready.stdout && !ready.stderr {
                 return Ok(());
             }
-            self.read_ready(&ready, &mut buf)?;
+            self.read_ready(&ready, &mut buf, live)?;
         }
     }
 
@@ -226,13 +231,22 @@ impl Watch {
         }
     }
 
-    fn read_ready(&mut self, ready: &Ready, buf: &mut [u8]) -> io::Result<()> {
+    /// Reads the streams poll found ready, hands on what was kept, and ends the tree
+    /// when a stream went over its cap.
+    fn read_ready(
+        &mut self,
+        ready: &Ready,
+        buf: &mut [u8],
+        live: &mut dyn LiveOutput,
+    ) -> io::Result<()> {
         let mut over_cap = false;
         if ready.stdout {
             over_cap |= self.stdout.read_some(buf)?;
+            hand_on(live, Stream::Stdout, self.stdout.unsent());
         }
         if ready.stderr {
             over_cap |= self.stderr.read_some(buf)?;
+            hand_on(live, Stream::Stderr, self.stderr.unsent());
         }
         if over_cap {
             kill_all(self.program);
@@ -284,5 +298,12 @@ impl Watch {
             stderr: is_ready(slots[1]),
             report: is_ready(slots[2]),
         })
+    }
+}
+
+/// Hands `bytes` to `live`, unless there are none.
+fn hand_on(live: &mut dyn LiveOutput, stream: Stream, bytes: &[u8]) {
+    if !bytes.is_empty() {
+        live.output(stream, bytes);
     }
 }

@@ -19,7 +19,7 @@
 
 use super::error::InitError;
 use super::settings::Settings;
-use crate::agent::Worker;
+use crate::agent::{LiveOutput, Worker};
 use sandbox_jail::cgroup::{Cgroup, CgroupLimits, Hierarchy};
 use sandbox_jail::layout::{IMAGE_PACKAGES, IMAGE_SHARED_PATHS, SANDBOX_UID};
 use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};
@@ -223,7 +223,9 @@ impl Worker for Jailed {
         }
     }
 
-    fn run(&mut self, job: &Job) -> AgentMessage {
+    /// Output sent as it comes is not relayed (`_live` gets none): the runner asks a VM
+    /// for none.
+    fn run(&mut self, job: &Job, _live: &mut dyn LiveOutput) -> AgentMessage {
         if job.session {
             if let Err(message) = self.thaw() {
                 return AgentMessage::Failed { message };

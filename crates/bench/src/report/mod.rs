@@ -3,19 +3,21 @@
 //!
 //! This module holds the report, its targets and the tables of the paths (latency,
 //! throughput, memory, cold start); each later section's table is a module of its own
-//! (`sessions`, `first_plot`, `languages`, `cpu`; the scale-out section's is
+//! (`sessions`, `first_plot`, `languages`, `cpu`, `live`; the scale-out section's is
 //! `scale_out::markdown`), and `cells` how a figure is written in one.
 
 mod cells;
 mod cpu;
 mod first_plot;
 mod languages;
+mod live;
 mod sessions;
 
 use crate::clients::Via;
 use crate::cpu_cost::CpuFigures;
 use crate::first_plot::FirstPlot;
 use crate::languages::LanguageFigures;
+use crate::live_output::LiveFigures;
 use crate::measure::{ColdStart, LangLatency, Rate};
 use crate::memory::{IdleInterpreter, SandboxMemory};
 use crate::scale_out::ScaleOutFigures;
@@ -93,6 +95,8 @@ pub struct Report {
     pub scale_out: Option<ScaleOutFigures>,
     /// CPU per run next to a direct spawn (issue 16's baseline).
     pub cpu_per_run: Option<CpuFigures>,
+    /// From a program's write to its line at a streaming client (issue 30).
+    pub live_output: Option<LiveFigures>,
     /// The targets of issue 5.
     pub targets: Vec<Target>,
 }
@@ -227,6 +231,9 @@ impl Report {
         }
         if let Some(cpu) = &self.cpu_per_run {
             cpu::markdown(cpu, &mut md);
+        }
+        if let Some(live) = &self.live_output {
+            live::markdown(live, &mut md);
         }
         if !self.targets.is_empty() {
             self.targets_md(&mut md);

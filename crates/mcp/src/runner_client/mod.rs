@@ -3,6 +3,8 @@
 //!
 //! - `client`: the client of one runner ([`RunnerClient`]): its URLs, requests and health.
 //! - `run`: a run on one runner, one ask or asking again while it is busy.
+//! - `streamed`: a run's answer streamed as it runs, its output to an
+//!   [`OutputTail`](crate::output_tail::OutputTail).
 //! - `sessions`: the runner's sessions (sandboxes) and their files.
 //! - `processes`: a session's processes: start, list, output, stdin, signal.
 //! - `wait`: asking one runner again while it has no free sandbox, within a deadline.
@@ -17,6 +19,7 @@ mod pool;
 mod processes;
 mod run;
 mod sessions;
+mod streamed;
 mod wait;
 
 pub use answer::DEPENDENCY_CODES;

@@ -1,23 +1,23 @@
 //! The MCP server handler: lists the tools and runs a call through the runner, with progress
-//! notifications while it runs and cancellation when the client gives up. The sandbox
-//! tools' calls, and how a sandboxId leads to its runner and session, are in `sandboxes.rs`;
+//! notifications while it runs (`progress.rs`: the newest output lines when the client
+//! asked for progress) and cancellation when the client gives up. The sandbox tools'
+//! calls, and how a sandboxId leads to its runner and session, are in `sandboxes.rs`;
 //! the process tools' calls in `processes.rs`.
 
 mod processes;
+mod progress;
 mod sandboxes;
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig, Tool,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use sandbox_protocol::api::{Limits, RunRequest, RunResponse};
 use sandbox_protocol::language;
 use sandbox_protocol::Lang;
@@ -31,9 +31,7 @@ use crate::report::{self, RunIn};
 use crate::runner_client::{RunnerError, Runners};
 use crate::runner_target::RunnerTarget;
 use crate::tools::{self, ToolKind};
-
-/// How often a progress notification is sent while a run is in flight.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+use progress::{while_reporting, Progress};
 
 /// Numbers calls, so that the log lines of one call can be found together.
 static CALL_IDS: AtomicU64 = AtomicU64::new(1);
@@ -302,22 +300,25 @@ impl SandboxServer {
             timeout_ms: Some(args.timeout_ms),
         };
         let started = Instant::now();
+        let progress = Progress::asked(&ctx, run_time, place);
+        let tail = progress.as_ref().map(Progress::tail);
+        let tail = tail.as_deref();
         let outcome = match &session {
             None => {
-                let run = runner.run(&request, deadline);
-                while_reporting(run, run_time, place, &ctx).await
+                let run = runner.run(&request, deadline, tail);
+                while_reporting(run, progress, &ctx).await
             }
             Some((id, session)) => {
                 let run = async {
                     let holder = runner.holder(*id)?;
                     let outcome = holder
-                        .run_in_session(session, &request, deadline)
+                        .run_in_session(session, &request, deadline, tail)
                         .await
                         .map_err(sandboxes::lost_if_unreachable);
                     runner.count(*id, outcome.is_err());
                     outcome
                 };
-                while_reporting(run, run_time, place, &ctx).await
+                while_reporting(run, progress, &ctx).await
             }
         };
         log_outcome(&outcome, started.elapsed());
@@ -334,26 +335,6 @@ impl SandboxServer {
     }
 }
 
-/// Awaits `exchange`, sending progress meanwhile; gives up when the client cancels.
-async fn while_reporting<T>(
-    exchange: impl Future<Output = Result<T, RunnerError>>,
-    timeout: Duration,
-    place: RunIn,
-    ctx: &RequestContext<RoleServer>,
-) -> Result<T, RunnerError> {
-    let progress = ctx.meta.get_progress_token().map(|token| Progress {
-        peer: ctx.peer.clone(),
-        token,
-        timeout,
-        place,
-    });
-    tokio::select! {
-        outcome = exchange => outcome,
-        () = report_progress(progress) => unreachable!("progress reporting never ends"),
-        () = ctx.ct.cancelled() => Err(RunnerError::Cancelled),
-    }
-}
-
 fn log_outcome(outcome: &Result<RunResponse, RunnerError>, elapsed: Duration) {
     let elapsed_ms = elapsed.as_millis() as u64;
     match outcome {
@@ -367,42 +348,6 @@ fn log_outcome(outcome: &Result<RunResponse, RunnerError>, elapsed: Duration) {
         ),
         Err(RunnerError::Cancelled) => tracing::info!(elapsed_ms, "run cancelled by the client"),
         Err(error) => tracing::warn!(code = error.code(), %error, elapsed_ms, "run failed"),
-    }
-}
-
-/// Where and how to report the progress of one call.
-struct Progress {
-    peer: Peer<RoleServer>,
-    token: ProgressToken,
-    timeout: Duration,
-    place: RunIn,
-}
-
-/// Sends "started", then a notification about every second; never returns.
-async fn report_progress(progress: Option<Progress>) {
-    let Some(progress) = progress else {
-        return std::future::pending().await;
-    };
-    let total = progress.timeout.as_secs_f64();
-    let started = Instant::now();
-    let mut ticks = tokio::time::interval(PROGRESS_INTERVAL);
-    loop {
-        ticks.tick().await;
-        let elapsed = started.elapsed().as_secs_f64();
-        let message = if elapsed < 0.5 {
-            match progress.place {
-                RunIn::OneShot => "started in a fresh sandbox".to_owned(),
-                RunIn::Sandbox => "started in its sandbox".to_owned(),
-            }
-        } else {
-            format!("running for {} s", elapsed.round())
-        };
-        let mut param = ProgressNotificationParam::new(progress.token.clone(), elapsed);
-        param.total = Some(total);
-        param.message = Some(message);
-        if let Err(error) = progress.peer.notify_progress(param).await {
-            tracing::debug!(%error, "progress notification not delivered");
-        }
     }
 }
 

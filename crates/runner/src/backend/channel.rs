@@ -2,8 +2,10 @@
 //! [`RunnerMessage`]s, reading [`AgentMessage`]s, and the exchanges built from them.
 
 use crate::languages::Language;
+use crate::live::{Allowance, Chunk, LiveOutput};
 use sandbox_protocol::agent::{
-    AgentMessage, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage, Snapshot,
+    decode_bytes, AgentMessage, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage,
+    Snapshot,
 };
 use sandbox_protocol::frame::{self, FrameError};
 use sandbox_protocol::language::LoaderKind;
@@ -21,6 +23,9 @@ pub enum ChannelError {
     /// The agent said it could not do what was asked.
     #[error("the agent could not run the job: {0}")]
     AgentFailed(String),
+    /// The agent sent output that is not base64.
+    #[error("the agent sent output that is not base64: {0}")]
+    BadOutput(String),
     /// The agent answered with a message that does not fit the exchange.
     #[error("the agent sent {got} where {expected} was expected")]
     Unexpected {
@@ -118,29 +123,53 @@ pub async fn reseed<S: AsyncWrite + Unpin>(
 /// its timeout and its compile step's) and `grace`; past that, an outcome that says so
 /// (the agent enforces the timeout itself, so this only happens when it cannot), or for a
 /// session's job an error (its sandbox must go).
+///
+/// With `live`, the agent is asked to stream the job ([`Job::stream`]) and each chunk of
+/// output it sends goes there, within the job's caps, before the outcome is returned;
+/// without, it is asked for none.
 pub async fn run_job<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     job: &Job,
     grace: Duration,
+    live: Option<&LiveOutput>,
 ) -> Result<JobOutcome, ChannelError> {
     let limit = job.run_time() + grace;
-    match tokio::time::timeout(limit, exchange(s, job)).await {
+    match tokio::time::timeout(limit, exchange(s, job, live)).await {
         Ok(result) => result,
         Err(_) if job.session => Err(ChannelError::Unresponsive(limit)),
         Err(_) => Ok(unresponsive(limit)),
     }
 }
 
+/// Sends the job, then reads its output (a streamed job's) until its outcome.
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     job: &Job,
+    live: Option<&LiveOutput>,
 ) -> Result<JobOutcome, ChannelError> {
+    let job = Job {
+        stream: live.is_some(),
+        ..job.clone()
+    };
     send(s, &RunnerMessage::Job(job.clone())).await?;
-    match read(s).await? {
-        Some(AgentMessage::Done(outcome)) => Ok(outcome),
-        Some(AgentMessage::Failed { message }) => Err(ChannelError::AgentFailed(message)),
-        Some(other) => Err(unexpected(&other, "a result")),
-        None => Err(ChannelError::Closed("a result")),
+    let mut allowance = Allowance::of(&job);
+    loop {
+        match read(s).await? {
+            Some(AgentMessage::Output { stream, data }) if job.stream => {
+                let bytes =
+                    decode_bytes(&data).map_err(|e| ChannelError::BadOutput(e.to_string()))?;
+                let bytes = allowance.take(stream, bytes);
+                if let (Some(live), false) = (live, bytes.is_empty()) {
+                    live.send(Chunk { stream, bytes });
+                }
+            }
+            Some(AgentMessage::Done(outcome)) => return Ok(outcome),
+            Some(AgentMessage::Failed { message }) => {
+                return Err(ChannelError::AgentFailed(message))
+            }
+            Some(other) => return Err(unexpected(&other, "a result")),
+            None => return Err(ChannelError::Closed("a result")),
+        }
     }
 }
 
@@ -216,5 +245,98 @@ fn unresponsive(limit: Duration) -> JobOutcome {
         outputs_truncated: false,
         state_lost: true,
         processes_running: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live;
+    use sandbox_protocol::agent::encode_bytes;
+    use sandbox_protocol::process::Stream;
+    use sandbox_protocol::Lang;
+
+    /// A session's job whose streams keep 4 bytes each.
+    fn job() -> Job {
+        Job {
+            stdout_cap: 4,
+            stderr_cap: 4,
+            session: true,
+            ..crate::pool::tests::job(Lang::BASH)
+        }
+    }
+
+    fn done() -> JobOutcome {
+        let mut outcome = unresponsive(Duration::ZERO);
+        outcome.stderr = "done".into();
+        outcome
+    }
+
+    fn output(stream: Stream, bytes: &[u8]) -> AgentMessage {
+        AgentMessage::Output {
+            stream,
+            data: encode_bytes(bytes),
+        }
+    }
+
+    /// An agent that reads the job and answers with `answers`; the job it read.
+    async fn agent<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, answers: Vec<AgentMessage>) -> Job {
+        let mut header = [0u8; 4];
+        s.read_exact(&mut header).await.expect("a header");
+        let mut payload = vec![0u8; frame::payload_len(header).expect("a length")];
+        s.read_exact(&mut payload).await.expect("a payload");
+        let Ok(RunnerMessage::Job(job)) = frame::decode(&payload) else {
+            panic!("a job");
+        };
+        for answer in answers {
+            let bytes = frame::encode(&answer).expect("encodes");
+            s.write_all(&bytes).await.expect("written");
+        }
+        job
+    }
+
+    #[tokio::test]
+    async fn a_streamed_job_s_output_goes_to_its_live_output_within_its_caps() {
+        let (mut runner, agent_end) = tokio::io::duplex(1 << 16);
+        let answers = vec![
+            output(Stream::Stdout, b"abc"),
+            output(Stream::Stderr, b"e"),
+            output(Stream::Stdout, b"defg"),
+            AgentMessage::Done(done()),
+        ];
+        let agent = tokio::spawn(agent(agent_end, answers));
+        let (live, mut chunks) = live::channel();
+        let outcome = run_job(&mut runner, &job(), Duration::from_secs(5), Some(&live))
+            .await
+            .expect("an outcome");
+        assert_eq!(outcome, done());
+        assert!(agent.await.expect("the agent").stream, "asked to stream");
+        drop(live);
+        let mut got = Vec::new();
+        while let Some(chunk) = chunks.recv().await {
+            got.push((chunk.stream, chunk.bytes));
+        }
+        assert_eq!(
+            got,
+            [
+                (Stream::Stdout, b"abc".to_vec()),
+                (Stream::Stderr, b"e".to_vec()),
+                (Stream::Stdout, b"d".to_vec()),
+            ],
+            "four bytes of stdout at most"
+        );
+    }
+
+    #[tokio::test]
+    async fn output_for_a_job_not_streamed_is_out_of_turn() {
+        let (mut runner, agent_end) = tokio::io::duplex(1 << 16);
+        let answers = vec![output(Stream::Stdout, b"x"), AgentMessage::Done(done())];
+        let agent = tokio::spawn(agent(agent_end, answers));
+        let result = run_job(&mut runner, &job(), Duration::from_secs(5), None).await;
+        assert!(
+            matches!(result, Err(ChannelError::Unexpected { got: "output", .. })),
+            "{result:?}"
+        );
+        assert!(!agent.await.expect("the agent").stream, "asked for none");
     }
 }

@@ -9,6 +9,7 @@ pub mod channel;
 pub mod process;
 pub mod vm;
 
+use crate::live::LiveOutput;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome};
 use sandbox_protocol::process::ProcessRequest;
 use sandbox_protocol::Lang;
@@ -100,11 +101,17 @@ impl Backend {
 }
 
 impl Sandbox {
-    /// Runs the job. The sandbox is spent whatever happened: [`destroy`](Self::destroy)
-    /// must follow (it may, after the answer is out).
-    pub async fn run(&mut self, job: Job) -> Result<RunOutcome, BackendError> {
+    /// Runs the job, its output sent to `live` as it comes (a VM's is not: its init
+    /// relays no output before the answer, so `live` gets nothing). The sandbox is spent
+    /// whatever happened: [`destroy`](Self::destroy) must follow (it may, after the
+    /// answer is out).
+    pub async fn run(
+        &mut self,
+        job: Job,
+        live: Option<LiveOutput>,
+    ) -> Result<RunOutcome, BackendError> {
         match self {
-            Sandbox::Process(s) => Ok(s.run(job).await?),
+            Sandbox::Process(s) => Ok(s.run(job, live.as_ref()).await?),
             Sandbox::Vm(s) => Ok(s.run(job).await?),
         }
     }

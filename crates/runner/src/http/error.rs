@@ -65,11 +65,6 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// Its code, as its answer's body says it.
-    pub fn code(&self) -> &'static str {
-        self.status_and_code().1
-    }
-
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         let known = match self {
             ApiError::BadRequest(_) => codes::BAD_REQUEST,
@@ -87,6 +82,12 @@ impl ApiError {
             ApiError::Deps(e) => return e.status_and_code(),
         };
         (known.status, known.code)
+    }
+
+    /// The error as its answer's body says it: `{"error": {"code", "message"}}` (also the
+    /// last line of a streamed answer that failed after it began).
+    pub(super) fn body(&self) -> ErrorBody {
+        ErrorBody::new(self.status_and_code().1, self.to_string())
     }
 }
 
@@ -134,8 +135,8 @@ fn session_code(e: &SessionError) -> ErrorCode {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code) = self.status_and_code();
-        let mut response = (status, Json(ErrorBody::new(code, self.to_string()))).into_response();
+        let (status, _) = self.status_and_code();
+        let mut response = (status, Json(self.body())).into_response();
         let headers = response.headers_mut();
         match self {
             ApiError::Unauthorized(_) => {

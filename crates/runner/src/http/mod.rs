@@ -1,6 +1,7 @@
-//! The HTTP API: `POST /run` (`run.rs`), the sessions (`sessions.rs`), `GET /health`,
-//! `GET /health/live` and `GET /metrics` ([`health`]), `GET /openapi.json` ([`openapi`]:
-//! the API described from this code), and JSON errors ([`codes`]). This file puts them
+//! The HTTP API: `POST /run` (`run.rs`), the sessions (`sessions.rs`), runs' answers
+//! streamed as they run (`ndjson.rs`), `GET /health`, `GET /health/live` and
+//! `GET /metrics` ([`health`]), `GET /openapi.json` ([`openapi`]: the API described from
+//! this code), and JSON errors ([`codes`]). This file puts them
 //! together: the runner's router, and the one it serves while starting.
 //!
 //! Handlers are thin: read the body (`body.rs`), make the job ([`crate::job`]), hand it
@@ -24,6 +25,7 @@ mod body;
 pub mod codes;
 mod error;
 pub mod health;
+mod ndjson;
 pub mod openapi;
 mod output;
 mod process_call;

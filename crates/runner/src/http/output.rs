@@ -10,6 +10,7 @@
 use super::error::ApiError;
 use super::process_call::{ask, out_of_turn, ProcessPath};
 use super::state::AppState;
+use crate::live::text::pieces;
 use crate::pool::SandboxFactory;
 use crate::session::SessionError;
 use axum::body::Body;
@@ -19,7 +20,6 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sandbox_protocol::agent::{decode_bytes, OUTPUT_CHUNK_BYTES};
-use sandbox_protocol::api::ErrorBody;
 use sandbox_protocol::process::{
     OutputSlice, ProcessAnswer, ProcessOutput, ProcessRequest, Stream, StreamLine,
 };
@@ -240,8 +240,8 @@ fn follow<B: SandboxFactory>(reader: Reader<B>, first: Read) -> Response {
                     stderr_from: read.next().1,
                 },
                 Err(e) => {
-                    let error = ErrorBody::new(e.code(), e.to_string());
-                    let _ = lines.send(format!("{}\n", serde_json::json!(error))).await;
+                    let error = e.body().error;
+                    let _ = lines.send(line(&StreamLine::<()>::Error { error })).await;
                     return;
                 }
             };
@@ -255,24 +255,18 @@ fn follow<B: SandboxFactory>(reader: Reader<B>, first: Read) -> Response {
     ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
 }
 
-/// The lines of one read: each stream's bytes in chunks of at most 64 KiB, never
-/// splitting a character.
+/// The lines of one read: each stream's text in pieces of at most 64 KiB, never
+/// splitting a character (a read ends at one: [`Read::of`]).
 fn output_lines(read: &Read) -> Vec<String> {
     let mut lines = Vec::new();
     for (stream, bytes) in [
         (Stream::Stdout, &read.stdout),
         (Stream::Stderr, &read.stderr),
     ] {
-        let mut rest: &[u8] = bytes;
-        while !rest.is_empty() {
-            let mut end = rest.len().min(OUTPUT_CHUNK_BYTES);
-            if end < rest.len() {
-                end -= incomplete_tail(&rest[..end]);
-            }
-            let end = end.max(1);
-            let data = String::from_utf8_lossy(&rest[..end]).into_owned();
+        let text = String::from_utf8_lossy(bytes);
+        for piece in pieces(&text, OUTPUT_CHUNK_BYTES) {
+            let data = piece.to_owned();
             lines.push(line(&StreamLine::<()>::Output { stream, data }));
-            rest = &rest[end..];
         }
     }
     lines

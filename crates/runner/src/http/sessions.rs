@@ -1,7 +1,8 @@
 //! The sessions' endpoints: `POST /sessions`, `GET` and `DELETE /sessions/{id}`,
-//! `POST /sessions/{id}/run` (the body and the answer of `POST /run`), and the files of
-//! the session's home folder: `PUT` and `GET /sessions/{id}/files/{path}` (raw bytes),
-//! `GET /sessions/{id}/files` (the listing). The router puts them behind the runner's
+//! `POST /sessions/{id}/run` (the body and the answer of `POST /run`, streamed alike
+//! with `Accept: application/x-ndjson`), and the files of the session's home folder:
+//! `PUT` and `GET /sessions/{id}/files/{path}` (raw bytes), `GET /sessions/{id}/files`
+//! (the listing). The router puts them behind the runner's
 //! bearer token.
 //!
 //! While the runner drains, `POST /sessions` is refused (503 `draining`); the sessions
@@ -11,20 +12,25 @@
 use super::answers;
 use super::body::{body_bytes, code_limit, decode_object, parse_run};
 use super::error::ApiError;
+use super::ndjson;
 use super::state::{refuse_when_draining, AppState};
+use crate::backend::RunOutcome;
 use crate::job::{self, Place};
+use crate::live;
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
 use crate::session::{check_path, SessionError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use sandbox_protocol::agent::{decode_bytes, encode_bytes, AgentMessage, FileRequest};
 use sandbox_protocol::api::{CreateSession, FileList, RunRequest, RunResponse, SessionInfo};
+use sandbox_protocol::process::StreamLine;
+use sandbox_protocol::Lang;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Instant;
@@ -257,15 +263,34 @@ async fn close<B: SandboxFactory>(
 /// Runs a program in the session's sandbox: the body and the answer of `POST /run`, with
 /// `stateLost`; `outputs` lists the files of `outputs/` new or changed since the
 /// session's previous answer. One run at a time.
+///
+/// With `Accept: application/x-ndjson` the answer is streamed as for `POST /run` (200
+/// once the session is held for the run: an unknown or busy session keeps its 404 or
+/// 409). A client that goes away leaves the run to go on to its end, as for a plain
+/// answer.
 #[utoipa::path(
     post,
     path = "/sessions/{id}/run",
     operation_id = "runInSession",
     tag = "sessions",
-    params(SessionPath),
+    params(
+        SessionPath,
+        (
+            "Accept" = Option<String>,
+            Header,
+            description = "`application/x-ndjson` for the answer streamed as the program runs"
+        )
+    ),
     request_body = RunRequest,
     responses(
-        (status = 200, description = "The program ran, as for `POST /run`", body = RunResponse),
+        (
+            status = 200,
+            description = "The program ran, as for `POST /run` (streamed likewise)",
+            content(
+                (RunResponse = "application/json"),
+                (StreamLine<RunResponse> = "application/x-ndjson")
+            )
+        ),
         answers::SessionRunErrors,
     ),
     security(("bearer" = []))
@@ -273,26 +298,48 @@ async fn close<B: SandboxFactory>(
 async fn run<B: SandboxFactory>(
     State(state): State<Arc<AppState<B>>>,
     Path(SessionPath { id }): Path<SessionPath>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<RunResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
     let job = parse_run(&body, &state.config, Place::Session)?;
     let lang = job.lang.clone();
     let started = Instant::now();
     let deps = state.base.deps.resolve(&job).await?;
-    let result = state.sessions.run(&id, job, deps).await;
+    if !ndjson::wanted(&headers) {
+        let result = state.sessions.run(&id, job, deps).await;
+        return Ok(Json(conclude(&state, &lang, started, result)?).into_response());
+    }
+    let (live, chunks) = live::channel();
+    let run = state.sessions.start_run(&id, job, deps, Some(live)).await?;
+    let (writer, response) = ndjson::answer(state.base.lifecycle.enter());
+    let ended = async move {
+        let result = run.outcome().await;
+        conclude(&state, &lang, started, result)
+    };
+    tokio::spawn(writer.relay(chunks, ended));
+    Ok(response)
+}
+
+/// The answer for a session's run's end: counted.
+fn conclude<B: SandboxFactory>(
+    state: &AppState<B>,
+    lang: &Lang,
+    started: Instant,
+    result: Result<RunOutcome, SessionError>,
+) -> Result<RunResponse, ApiError> {
     let seconds = Some(started.elapsed().as_secs_f64());
     let metrics = &state.base.metrics;
     match result {
         Ok(outcome) => {
-            metrics.program_started(&lang);
-            metrics.record(&lang, Outcome::of(&outcome), seconds);
-            Ok(Json(job::answer(outcome, Place::Session)))
+            metrics.program_started(lang);
+            metrics.record(lang, Outcome::of(&outcome), seconds);
+            Ok(job::answer(outcome, Place::Session))
         }
         Err(e) => {
             if matches!(e, SessionError::Sandbox(_)) {
-                metrics.program_started(&lang);
-                metrics.record(&lang, Outcome::Error, seconds);
+                metrics.program_started(lang);
+                metrics.record(lang, Outcome::Error, seconds);
             }
             Err(e.into())
         }

@@ -17,7 +17,10 @@
 //! by [`crate::deps`], for the API's runs only (`sandbox-runner run` ignores it), after
 //! the runner has checked it is not draining; whether the agent stops a session's
 //! processes with SIGSTOP ([`Job::sigstop_between_runs`]) is a fact of the sandbox, which
-//! its backend sets; and how long the runner waits for the agent's report is the job's
+//! its backend sets; whether the agent streams the job's output ([`Job::stream`]) is
+//! whether the caller listens (a streamed answer hands a
+//! [`LiveOutput`](crate::live::LiveOutput) down), which the agent channel's exchange sets;
+//! and how long the runner waits for the agent's report is the job's
 //! [`Job::run_time`] and its backend's grace, which `GET /health` publishes
 //! (`limits.answerMarginMs`) so that callers add the same.
 

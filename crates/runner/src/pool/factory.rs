@@ -2,6 +2,7 @@
 //! pool's unit tests use a fake one, without root or real sandboxes.
 
 use crate::backend::{Backend, BackendError, DepsMount, RunOutcome, Sandbox};
+use crate::live::LiveOutput;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::process::ProcessRequest;
 use sandbox_protocol::Lang;
@@ -38,9 +39,14 @@ pub trait PooledSandbox: Send + 'static {
     /// Why the job could not be run.
     type Error;
 
-    /// Runs the job. The sandbox is spent whatever happened (and also when this future
-    /// is dropped before it completes): [`destroy`](Self::destroy) must follow.
-    fn run(&mut self, job: Job) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send;
+    /// Runs the job, its output sent to `live` as it comes where the sandbox can stream
+    /// it. The sandbox is spent whatever happened (and also when this future is dropped
+    /// before it completes): [`destroy`](Self::destroy) must follow.
+    fn run(
+        &mut self,
+        job: Job,
+        live: Option<LiveOutput>,
+    ) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send;
 
     /// Mounts a set of inline dependencies read-only in the sandbox; the folder it
     /// shows at inside.
@@ -49,18 +55,20 @@ pub trait PooledSandbox: Send + 'static {
         deps: &DepsMount,
     ) -> impl Future<Output = Result<String, Self::Error>> + Send;
 
-    /// Runs the job, with `deps` mounted first and put on its import path.
+    /// Runs the job (its output to `live`), with `deps` mounted first and put on its
+    /// import path.
     fn run_with(
         &mut self,
         mut job: Job,
         deps: Option<&DepsMount>,
+        live: Option<LiveOutput>,
     ) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send {
         async move {
             if let Some(deps) = deps {
                 let inside = self.add_deps(deps).await?;
                 job.python_paths.push(format!("{inside}/python"));
             }
-            self.run(job).await
+            self.run(job, live).await
         }
     }
 
@@ -90,10 +98,11 @@ pub trait PooledSandbox: Send + 'static {
         &mut self,
         job: Job,
         deps: Option<&DepsMount>,
+        live: Option<LiveOutput>,
     ) -> impl Future<Output = Result<RunOutcome, Self::Error>> + Send {
         async move {
             self.thaw().await?;
-            let outcome = self.run_with(job, deps).await?;
+            let outcome = self.run_with(job, deps, live).await?;
             if outcome.job.processes_running == 0 {
                 self.freeze().await?;
             }
@@ -164,8 +173,12 @@ impl SandboxFactory for Backend {
 impl PooledSandbox for Sandbox {
     type Error = BackendError;
 
-    fn run(&mut self, job: Job) -> impl Future<Output = Result<RunOutcome, BackendError>> + Send {
-        Sandbox::run(self, job)
+    fn run(
+        &mut self,
+        job: Job,
+        live: Option<LiveOutput>,
+    ) -> impl Future<Output = Result<RunOutcome, BackendError>> + Send {
+        Sandbox::run(self, job, live)
     }
 
     fn file(

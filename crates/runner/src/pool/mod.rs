@@ -22,6 +22,7 @@ pub(crate) mod tests;
 pub use factory::{PooledSandbox, SandboxFactory};
 
 use crate::backend::{Backend, DepsMount, RunOutcome};
+use crate::live::LiveOutput;
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::Lang;
 use std::collections::VecDeque;
@@ -121,22 +122,23 @@ impl<B: SandboxFactory> Lease<B> {
         sandbox
     }
 
-    /// Runs the job (with its inline dependencies `deps` mounted first), or stops it when
-    /// `cancelled` completes first (`None`: the caller went
-    /// away). The sandbox is destroyed after, in the background, so the answer does not
+    /// Runs the job (with its inline dependencies `deps` mounted first, its output sent
+    /// to `live` as it comes), or stops it when `cancelled` completes first (`None`: the
+    /// caller went away). The sandbox is destroyed after, in the background, so the answer does not
     /// wait for it (a little later when the pool has warm sandboxes to spare: see
     /// [`REFILL_DEFER`]); its slot is refilled once it is gone.
     pub async fn run(
         self,
         job: Job,
         deps: Option<DepsMount>,
+        live: Option<LiveOutput>,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> Option<Result<RunOutcome, B::Error>> {
         let Warm {
             mut sandbox, slot, ..
         } = self.warm;
         let result = tokio::select! {
-            result = sandbox.run_with(job, deps.as_ref()) => Some(result),
+            result = sandbox.run_with(job, deps.as_ref(), live) => Some(result),
             () = cancelled => {
                 tracing::info!("the caller went away: the run is stopped");
                 None

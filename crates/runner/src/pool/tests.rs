@@ -29,7 +29,8 @@ fn warm() -> Vec<Lang> {
     vec![Lang::PYTHON, Lang::NODE]
 }
 
-fn job(lang: Lang) -> Job {
+/// A job in `lang`, one-shot, with small caps (the channel's tests use it too).
+pub(crate) fn job(lang: Lang) -> Job {
     Job {
         lang,
         recipe: sandbox_protocol::language::Recipe {
@@ -85,7 +86,7 @@ fn request(pool: &Arc<Pool<Fake>>, lang: Lang) -> JoinHandle<Result<Lease<Fake>,
 /// Runs the job of a lease to its end.
 async fn run(lease: Lease<Fake>, lang: Lang) -> Result<RunOutcome, FakeError> {
     lease
-        .run(job(lang), None, pending())
+        .run(job(lang), None, None, pending())
         .await
         .expect("not cancelled")
 }
@@ -288,7 +289,7 @@ async fn a_run_whose_caller_left_is_stopped_and_its_sandbox_destroyed_at_once() 
     let id = lease.warm.sandbox.id;
     let t0 = Instant::now();
     let result = lease
-        .run(job(Lang::PYTHON), None, tokio::time::sleep(100 * MS))
+        .run(job(Lang::PYTHON), None, None, tokio::time::sleep(100 * MS))
         .await;
     assert!(result.is_none(), "a cancelled run answers nothing");
     assert_eq!(t0.elapsed(), 100 * MS);

@@ -20,6 +20,7 @@
 //! in [`crate::http`] (`sessions.rs`).
 
 use crate::backend::{DepsMount, RunOutcome};
+use crate::live::LiveOutput;
 use crate::pool::{AcquireError, Pool, PooledSandbox, SandboxFactory};
 use sandbox_protocol::agent::{AgentMessage, FileFailure, FileRequest, Job};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
@@ -30,6 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{watch, OwnedMutexGuard};
+use tokio::task::JoinHandle;
 // Tokio's clock (the system's, but in tests that pause it), so that idle timeouts and
 // TTLs are tested in paused time.
 use tokio::time::Instant;
@@ -242,11 +244,27 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
+        self.start_run(id, job, deps, None).await?.outcome().await
+    }
+
+    /// Starts [`run`](Self::run)'s run, its output sent to `live` as it comes, and
+    /// returns once the session is held for it: a session that does not exist or is
+    /// busy is refused here, before anything starts.
+    pub async fn start_run(
+        self: &Arc<Self>,
+        id: &str,
+        job: Job,
+        deps: Option<DepsMount>,
+        live: Option<LiveOutput>,
+    ) -> Result<SessionRun, SessionError>
+    where
+        S::Error: std::fmt::Display + Send,
+    {
         let (session, guard) = self.hold(id, HOLD_WAIT).await?;
         let sessions = self.clone();
-        let task = tokio::spawn(async move { sessions.run_held(session, guard, job, deps).await });
-        task.await
-            .map_err(|e| SessionError::Sandbox(format!("the run's task failed: {e}")))?
+        Ok(SessionRun(tokio::spawn(async move {
+            sessions.run_held(session, guard, job, deps, live).await
+        })))
     }
 
     async fn run_held(
@@ -255,6 +273,7 @@ impl<S: PooledSandbox> Sessions<S> {
         mut guard: Held<S>,
         job: Job,
         deps: Option<DepsMount>,
+        live: Option<LiveOutput>,
     ) -> Result<RunOutcome, SessionError>
     where
         S::Error: std::fmt::Display + Send,
@@ -265,7 +284,7 @@ impl<S: PooledSandbox> Sessions<S> {
         };
         let mut ended = session.ended.subscribe();
         let result = tokio::select! {
-            result = sandbox.session_run(job, deps.as_ref()) => Some(result),
+            result = sandbox.session_run(job, deps.as_ref(), live) => Some(result),
             _ = ended.wait_for(|ended| *ended) => None,
         };
         session.runs.fetch_add(1, Ordering::SeqCst);
@@ -443,6 +462,19 @@ impl<S: PooledSandbox> Sessions<S> {
         }
         *opening += 1;
         Ok(Opening(&self.opening))
+    }
+}
+
+/// A session's run under way ([`Sessions::start_run`]): it goes on to its end whether
+/// or not its outcome is awaited.
+pub struct SessionRun(JoinHandle<Result<RunOutcome, SessionError>>);
+
+impl SessionRun {
+    /// The run's outcome, once it ends.
+    pub async fn outcome(self) -> Result<RunOutcome, SessionError> {
+        self.0
+            .await
+            .map_err(|e| SessionError::Sandbox(format!("the run's task failed: {e}")))?
     }
 }
 

@@ -104,6 +104,12 @@ def _sandbox_loader():
                 del namespace[name]
         namespace.update(__file__=path, __doc__=None, __package__=None, __spec__=None,
                          __cached__=None, __loader__=SourceFileLoader("__main__", path))
+        # A streamed job's output goes out line by line, as on a terminal; a plain
+        # job's in blocks, as into any pipe.
+        try:
+            sys.stdout.reconfigure(line_buffering=bool(job.get("stream")))
+        except Exception:
+            pass
         return compile(source, path, "exec"), namespace
 
     def report(e):

@@ -9,6 +9,7 @@ use super::hangup::HangupWatch;
 use super::home;
 use super::job::{JobError, Kept};
 use super::launch::prepare;
+use super::live::{LiveOutput, OutputFrames, Unstreamed};
 use super::processes;
 use super::tree;
 use sandbox_protocol::agent::{
@@ -44,8 +45,9 @@ pub enum AgentError {
 pub trait Worker {
     /// Starts the interpreter the request names ahead of the job; on failure, why.
     fn prepare(&mut self, request: &Prepare) -> Result<(), String>;
-    /// Runs the job to its end; the answer is Done or Failed.
-    fn run(&mut self, job: &Job) -> AgentMessage;
+    /// Runs the job to its end, handing its output to `live` as it comes (a job that is
+    /// not [streamed](Job::stream) gets [`Unstreamed`]); the answer is Done or Failed.
+    fn run(&mut self, job: &Job, live: &mut dyn LiveOutput) -> AgentMessage;
     /// Does a session's file operation; the answer is Stored, File, Files or FileFailed.
     fn file(&mut self, request: &FileRequest) -> AgentMessage;
     /// Does a session's process operation; the answer is Process (or Failed).
@@ -66,7 +68,7 @@ pub struct Local<F> {
 
 impl<F> Local<F>
 where
-    F: FnMut(&Job, &mut Kept) -> Result<JobOutcome, JobError>,
+    F: FnMut(&Job, &mut Kept, &mut dyn LiveOutput) -> Result<JobOutcome, JobError>,
 {
     /// A worker that runs jobs with `run`.
     pub fn new(run: F) -> Self {
@@ -81,7 +83,7 @@ where
 
 impl<F> Worker for Local<F>
 where
-    F: FnMut(&Job, &mut Kept) -> Result<JobOutcome, JobError>,
+    F: FnMut(&Job, &mut Kept, &mut dyn LiveOutput) -> Result<JobOutcome, JobError>,
 {
     fn prepare(&mut self, request: &Prepare) -> Result<(), String> {
         let lang = &request.prepare;
@@ -96,11 +98,11 @@ where
     /// ([`Job::sigstop_between_runs`]) and the agent stops them itself
     /// (`tree::pause_all`) until the next call, unless processes of the API run
     /// (the session is then left running, as a freezer leaves it).
-    fn run(&mut self, job: &Job) -> AgentMessage {
+    fn run(&mut self, job: &Job, live: &mut dyn LiveOutput) -> AgentMessage {
         let stop = job.session && job.sigstop_between_runs;
         self.sigstop = stop;
         self.resume();
-        let answer = match (self.run)(job, &mut self.kept) {
+        let answer = match (self.run)(job, &mut self.kept, live) {
             Ok(mut outcome) => {
                 outcome.processes_running = processes::running();
                 AgentMessage::Done(outcome)
@@ -364,15 +366,23 @@ where
     }
 }
 
-/// Runs the job and answers, watching meanwhile for the runner going away.
+/// Runs the job and answers, watching meanwhile for the runner going away. A streamed
+/// job's output goes to the channel as it comes, before the answer.
 fn answer<C, W>(channel: &mut C, job: &Job, worker: &mut W) -> Result<(), AgentError>
 where
     C: Read + Write + AsFd,
     W: Worker,
 {
     let watcher = HangupWatch::start(channel.as_fd()).map_err(AgentError::Watch)?;
-    let answer = worker.run(job);
+    let (answer, sent) = if job.stream {
+        let mut frames = OutputFrames::new(channel);
+        let answer = worker.run(job, &mut frames);
+        (answer, frames.finish())
+    } else {
+        (worker.run(job, &mut Unstreamed), Ok(()))
+    };
     watcher.stop();
+    sent?;
     frame::write(channel, &answer)?;
     Ok(())
 }

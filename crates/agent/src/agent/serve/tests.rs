@@ -2,7 +2,8 @@
 //! refusals and sessions, without a real sandbox.
 
 use super::*;
-use sandbox_protocol::agent::Snapshot;
+use sandbox_protocol::agent::{decode_bytes, Snapshot};
+use sandbox_protocol::process::Stream;
 use sandbox_protocol::Lang;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -53,8 +54,12 @@ fn job() -> Job {
     }
 }
 
-/// Stands in for the interpreter: the exchange is what is tested here.
-fn echo(job: &Job, _: &mut Kept) -> Result<JobOutcome, JobError> {
+/// Stands in for the interpreter: the exchange is what is tested here. Its output, the
+/// code, goes to `live` too, in two parts.
+fn echo(job: &Job, _: &mut Kept, live: &mut dyn LiveOutput) -> Result<JobOutcome, JobError> {
+    let (first, second) = job.code.as_bytes().split_at(job.code.len() / 2);
+    live.output(Stream::Stdout, first);
+    live.output(Stream::Stderr, second);
     Ok(JobOutcome {
         stdout: job.code.clone(),
         stderr: String::new(),
@@ -133,7 +138,7 @@ fn a_restored_agent_reconnects_takes_the_reseed_and_serves_its_job() {
     frame::write(&mut restored, &RunnerMessage::Job(job())).unwrap();
     expect(
         &mut restored,
-        &AgentMessage::Done(echo(&job(), &mut Kept::default()).unwrap()),
+        &AgentMessage::Done(echo(&job(), &mut Kept::default(), &mut Unstreamed).unwrap()),
     );
     drop(restored);
     let (result, host) = agent.join().unwrap();
@@ -202,6 +207,7 @@ fn done(code: &str) -> AgentMessage {
                 ..job()
             },
             &mut Kept::default(),
+            &mut Unstreamed,
         )
         .unwrap(),
     )
@@ -245,5 +251,31 @@ fn a_session_refuses_a_one_shot_job_and_a_one_shot_sandbox_a_second_job() {
             .is_none(),
         "no answer after the one job"
     );
+    agent.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_streamed_job_s_output_comes_before_its_answer_and_an_unstreamed_one_s_never() {
+    let (mut runner, mut agent_end) = UnixStream::pair().unwrap();
+    let agent = std::thread::spawn(move || serve_with(&mut agent_end, &mut Local::new(echo)));
+    expect(&mut runner, &AgentMessage::Ready);
+    let streamed = Job {
+        code: "live!".into(),
+        session: true,
+        stream: true,
+        ..job()
+    };
+    frame::write(&mut runner, &RunnerMessage::Job(streamed)).unwrap();
+    for (stream, bytes) in [(Stream::Stdout, "li"), (Stream::Stderr, "ve!")] {
+        let got: AgentMessage = frame::read(&mut runner).unwrap().expect("a message");
+        let AgentMessage::Output { stream: s, data } = got else {
+            panic!("output first, got {got:?}");
+        };
+        assert_eq!((s, decode_bytes(&data).unwrap()), (stream, bytes.into()));
+    }
+    expect(&mut runner, &done("live!"));
+    frame::write(&mut runner, &session_job("quiet")).unwrap();
+    expect(&mut runner, &done("quiet"));
+    drop(runner);
     agent.join().unwrap().unwrap();
 }

@@ -33,6 +33,7 @@ use super::{RunnerClient, RunnerError};
 mod member;
 
 use crate::handle::RunnerId;
+use crate::output_tail::OutputTail;
 use crate::runner_target::RunnerTarget;
 use member::InFlight;
 pub(crate) use member::Probe;
@@ -283,14 +284,15 @@ impl Runners {
     }
 
     /// Runs one program in a fresh sandbox on the best runner (see the module's notes),
-    /// its answer awaited until `deadline` (from now).
+    /// its answer awaited until `deadline` (from now), its output to `tail` as it comes.
     pub async fn run(
         &self,
         request: &RunRequest,
         deadline: Duration,
+        tail: Option<&OutputTail>,
     ) -> Result<RunResponse, RunnerError> {
         self.place(deadline, |client| async move {
-            client.run_once(&["run"], request).await
+            client.run_once(&["run"], request, tail).await
         })
         .await
         .map(|(_, response)| response)

@@ -12,6 +12,7 @@ use crate::backend::cgroup::{Cgroup, Freezer};
 use crate::backend::channel;
 use crate::backend::RunOutcome;
 use crate::languages::Language;
+use crate::live::LiveOutput;
 use sandbox_jail::HostIds;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::process::ProcessRequest;
@@ -204,9 +205,14 @@ impl ProcessSandbox {
         });
     }
 
-    /// Sends the job and waits for the result. A one-shot sandbox is spent after it
-    /// ([`destroy`](Self::destroy) must follow); a session's takes the next.
-    pub async fn run(&mut self, mut job: Job) -> Result<RunOutcome, ProcessError> {
+    /// Sends the job and waits for the result, the output sent to `live` as it comes. A
+    /// one-shot sandbox is spent after it ([`destroy`](Self::destroy) must follow); a
+    /// session's takes the next.
+    pub async fn run(
+        &mut self,
+        mut job: Job,
+        live: Option<&LiveOutput>,
+    ) -> Result<RunOutcome, ProcessError> {
         job.sigstop_between_runs = job.session && self.freezer.is_none();
         // A language whose toolchain needs more memory: the limit grows before the job
         // (and stays so for a session's later runs: it is never lowered under a
@@ -214,7 +220,7 @@ impl ProcessSandbox {
         if let (Some(mb), Some(cgroup)) = (job.recipe.memory_mb, &self.cgroup) {
             cgroup.raise_memory(mb * 1024 * 1024)?;
         }
-        let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE).await;
+        let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE, live).await;
         // The cgroup's count covers the sandbox's life; a session's sandbox runs more
         // than one job.
         let kills = self.cgroup.as_ref().and_then(|c| c.oom_kills().ok());

@@ -157,10 +157,11 @@ impl VmSandbox {
             .join(" | ")
     }
 
-    /// Sends the job and waits for the result. The VM is spent: destroy must follow.
+    /// Sends the job and waits for the result. The VM is spent: destroy must follow. Its
+    /// output is not streamed (the guest's init relays none before the answer).
     pub async fn run(&mut self, job: Job) -> Result<RunOutcome, VmError> {
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
-        let job = channel::run_job(channel, &job, REPORT_GRACE).await?;
+        let job = channel::run_job(channel, &job, REPORT_GRACE, None).await?;
         // The agent is alone in its kernel: its count of OOM kills is exact.
         let oom_killed = job.oom_killed.unwrap_or(false);
         Ok(RunOutcome { job, oom_killed })

@@ -5,7 +5,7 @@ use super::*;
 use crate::config::ServeArgs;
 use crate::pool::tests::fake::Fake;
 use crate::pool::{Pool, PoolConfig};
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, Request, StatusCode};
 use axum::response::IntoResponse;
 use clap::Parser;
@@ -64,14 +64,25 @@ async fn send(router: &Router, request: Request<Body>) -> (StatusCode, HeaderMap
 async fn read(response: Response) -> (StatusCode, HeaderMap, Value) {
     let status = response.status();
     let headers = response.headers().clone();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let bytes = bytes_of(response.into_body()).await;
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     (status, headers, body)
+}
+
+/// A body's bytes, read to its end.
+async fn bytes_of(body: Body) -> Bytes {
+    body.collect().await.expect("body").to_bytes()
+}
+
+/// The lines of a streamed (ndjson) body, each a JSON value; the body ends with a
+/// whole line.
+pub(super) async fn ndjson_lines(body: Body) -> Vec<Value> {
+    let bytes = bytes_of(body).await;
+    let text = std::str::from_utf8(&bytes).expect("UTF-8");
+    assert!(text.is_empty() || text.ends_with('\n'), "{text:?}");
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
 }
 
 fn post_run(body: &str, token: Option<&str>) -> Request<Body> {
@@ -300,3 +311,4 @@ async fn a_starting_runner_answers_503_starting_until_the_switch_to_its_router()
 }
 
 mod openapi;
+mod streamed;

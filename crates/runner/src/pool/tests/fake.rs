@@ -2,8 +2,10 @@
 //! it can be told to fail, or to take its time.
 
 use crate::backend::RunOutcome;
+use crate::live::{Chunk, LiveOutput};
 use crate::pool::{PooledSandbox, SandboxFactory};
 use sandbox_protocol::agent::{Job, JobOutcome};
+use sandbox_protocol::process::Stream;
 use sandbox_protocol::Lang;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -155,7 +157,8 @@ impl SandboxFactory for Fake {
 impl PooledSandbox for FakeSandbox {
     type Error = FakeError;
 
-    async fn run(&mut self, job: Job) -> Result<RunOutcome, FakeError> {
+    /// Its output, `sandbox {id}`, goes to `live` too, as it comes before the outcome.
+    async fn run(&mut self, job: Job, live: Option<LiveOutput>) -> Result<RunOutcome, FakeError> {
         let (time, fail) = {
             let mut log = self.fake.log();
             log.runs.push((self.id, job.lang.clone()));
@@ -170,9 +173,16 @@ impl PooledSandbox for FakeSandbox {
         if fail {
             return Err(FakeError::Run);
         }
+        let stdout = format!("sandbox {}", self.id);
+        if let Some(live) = live {
+            live.send(Chunk {
+                stream: Stream::Stdout,
+                bytes: stdout.clone().into_bytes(),
+            });
+        }
         Ok(RunOutcome {
             job: JobOutcome {
-                stdout: format!("sandbox {}", self.id),
+                stdout,
                 stderr: String::new(),
                 exit_code: 0,
                 signal: None,
