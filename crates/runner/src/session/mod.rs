@@ -336,15 +336,10 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let (session, guard) = self.hold(id, HOLD_WAIT).await?;
-        let sessions = self.clone();
-        let task = tokio::spawn(async move { sessions.file_held(session, guard, request).await });
-        match tokio::time::timeout(FILE_ANSWER_WAIT, task).await {
-            Ok(joined) => {
-                joined.map_err(|e| SessionError::Sandbox(format!("the file task failed: {e}")))?
-            }
-            Err(_) => Err(SessionError::FileTimeout(FILE_ANSWER_WAIT)),
-        }
+        self.in_task(id, HOLD_WAIT, "file", |sessions, session, guard| async move {
+            sessions.file_held(session, guard, request).await
+        })
+        .await
     }
 
     async fn file_held(
@@ -356,15 +351,11 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let id = session.id.clone();
-        let Some(sandbox) = guard.as_mut() else {
-            return Err(SessionError::NotFound(id));
-        };
-        let mut ended = session.ended.subscribe();
-        let answer = tokio::select! {
-            answer = sandbox.session_file(request, session.processes.load(Ordering::SeqCst) > 0) => answer,
-            _ = ended.wait_for(|ended| *ended) => return Err(SessionError::NotFound(id)),
-        };
+        let awake = session.processes.load(Ordering::SeqCst) > 0;
+        let answer = on_sandbox(&session, &mut guard, |sandbox| {
+            sandbox.session_file(request, awake)
+        })
+        .await?;
         let error = match answer {
             Ok(AgentMessage::FileFailed { reason, message }) => {
                 return Err(SessionError::File(reason, message))
@@ -372,7 +363,33 @@ impl<S: PooledSandbox> Sessions<S> {
             Ok(answer) => return Ok(answer),
             Err(e) => e.to_string(),
         };
-        self.fail(&id, guard, error).await
+        self.fail(&session.id, guard, error).await
+    }
+
+    /// Holds the session (waiting `wait` for a call in flight), then does `op` on it in a
+    /// task of its own, so that a caller that goes away never leaves the channel in the
+    /// middle of an exchange; waits [`FILE_ANSWER_WAIT`] for its answer (the task goes
+    /// on after that, the session busy, until the answer comes or the session ends).
+    async fn in_task<T, F, Fut>(
+        self: &Arc<Self>,
+        id: &str,
+        wait: Duration,
+        what: &str,
+        op: F,
+    ) -> Result<T, SessionError>
+    where
+        F: FnOnce(Arc<Self>, Arc<Session<S>>, Held<S>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, SessionError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (session, guard) = self.hold(id, wait).await?;
+        let task = tokio::spawn(op(self.clone(), session, guard));
+        match tokio::time::timeout(FILE_ANSWER_WAIT, task).await {
+            Ok(joined) => {
+                joined.map_err(|e| SessionError::Sandbox(format!("the {what} task failed: {e}")))?
+            }
+            Err(_) => Err(SessionError::FileTimeout(FILE_ANSWER_WAIT)),
+        }
     }
 
     /// Ends a session: a run in flight stops, and the sandbox is destroyed before this
@@ -484,6 +501,26 @@ struct Opening<'a>(&'a Mutex<usize>);
 impl Drop for Opening<'_> {
     fn drop(&mut self) {
         *lock(self.0) -= 1;
+    }
+}
+
+/// `op` on the held sandbox, unless the session has ended (or ends meanwhile:
+/// [`SessionError::NotFound`]).
+async fn on_sandbox<'a, S, T, Fut>(
+    session: &Session<S>,
+    guard: &'a mut Held<S>,
+    op: impl FnOnce(&'a mut S) -> Fut,
+) -> Result<T, SessionError>
+where
+    Fut: std::future::Future<Output = T> + 'a,
+{
+    let Some(sandbox) = guard.as_mut() else {
+        return Err(SessionError::NotFound(session.id.clone()));
+    };
+    let mut ended = session.ended.subscribe();
+    tokio::select! {
+        out = op(sandbox) => Ok(out),
+        _ = ended.wait_for(|ended| *ended) => Err(SessionError::NotFound(session.id.clone())),
     }
 }
 

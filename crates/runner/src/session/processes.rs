@@ -7,7 +7,7 @@
 //! [`REAP_EVERY`](super::REAP_EVERY) whether one still does ([`Sessions::settle`]) and
 //! freezes the session once none does.
 
-use super::{lock, Held, Session, SessionError, Sessions, FILE_ANSWER_WAIT};
+use super::{lock, on_sandbox, Held, Session, SessionError, Sessions};
 use crate::pool::PooledSandbox;
 use sandbox_protocol::agent::AgentMessage;
 use sandbox_protocol::process::{ProcessAnswer, ProcessRequest};
@@ -27,15 +27,10 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let (session, guard) = self.hold(id, wait).await?;
-        let sessions = self.clone();
-        let task =
-            tokio::spawn(async move { sessions.process_held(session, guard, request).await });
-        match tokio::time::timeout(FILE_ANSWER_WAIT, task).await {
-            Ok(joined) => joined
-                .map_err(|e| SessionError::Sandbox(format!("the process task failed: {e}")))?,
-            Err(_) => Err(SessionError::FileTimeout(FILE_ANSWER_WAIT)),
-        }
+        self.in_task(id, wait, "process", |sessions, session, guard| async move {
+            sessions.process_held(session, guard, request).await
+        })
+        .await
     }
 
     async fn process_held(
@@ -47,15 +42,10 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let id = session.id.clone();
-        let Some(sandbox) = guard.as_mut() else {
-            return Err(SessionError::NotFound(id));
-        };
-        let mut ended = session.ended.subscribe();
-        let answer = tokio::select! {
-            answer = sandbox.session_process(request) => answer,
-            _ = ended.wait_for(|ended| *ended) => return Err(SessionError::NotFound(id)),
-        };
+        let answer = on_sandbox(&session, &mut guard, |sandbox| {
+            sandbox.session_process(request)
+        })
+        .await?;
         let error = match answer {
             Ok(AgentMessage::Process { answer, running }) => {
                 session.processes.store(running, Ordering::SeqCst);
@@ -66,10 +56,13 @@ impl<S: PooledSandbox> Sessions<S> {
                     answer => Ok(answer),
                 };
             }
-            Ok(_) => format!("session {id}'s agent answered a process operation out of turn"),
+            Ok(_) => format!(
+                "session {}'s agent answered a process operation out of turn",
+                session.id
+            ),
             Err(e) => e.to_string(),
         };
-        self.fail(&id, guard, error).await
+        self.fail(&session.id, guard, error).await
     }
 
     /// Freezes the sessions whose processes have all ended since their last call: each
