@@ -314,6 +314,21 @@ async fn jails_take_over_when_the_template_is_gone() {
     );
 }
 
+/// A template's uids (real, effective, saved, file system) once they are one (a
+/// template making a sandbox has another effective uid for a moment), within 2 s; what
+/// they are then otherwise.
+async fn settled_uids(pid: u32) -> Vec<String> {
+    let mut uid = status_fields(pid, "Uid:");
+    for _ in 0..100 {
+        if uid.iter().all(|u| u == &uid[0]) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        uid = status_fields(pid, "Uid:");
+    }
+    uid
+}
+
 /// The line of `/proc/<pid>/status` that starts with `key`, its fields.
 fn status_fields(pid: u32, key: &str) -> Vec<String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
@@ -334,11 +349,15 @@ async fn templates_hold_no_host_privilege() {
     let runner = runner(true, 2);
     let out = runner.run("bash", "echo up").await;
     assert_eq!(stdout(&out), "up\n", "{out}");
+    // Once the pool has made the run's replacement: while a template makes a sandbox it
+    // takes the sandbox's host uid as its effective one for a moment (the new user
+    // namespace's owner), then returns to its own.
+    runner.wait_until_full().await;
     let templates = common::children_with(runner.pid(), "__sandbox-template");
     assert_eq!(templates.len(), 2, "{templates:?}");
     let mut uids = HashSet::new();
     for pid in templates {
-        let uid = status_fields(pid, "Uid:");
+        let uid = settled_uids(pid).await;
         assert!(
             uid.len() == 4 && uid.iter().all(|u| u == &uid[0]) && uid[0] != "0",
             "template {pid} runs as {uid:?}: every id must be one host uid, not root's"
