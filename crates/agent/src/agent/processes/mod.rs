@@ -1,12 +1,14 @@
 //! A session's processes: commands the API starts in the sandbox that keep running
 //! between calls ([`ProcessRequest`]). Each runs `bash -c` as the program user, in a
 //! session of its own; the agent keeps the newest bytes of each of its output streams
-//! (`ring.rs`), feeds its standard input from a queue, and records how it ended.
+//! (`ring.rs`), feeds its standard input from a queue, and records how it ended: one
+//! thread serves every process's pipes and pidfd (`io.rs`), so that a process costs the
+//! session's process count nothing beyond itself.
 //!
 //! A run's cleanup (a timeout, an output cap) kills every other process of the sandbox
 //! but these ([`tree`](super::tree) spares the sessions [`protected`] names); the
-//! sandbox's end kills them all. Their statuses come from whoever reaps them first: a
-//! waiter thread of their own, or a run's reaping, which hands them over
+//! sandbox's end kills them all. Their statuses come from whoever reaps them first: the
+//! I/O thread, when a pidfd says one exited, or a run's reaping, which hands them over
 //! ([`reaped`]).
 //!
 //! Not for: limits (the sandbox's cgroup counts these processes as it counts a run's),
@@ -176,7 +178,7 @@ pub(crate) fn protected() -> Vec<i32> {
         .collect()
 }
 
-/// A run's reaping found `pid` ended: if it is one of these processes, its waiter
+/// A run's reaping found `pid` ended: if it is one of these processes, the I/O thread
 /// finds the status here.
 pub(crate) fn reaped(pid: i32, ended: Ended) {
     let mut table = lock(&TABLE);
