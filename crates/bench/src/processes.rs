@@ -39,7 +39,12 @@ pub struct ProcessMemory {
 pub async fn measure(api: &RunnerApi, runner_pid: u32) -> anyhow::Result<ProcessMemory> {
     api.in_session(|id| async move {
         let marker = format!("bench-mark-{}", std::process::id());
-        let leave = format!("(exec -a {marker} sleep 1000) >/dev/null 2>&1 &");
+        // The run waits for it to exec: one frozen before its exec would keep the
+        // shell's command line.
+        let leave = format!(
+            "(exec -a {marker} sleep 1000) >/dev/null 2>&1 & \
+             until grep -qs {marker} /proc/$!/cmdline; do sleep 0.02; done"
+        );
         api.session_expect(&id, &Lang::BASH, &leave, "").await?;
         let cgroup = session_cgroup(runner_pid, &marker).await?;
         let charge = || async {

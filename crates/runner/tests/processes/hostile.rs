@@ -160,14 +160,13 @@ async fn a_session_runs_while_a_process_does_and_is_held_once_none_does() {
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;
     let tag = marker("awake");
-    // What a run leaves in the background is held between calls, as ever...
-    let left = runner
-        .ok_in(
-            &id,
-            "bash",
-            &format!("(exec -a {tag}-left sleep 1000) >/dev/null 2>&1 &"),
-        )
-        .await;
+    // What a run leaves in the background is held between calls, as ever (the run waits
+    // for it to exec: one held before its exec would keep the shell's command line)...
+    let leave = format!(
+        "(exec -a {tag}-left sleep 1000) >/dev/null 2>&1 & \
+         until grep -qs {tag}-left /proc/$!/cmdline; do sleep 0.02; done"
+    );
+    let left = runner.ok_in(&id, "bash", &leave).await;
     assert_eq!(left["exitCode"], 0, "{left}");
     let mut host = Vec::new();
     eventually(
