@@ -273,8 +273,7 @@ fn info(entry: ProcessEntry) -> ProcessInfo {
 
 /// Milliseconds since the Unix epoch as RFC 3339, UTC.
 fn rfc3339_ms(ms: u64) -> String {
-    let time = UNIX_EPOCH + Duration::from_millis(ms);
-    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    crate::session::rfc3339(UNIX_EPOCH + Duration::from_millis(ms))
 }
 
 #[cfg(test)]

@@ -554,7 +554,7 @@ pub fn check_path(path: &str) -> Result<(), SessionError> {
 }
 
 /// A time as RFC 3339, UTC, to the millisecond.
-fn rfc3339(time: SystemTime) -> String {
+pub(crate) fn rfc3339(time: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
