@@ -65,6 +65,14 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// Session `id`'s agent answered `what` (a file operation, a process operation) with
+    /// a message of another exchange: its channel is out of step (500).
+    pub(super) fn out_of_turn(id: &str, what: &str) -> ApiError {
+        ApiError::Session(SessionError::Sandbox(format!(
+            "session {id}'s agent answered {what} out of turn"
+        )))
+    }
+
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         let known = match self {
             ApiError::BadRequest(_) => codes::BAD_REQUEST,

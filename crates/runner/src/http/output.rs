@@ -8,7 +8,7 @@
 //! the next answer (`stdoutTo` stops before it).
 
 use super::error::ApiError;
-use super::process_call::{ask, out_of_turn, ProcessPath};
+use super::process_call::{ask, ProcessPath};
 use super::state::AppState;
 use crate::live::text::pieces;
 use crate::pool::SandboxFactory;
@@ -185,7 +185,7 @@ impl<B: SandboxFactory> Reader<B> {
         };
         match ask(&self.state.sessions, &self.id, request).await? {
             ProcessAnswer::Output(slice) => Read::of(slice),
-            _ => Err(out_of_turn(&self.id)),
+            _ => Err(ApiError::out_of_turn(&self.id, "a process operation")),
         }
     }
 

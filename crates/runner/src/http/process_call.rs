@@ -48,9 +48,3 @@ where
 {
     Ok(sessions.process(id, request, CALL_WAIT).await?)
 }
-
-pub(super) fn out_of_turn(id: &str) -> ApiError {
-    ApiError::Session(SessionError::Sandbox(format!(
-        "session {id}'s agent answered a process operation out of turn"
-    )))
-}

@@ -6,7 +6,7 @@ use super::answers;
 use super::body::{body_bytes, decode_object};
 use super::error::ApiError;
 use super::output;
-use super::process_call::{ask, out_of_turn, ProcessPath};
+use super::process_call::{ask, ProcessPath};
 use super::state::AppState;
 use crate::pool::SandboxFactory;
 use crate::session::check_path;
@@ -107,7 +107,7 @@ async fn start<B: SandboxFactory>(
             };
             Ok((StatusCode::CREATED, Json(started)))
         }
-        _ => Err(out_of_turn(&id)),
+        _ => Err(ApiError::out_of_turn(&id, "a process operation")),
     }
 }
 
@@ -174,7 +174,7 @@ async fn list<B: SandboxFactory>(
         ProcessAnswer::Listed(entries) => Ok(Json(ProcessList {
             processes: entries.into_iter().map(info).collect(),
         })),
-        _ => Err(out_of_turn(&id)),
+        _ => Err(ApiError::out_of_turn(&id, "a process operation")),
     }
 }
 
@@ -255,7 +255,7 @@ async fn signal<B: SandboxFactory>(
 fn done(answer: ProcessAnswer, id: &str) -> Result<StatusCode, ApiError> {
     match answer {
         ProcessAnswer::Done => Ok(StatusCode::NO_CONTENT),
-        _ => Err(out_of_turn(id)),
+        _ => Err(ApiError::out_of_turn(id, "a process operation")),
     }
 }
 

@@ -136,7 +136,7 @@ async fn download<B: SandboxFactory>(
         .file(&id, FileRequest::Get { path, cap })
         .await?;
     let AgentMessage::File { data } = answer else {
-        return Err(unexpected(&id));
+        return Err(ApiError::out_of_turn(&id, "a file operation"));
     };
     let bytes = decode_bytes(&data)
         .map_err(|e| ApiError::Session(SessionError::Sandbox(format!("the file's base64: {e}"))))?;
@@ -168,14 +168,8 @@ async fn list<B: SandboxFactory>(
     };
     match state.sessions.file(&id, request).await? {
         AgentMessage::Files { files, truncated } => Ok(Json(FileList { files, truncated })),
-        _ => Err(unexpected(&id)),
+        _ => Err(ApiError::out_of_turn(&id, "a file operation")),
     }
-}
-
-fn unexpected(id: &str) -> ApiError {
-    ApiError::Session(SessionError::Sandbox(format!(
-        "session {id}'s agent answered a file operation out of turn"
-    )))
 }
 
 /// Opens a session: a sandbox that keeps its home folder, `/tmp`, the processes a
