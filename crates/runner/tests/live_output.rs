@@ -274,10 +274,12 @@ async fn a_client_that_leaves_a_streamed_one_shot_run_stops_it() {
     let marker = format!("live-leave-{}", std::process::id());
     let code = format!("echo started; exec -a {marker} sleep 60");
     let response = started(&runner, "/run", &code).await;
-    assert!(
-        !common::host_processes_with(&marker).is_empty(),
-        "the program runs"
-    );
+    // "started" comes before the shell's exec: wait for the marked process itself.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while common::host_processes_with(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the program runs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     drop(response);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !common::host_processes_with(&marker).is_empty() {
