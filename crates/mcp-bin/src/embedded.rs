@@ -213,13 +213,21 @@ fn runner_config(
     Ok(serve_args(args, token).validate()?)
 }
 
-/// The runner's `serve` settings: `args`, on a loopback port of its own that wants `token`.
+/// The runner's `serve` settings: `args`, on a loopback port of its own that wants `token`,
+/// its data folder (paused sessions, snapshots) in sandbox-mcp's state folder beside the
+/// token unless `RUNNER_DATA_DIR` names another.
 fn serve_args(args: &EmbeddedRunnerArgs, token: &str) -> sandbox_runner::config::ServeArgs {
+    let mut pool = args.pool.clone();
+    if pool.sessions.data_dir.as_os_str() == sandbox_runner::config::DEFAULT_DATA_DIR {
+        if let Some(state) = crate::token_store::state_folder() {
+            pool.sessions.data_dir = state.join("runner");
+        }
+    }
     sandbox_runner::config::ServeArgs {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         token: Some(token.to_owned()),
         no_auth: false,
-        pool: args.pool.clone(),
+        pool,
         shutdown_grace_ms: args.runner_shutdown_grace_ms,
         http: sandbox_runner::config::HttpLimitArgs::default(),
         sandbox: args.sandbox.clone(),

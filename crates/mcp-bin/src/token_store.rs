@@ -58,6 +58,12 @@ pub enum TokenStoreError {
 
 /// The token file's place for this user, if there is one.
 pub fn default_path() -> Option<PathBuf> {
+    Some(state_folder()?.join("token"))
+}
+
+/// This user's state folder of sandbox-mcp (`$XDG_STATE_HOME/sandbox-mcp`, or
+/// `~/.local/state/sandbox-mcp`), if there is one.
+pub fn state_folder() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -66,7 +72,7 @@ pub fn default_path() -> Option<PathBuf> {
                 .filter(|v| !v.is_empty())
                 .map(|home| PathBuf::from(home).join(".local/state"))
         })?;
-    Some(base.join("sandbox-mcp").join("token"))
+    Some(base.join("sandbox-mcp"))
 }
 
 /// The saved token at `path`, or a new one from `make` saved there (always a new one

@@ -241,6 +241,8 @@ mod tests {
             expires_at: "2026-12-04T07:00:00.000Z".into(),
             runs: 0,
             busy: false,
+            state: sandbox_protocol::snapshot::SessionState::Active,
+            paused_at: None,
         };
         let result = created("sbx_abc", &info);
         assert_eq!(result.is_error, Some(false));

@@ -63,6 +63,11 @@ pub struct RunResponse {
     /// earlier runs left in it (variables, imports) is gone; its files remain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_lost: Option<bool>,
+    /// Only in a session's answer: the session was paused and this run woke it, in a
+    /// fresh sandbox, with its files (`stateLost` says whether its variables and
+    /// processes were lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<bool>,
 }
 
 /// The runner's defaults: the one place each default limit is written. The runner's
@@ -336,6 +341,9 @@ pub struct CreateSession {
     /// The session ends this long after it was made, in milliseconds, whatever it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
+    /// Start from this snapshot's files (`POST /sessions/{id}/snapshots`, or an import).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_snapshot: Option<String>,
 }
 
 /// The answer of `GET /sessions/{id}/files`: the home folder, recursively.
@@ -365,6 +373,11 @@ pub struct SessionInfo {
     pub runs: u64,
     /// A run is in flight.
     pub busy: bool,
+    /// `active`, or `paused` (its files on the runner's disk, no sandbox: any call wakes it).
+    pub state: crate::snapshot::SessionState,
+    /// When it was paused, while it is (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_at: Option<String>,
 }
 
 /// Every error answer: `{"error": {"code": ..., "message": ...}}`.

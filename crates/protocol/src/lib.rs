@@ -23,6 +23,7 @@ pub mod frame;
 pub mod language;
 pub mod media;
 pub mod process;
+pub mod snapshot;
 
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

@@ -37,3 +37,4 @@ pub mod packages_cli;
 pub mod pool;
 pub mod server;
 pub mod session;
+pub mod store;

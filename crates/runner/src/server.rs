@@ -9,6 +9,7 @@ use crate::http::{router, starting, switch, AppState, Base};
 use crate::lifecycle::Lifecycle;
 use crate::pool::{Pool, PooledSandbox, SandboxFactory};
 use crate::session::{Sessions, REAP_EVERY};
+use crate::store::{Store, StoreError};
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -36,6 +37,9 @@ pub enum ServeError {
     /// The kernel gave no random bytes for the instance id.
     #[error("making the instance id from /dev/urandom: {0}")]
     InstanceId(std::io::Error),
+    /// The data folder cannot be used.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Makes the backend a configuration names, for up to `sandboxes` at once.
@@ -69,6 +73,14 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(),
 ) -> Result<(), ServeError> {
+    let (store, found) = Store::open(config.store.clone())?;
+    tracing::info!(
+        data = %config.store.dir.display(),
+        paused = found.paused.len(),
+        snapshots = store.snapshots().len(),
+        bytes = store.used(),
+        "data folder"
+    );
     let lifecycle = Arc::new(Lifecycle::new().map_err(ServeError::InstanceId)?);
     tracing::info!(instance = lifecycle.instance_id(), "instance id");
     let backend = Arc::new(make_backend(&config.sandbox, config.sandboxes())?);
@@ -97,7 +109,8 @@ pub async fn serve(
         }
     };
     let grace = config.shutdown_grace;
-    let state = Arc::new(AppState::new(config, pool, name, base));
+    let store = Arc::new(store);
+    let state = Arc::new(AppState::new(config, pool, name, base, store, found.paused));
     let reaper = tokio::spawn(reap(state.sessions.clone()));
     let _ = ready.set(router(state.clone()));
     on_ready();
@@ -122,7 +135,7 @@ async fn stop<S: SandboxFactory>(state: &AppState<S>, mut serving: JoinHandle<()
         state.pool.abort_runs();
         serving.abort();
     }
-    state.sessions.close_all().await;
+    state.sessions.pause_all().await;
     // Resolutions still in flight end now: their scratches and cgroups go before the
     // backend removes this instance's folders.
     state.base.deps.stop(DEPS_STOP_TIME).await;
@@ -156,7 +169,7 @@ async fn drain<S: SandboxFactory>(state: &AppState<S>, grace: Duration) {
 /// all ended, for the runner's life.
 async fn reap<S: PooledSandbox>(sessions: Arc<Sessions<S>>)
 where
-    S::Error: std::fmt::Display,
+    S::Error: std::fmt::Display + Send,
 {
     loop {
         tokio::time::sleep(REAP_EVERY).await;

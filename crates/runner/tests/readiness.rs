@@ -138,6 +138,7 @@ fn is_instance_id(id: &Value) -> bool {
 async fn a_starting_runner_answers_503_starting_then_200_once_its_pool_is_ready() {
     common::require_root();
     let throttle = Throttle::new();
+    let data = tempfile::tempdir().expect("a data folder");
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let runner = Command::new("/bin/sh")
@@ -147,6 +148,7 @@ async fn a_starting_runner_answers_503_starting_then_200_once_its_pool_is_ready(
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--pool-size", "1"])
         .env("SANDBOX_RUNNER_TOKEN", TOKEN)
+        .env("RUNNER_DATA_DIR", data.path())
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -7,6 +7,10 @@
 //! sandboxes and cgroups) and waits a bounded time before SIGKILL; dropping a service that
 //! still runs does the same. Nothing here is a stand-in for our own parts: it only runs
 //! the real binaries.
+//!
+//! A runner keeps paused sessions and snapshots in its data folder, which no two runners
+//! may share (the second refuses to start): each service gets one of its own
+//! (`RUNNER_DATA_DIR`, removed with the service) unless its command names one.
 
 use std::io::{self, BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -62,6 +66,24 @@ pub struct Service {
     child: Child,
     url: String,
     started_in: Duration,
+    _data: Option<tempfile::TempDir>,
+}
+
+/// A data folder for a runner whose command names none: a temporary folder any user
+/// may make its folder in (a rootless battery's runner is not root), and the folder it
+/// names inside.
+fn data_folder(command: &mut Command) -> io::Result<Option<tempfile::TempDir>> {
+    let named = command
+        .get_envs()
+        .any(|(name, value)| name == "RUNNER_DATA_DIR" && value.is_some());
+    if named {
+        return Ok(None);
+    }
+    let dir = tempfile::Builder::new().prefix("runner-data-").tempdir()?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777))?;
+    command.env("RUNNER_DATA_DIR", dir.path().join("data"));
+    Ok(Some(dir))
 }
 
 impl Service {
@@ -75,6 +97,10 @@ impl Service {
     ) -> Result<Service, StartError> {
         let program = command.get_program().to_string_lossy().into_owned();
         command.stdin(Stdio::null()).stdout(Stdio::piped());
+        let data = data_folder(&mut command).map_err(|source| StartError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
         let begun = Instant::now();
         let mut child = command.spawn().map_err(|source| StartError::Spawn {
             program: program.clone(),
@@ -86,6 +112,7 @@ impl Service {
             child,
             url: String::new(),
             started_in,
+            _data: data,
         };
         let line = match first {
             Ok(Some(line)) => line,

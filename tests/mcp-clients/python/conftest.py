@@ -10,6 +10,7 @@ import contextlib
 import os
 import secrets
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -91,6 +92,8 @@ def start_runner() -> Runner:
     token = secrets.token_hex(16)
     argv = [_bin("SANDBOX_RUNNER_BIN"), "serve", "--listen", "127.0.0.1:0", "--token", token, "--pool-size", "2"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_")}
+    # A data folder of its own: no two runners may share one.
+    env["RUNNER_DATA_DIR"] = os.path.join(tempfile.mkdtemp(prefix="runner-data-"), "data")
     return Runner(start(argv, env, "sandbox-runner listening on "), token)
 
 

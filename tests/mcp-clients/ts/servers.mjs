@@ -2,6 +2,9 @@
 // name them.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -66,7 +69,9 @@ function start(argv, env, prefix) {
 export async function startRunner() {
   const token = randomBytes(16).toString("hex");
   const argv = [bin("SANDBOX_RUNNER_BIN"), "serve", "--listen", "127.0.0.1:0", "--token", token, "--pool-size", "2"];
-  const proc = await start(argv, cleanEnv(), "sandbox-runner listening on ");
+  // A data folder of its own: no two runners may share one.
+  const data = join(mkdtempSync(join(tmpdir(), "runner-data-")), "data");
+  const proc = await start(argv, { ...cleanEnv(), RUNNER_DATA_DIR: data }, "sandbox-runner listening on ");
   return { ...proc, token };
 }
 

@@ -34,6 +34,7 @@ fn response(stdout: &str, exit_code: i32) -> RunResponse {
         outputs: Vec::new(),
         outputs_truncated: false,
         state_lost: None,
+        resumed: None,
     }
 }
 

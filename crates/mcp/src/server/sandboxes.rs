@@ -84,6 +84,7 @@ impl SandboxServer {
         let request = CreateSession {
             idle_timeout_ms: args.idle_timeout_ms,
             ttl_ms: args.ttl_ms,
+            from_snapshot: None,
         };
         let limits = self.catalog().limits().clone();
         // In a task of its own: a client that gives up mid-way must not leave a session

@@ -22,7 +22,7 @@ mod tests;
 
 pub use packages::{PackageArgs, DEFAULT_WARM_IMPORTS};
 use sandbox_protocol::api::{defaults, Limits};
-pub use session::SessionArgs;
+pub use session::{SessionArgs, DEFAULT_DATA_DIR};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -308,6 +308,8 @@ pub struct RunnerConfig {
     pub limits: Limits,
     /// The sessions.
     pub sessions: SessionConfig,
+    /// The data folder: paused sessions and snapshots.
+    pub store: crate::store::StoreConfig,
 }
 
 impl RunnerConfig {
@@ -526,6 +528,7 @@ impl ServeArgs {
             http: self.http.to_limits().map_err(ConfigError::HttpLimit)?,
             sandbox,
             sessions: self.pool.sessions.validate()?,
+            store: self.pool.sessions.store()?,
         })
     }
 }

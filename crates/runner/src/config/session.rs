@@ -1,8 +1,14 @@
 //! The sessions' settings: flags and environment, checked into a [`SessionConfig`].
 
 use super::{check, ConfigError};
-use crate::session::SessionConfig;
+use crate::session::{OnIdle, SessionConfig};
+use crate::store::StoreConfig;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// The data folder a runner uses unless told another: root's. A runner that is not
+/// root uses `$XDG_DATA_HOME/sandbox-runner` (or `~/.local/share/sandbox-runner`) instead.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/sandbox-runner";
 
 /// Sessions' settings (see [`crate::session`]).
 #[derive(Debug, Clone, clap::Args)]
@@ -38,6 +44,32 @@ pub struct SessionArgs {
     /// more gets 429 `too_many_processes` (at most 256).
     #[arg(long, env = "RUNNER_MAX_PROCESSES", default_value_t = 16)]
     pub max_processes: usize,
+    /// What a session's idle timeout does: `pause` (its files are kept on disk and it
+    /// wakes at its next call) or `end`.
+    #[arg(
+        long,
+        env = "RUNNER_SESSION_ON_IDLE",
+        value_enum,
+        default_value = "pause"
+    )]
+    pub session_on_idle: OnIdle,
+    /// A paused session ends this long after its pause, in milliseconds.
+    #[arg(long, env = "RUNNER_PAUSED_TTL_MS", default_value_t = 604_800_000)]
+    pub paused_ttl_ms: u64,
+    /// A snapshot ends this long after it was taken, in milliseconds.
+    #[arg(long, env = "RUNNER_SNAPSHOT_TTL_MS", default_value_t = 604_800_000)]
+    pub snapshot_ttl_ms: u64,
+    /// Where paused sessions and snapshots are kept (a folder that survives a reboot;
+    /// one runner per folder).
+    #[arg(long, env = "RUNNER_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// The bytes paused sessions and snapshots may take together on disk; a pause or
+    /// snapshot beyond gets 507 `storage_full`.
+    #[arg(long, env = "RUNNER_MAX_STORED_BYTES", default_value_t = 10 << 30)]
+    pub max_stored_bytes: u64,
+    /// The most entries (files, folders, links) of an imported snapshot.
+    #[arg(long, env = "RUNNER_SNAPSHOT_MAX_ENTRIES", default_value_t = 50_000)]
+    pub snapshot_max_entries: u64,
 }
 
 impl SessionArgs {
@@ -79,7 +111,16 @@ impl SessionArgs {
             "between 1 and 256",
             self.max_processes,
         )?;
+        for (ms, name) in [
+            (self.paused_ttl_ms, "RUNNER_PAUSED_TTL_MS"),
+            (self.snapshot_ttl_ms, "RUNNER_SNAPSHOT_TTL_MS"),
+        ] {
+            check(ms >= 1, name, "at least 1", ms)?;
+        }
         Ok(SessionConfig {
+            on_idle: self.session_on_idle,
+            paused_ttl: Duration::from_millis(self.paused_ttl_ms),
+            snapshot_ttl: Duration::from_millis(self.snapshot_ttl_ms),
             file_cap_bytes: self.file_cap_bytes,
             process_output_bytes: self.process_output_bytes,
             max_processes: self.max_processes,
@@ -90,4 +131,42 @@ impl SessionArgs {
             max_sessions: self.max_sandbox_sessions,
         })
     }
+
+    /// Checks the data folder's settings.
+    pub fn store(&self) -> Result<StoreConfig, ConfigError> {
+        check(
+            self.data_dir.is_absolute(),
+            "RUNNER_DATA_DIR",
+            "an absolute path",
+            self.data_dir.display(),
+        )?;
+        check(
+            self.snapshot_max_entries >= 1,
+            "RUNNER_SNAPSHOT_MAX_ENTRIES",
+            "at least 1",
+            self.snapshot_max_entries,
+        )?;
+        Ok(StoreConfig {
+            dir: data_dir(&self.data_dir),
+            max_bytes: self.max_stored_bytes,
+            max_entries: self.snapshot_max_entries,
+        })
+    }
+}
+
+/// `asked`, unless it is the default and the runner is not root: then the user's data
+/// folder, where there is one.
+fn data_dir(asked: &std::path::Path) -> PathBuf {
+    if asked.as_os_str() != DEFAULT_DATA_DIR || nix::unistd::geteuid().is_root() {
+        return asked.to_owned();
+    }
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|home| PathBuf::from(home).join(".local/share"))
+        });
+    base.map_or_else(|| asked.to_owned(), |base| base.join("sandbox-runner"))
 }

@@ -55,11 +55,22 @@ const POOL: &[ErrorCode] = &[
     codes::SHUTTING_DOWN,
     codes::DRAINING,
 ];
-/// What an operation on an open session can answer.
+/// What an operation on an open session can answer (waking it, if it is paused, too).
 const SESSION: &[ErrorCode] = &[
     codes::SESSION_NOT_FOUND,
     codes::SESSION_BUSY,
     codes::SANDBOX_FAILED,
+    codes::TOO_MANY_SESSIONS,
+    codes::STORAGE_ERROR,
+    codes::POOL_EXHAUSTED,
+    codes::QUEUE_TIMEOUT,
+    codes::SHUTTING_DOWN,
+];
+/// What storing a session's files can answer.
+const STORING: &[ErrorCode] = &[
+    codes::STORAGE_FULL,
+    codes::STORAGE_ERROR,
+    codes::FILE_TIMEOUT,
 ];
 /// What a file operation can answer, beyond the session's.
 const FILE: &[ErrorCode] = &[
@@ -79,8 +90,37 @@ errors!(
         PROTECTED,
         BODY,
         POOL,
-        &[codes::TOO_MANY_SESSIONS, codes::SANDBOX_FAILED]
+        &[
+            codes::TOO_MANY_SESSIONS,
+            codes::SANDBOX_FAILED,
+            codes::SNAPSHOT_NOT_FOUND,
+            codes::STORAGE_ERROR
+        ]
     ]
+);
+errors!(
+    /// `POST /sessions/{id}/pause` and `/snapshots`' errors.
+    PauseErrors = [PROTECTED, SESSION, STORING]
+);
+errors!(
+    /// `POST /sessions/{id}/resume`'s errors.
+    WakeErrors = [PROTECTED, SESSION, &[codes::FILE_TIMEOUT]]
+);
+errors!(
+    /// `POST /sessions/{id}/fork`'s errors.
+    ForkErrors = [PROTECTED, BODY, SESSION, STORING]
+);
+errors!(
+    /// What an operation behind the token alone can answer.
+    ProtectedErrors = [PROTECTED]
+);
+errors!(
+    /// `DELETE /snapshots/{id}` and its export's errors.
+    SnapshotErrors = [PROTECTED, &[codes::SNAPSHOT_NOT_FOUND]]
+);
+errors!(
+    /// `POST /snapshots/import`'s errors.
+    ImportErrors = [PROTECTED, BODY, &[codes::BAD_ARCHIVE], STORING]
 );
 errors!(
     /// `GET` and `DELETE /sessions/{id}`'s errors.

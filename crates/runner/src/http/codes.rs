@@ -167,6 +167,30 @@ pub const PROCESS_ERROR: ErrorCode = code(
     "the command could not be started (the message says why, such as the session's \
      process limit)",
 );
+/// 404: no snapshot has this id.
+pub const SNAPSHOT_NOT_FOUND: ErrorCode = code(
+    StatusCode::NOT_FOUND,
+    "snapshot_not_found",
+    "no snapshot on this runner has this id (never taken here, deleted, or expired)",
+);
+/// 507: the runner's storage for paused sessions and snapshots is full.
+pub const STORAGE_FULL: ErrorCode = code(
+    StatusCode::INSUFFICIENT_STORAGE,
+    "storage_full",
+    "the pause, snapshot, fork or import would take the runner's stored bytes past      `RUNNER_MAX_STORED_BYTES`; nothing changed (the session goes on)",
+);
+/// 400: an imported archive was refused.
+pub const BAD_ARCHIVE: ErrorCode = code(
+    StatusCode::BAD_REQUEST,
+    "bad_archive",
+    "the imported archive was refused (the message names the entry and why); nothing      was kept",
+);
+/// 500: the data folder failed, or a session's files could not be packed or restored.
+pub const STORAGE_ERROR: ErrorCode = code(
+    StatusCode::INTERNAL_SERVER_ERROR,
+    "storage_error",
+    "the runner's data folder failed, or a session's files could not be packed or      restored (the message says why); the session is as it was",
+);
 /// 400: a PEP 723 block that cannot be read.
 pub const BAD_SCRIPT_METADATA: ErrorCode = code(
     StatusCode::BAD_REQUEST,

@@ -138,6 +138,10 @@ fn session_code(e: &SessionError) -> ErrorCode {
         SessionError::Process(ProcessFailure::BadPath, _) => codes::BAD_PATH,
         SessionError::Process(ProcessFailure::StdinFull, _) => codes::STDIN_FULL,
         SessionError::Process(ProcessFailure::Io, _) => codes::PROCESS_ERROR,
+        SessionError::SnapshotNotFound(_) => codes::SNAPSHOT_NOT_FOUND,
+        SessionError::StorageFull(_) => codes::STORAGE_FULL,
+        SessionError::BadArchive(_) => codes::BAD_ARCHIVE,
+        SessionError::Store(_) | SessionError::Archive(_) => codes::STORAGE_ERROR,
     }
 }
 

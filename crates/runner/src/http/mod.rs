@@ -32,6 +32,7 @@ mod process_call;
 mod processes;
 mod run;
 mod sessions;
+mod snapshots;
 mod state;
 pub use body::{body_bytes, code_limit, decode_object, parse_run};
 pub use error::ApiError;
@@ -47,7 +48,8 @@ pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
     let mut protected = Router::new()
         .route("/run", post(run::run::<B>))
         .merge(sessions::routes::<B>(state.config.sessions.file_cap_bytes))
-        .merge(processes::routes::<B>());
+        .merge(processes::routes::<B>())
+        .merge(snapshots::routes::<B>());
     if let Some(token) = &state.config.token {
         let token = Token(Arc::from(token.as_str()));
         protected = protected.route_layer(middleware::from_fn_with_state(token, require_bearer));

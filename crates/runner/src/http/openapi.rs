@@ -44,6 +44,14 @@ serves with `--no-auth`, on loopback).";
         super::output::output,
         super::processes::stdin,
         super::processes::signal,
+        super::snapshots::pause,
+        super::snapshots::resume,
+        super::snapshots::snapshot,
+        super::snapshots::fork,
+        super::snapshots::list,
+        super::snapshots::remove,
+        super::snapshots::export,
+        super::snapshots::import,
         super::health::health,
         super::health::live,
         super::health::metrics,
@@ -55,6 +63,7 @@ serves with `--no-auth`, on loopback).";
         (name = "runs", description = "A program in a fresh sandbox, destroyed after it"),
         (name = "sessions", description = "Sandboxes that live across runs: their runs and files"),
         (name = "processes", description = "Commands that keep running in a session's sandbox between calls: their output, input and signals"),
+        (name = "snapshots", description = "Sessions' files kept on the runner's disk to start sessions from, moved between runners as tar archives"),
         (name = "service", description = "Health, metrics and this document (no token)"),
     )
 )]

@@ -54,9 +54,9 @@ pub(super) fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<App
 /// A session's path: `/sessions/{id}...`.
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
-struct SessionPath {
+pub(super) struct SessionPath {
     /// The session's id, as `POST /sessions` answered it.
-    id: String,
+    pub(super) id: String,
 }
 
 /// A file of a session: `/sessions/{id}/files/{path}`.
@@ -199,7 +199,7 @@ async fn create<B: SandboxFactory>(
     let body = body_bytes(body, code_limit(&state.config))?;
     let request = decode_create(&body)?;
     refuse_when_draining(&state.base.lifecycle)?;
-    let info = state.sessions.open(&state.pool, request).await?;
+    let info = state.sessions.open(request).await?;
     tracing::info!(session = %info.id, "session opened");
     Ok((StatusCode::CREATED, Json(info)))
 }
@@ -211,7 +211,7 @@ fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
     }
     decode_object(
         body,
-        r#"{"idleTimeoutMs"?: integer, "ttlMs"?: integer} (or an empty body)"#,
+        r#"{"idleTimeoutMs"?: integer, "ttlMs"?: integer, "fromSnapshot"?: string} (or an empty body)"#,
     )
 }
 

@@ -8,7 +8,9 @@ use crate::deps::InlineDeps;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
 use crate::pool::{Pool, SandboxFactory};
-use crate::session::Sessions;
+use crate::session::{Acquire, Sessions};
+use crate::store::{PausedRecord, Store};
+use sandbox_protocol::Lang;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -54,7 +56,7 @@ pub struct AppState<B: SandboxFactory = Backend> {
     /// Validated settings.
     pub config: RunnerConfig,
     /// The warm pool.
-    pub pool: Pool<B>,
+    pub pool: Arc<Pool<B>>,
     /// What the runner had before its pool: inline dependencies, lifecycle, metrics.
     pub base: Base,
     /// The backend's name, for /health.
@@ -65,10 +67,26 @@ pub struct AppState<B: SandboxFactory = Backend> {
 }
 
 impl<B: SandboxFactory> AppState<B> {
-    /// The state of a runner.
-    pub fn new(config: RunnerConfig, pool: Pool<B>, backend: &'static str, base: Base) -> Self {
+    /// The state of a runner, its sessions those `paused` in `store` (found there at
+    /// its start).
+    pub fn new(
+        config: RunnerConfig,
+        pool: Pool<B>,
+        backend: &'static str,
+        base: Base,
+        store: Arc<Store>,
+        paused: Vec<PausedRecord>,
+    ) -> Self {
+        let pool = Arc::new(pool);
+        let acquire: Acquire<B::Sandbox> = {
+            let pool = pool.clone();
+            Arc::new(move || {
+                let pool = pool.clone();
+                Box::pin(async move { Ok(pool.acquire(&Lang::BASH).await?.keep()) })
+            })
+        };
         AppState {
-            sessions: Arc::new(Sessions::new(config.sessions)),
+            sessions: Arc::new(Sessions::new(config.sessions, store, acquire, paused)),
             config,
             pool,
             base,

@@ -141,6 +141,7 @@ pub fn answer(outcome: RunOutcome, place: Place) -> RunResponse {
         outputs: job.outputs,
         outputs_truncated: job.outputs_truncated,
         state_lost: (place == Place::Session).then_some(job.state_lost),
+        resumed: (place == Place::Session).then_some(outcome.resumed),
         stdout: job.stdout,
         stderr: job.stderr,
         exit_code: job.exit_code,

@@ -150,6 +150,7 @@ fn only_a_sessions_answer_says_whether_its_state_was_lost() {
             processes_running: 0,
         },
         oom_killed: true,
+        resumed: false,
     };
     let one_shot = answer(outcome.clone(), Place::OneShot);
     assert_eq!(one_shot.state_lost, None);

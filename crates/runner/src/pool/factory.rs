@@ -1,12 +1,15 @@
 //! What the pool needs of a backend, as a trait: the real backends implement it, and the
 //! pool's unit tests use a fake one, without root or real sandboxes.
 
-use crate::backend::{Backend, BackendError, DepsMount, RunOutcome, Sandbox};
+use crate::backend::{
+    ArchiveRefusal, ArchiveSummary, Backend, BackendError, DepsMount, RunOutcome, Sandbox,
+};
 use crate::live::LiveOutput;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::process::ProcessRequest;
 use sandbox_protocol::Lang;
 use std::future::Future;
+use std::path::Path;
 
 /// Makes the sandboxes of a pool, and releases what they hold on the host.
 ///
@@ -142,6 +145,46 @@ pub trait PooledSandbox: Send + 'static {
                 self.freeze().await?;
             }
             Ok(answer)
+        }
+    }
+
+    /// Writes the session's files (home folder and /tmp) as a session archive to the
+    /// file `to`, at most `max_bytes` of archive. (Lead's stub until the archive branch.)
+    fn pack(
+        &mut self,
+        to: &Path,
+        max_bytes: u64,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send
+    {
+        let _ = (to, max_bytes);
+        async { Ok(Err(ArchiveRefusal::Refused("not yet".into()))) }
+    }
+
+    /// Restores a session archive into the sandbox's home folder and /tmp.
+    fn unpack(
+        &mut self,
+        from: &Path,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send
+    {
+        let _ = from;
+        async { Ok(Err(ArchiveRefusal::Refused("not yet".into()))) }
+    }
+
+    /// pack, the sandbox thawed for it and frozen after unless `processes_run`.
+    fn session_pack(
+        &mut self,
+        to: &Path,
+        max_bytes: u64,
+        processes_run: bool,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send
+    {
+        async move {
+            self.thaw().await?;
+            let packed = self.pack(to, max_bytes).await?;
+            if !processes_run {
+                self.freeze().await?;
+            }
+            Ok(packed)
         }
     }
 

@@ -21,12 +21,14 @@
 
 use crate::backend::{DepsMount, RunOutcome};
 use crate::live::LiveOutput;
-use crate::pool::{AcquireError, Pool, PooledSandbox, SandboxFactory};
-use sandbox_protocol::agent::{AgentMessage, FileFailure, FileRequest, Job};
+use crate::pool::{AcquireError, PooledSandbox};
+use crate::store::{PausedRecord, Store};
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
-use sandbox_protocol::process::ProcessFailure;
-use sandbox_protocol::Lang;
+use sandbox_protocol::snapshot::SessionState;
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -47,77 +49,56 @@ const HOLD_WAIT: Duration = Duration::from_millis(250);
 /// How long a caller waits for a file operation's answer (see [`Sessions::file`]).
 pub const FILE_ANSWER_WAIT: Duration = Duration::from_secs(30);
 
-/// The sessions' settings.
+/// How sessions get a sandbox: one from the pool, kept for good.
+pub type Acquire<S> =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<S, AcquireError>> + Send>> + Send + Sync>;
+
+/// What a session holds now.
+enum Slot<S> {
+    /// Its sandbox.
+    Active(S),
+    /// Nothing: its files are in the store, and a call wakes it.
+    Paused,
+    /// Nothing: it has ended.
+    Ended,
+}
+
+impl<S> Slot<S> {
+    fn as_mut(&mut self) -> Option<&mut S> {
+        match self {
+            Slot::Active(sandbox) => Some(sandbox),
+            Slot::Paused | Slot::Ended => None,
+        }
+    }
+
+    /// The sandbox, the slot left ended.
+    fn take(&mut self) -> Option<S> {
+        match std::mem::replace(self, Slot::Ended) {
+            Slot::Active(sandbox) => Some(sandbox),
+            Slot::Paused | Slot::Ended => None,
+        }
+    }
+}
+
+/// A session's slot, held by the one operation in flight.
+type Held<S> = OwnedMutexGuard<Slot<S>>;
+
+/// A paused session's pause.
 #[derive(Debug, Clone, Copy)]
-pub struct SessionConfig {
-    /// Idle timeout of a session that asks for none.
-    pub idle: Duration,
-    /// TTL of a session that asks for none.
-    pub ttl: Duration,
-    /// The longest idle timeout a session may ask for.
-    pub max_idle: Duration,
-    /// The longest TTL a session may ask for.
-    pub max_ttl: Duration,
-    /// Sessions open at once.
-    pub max_sessions: usize,
-    /// The largest file put into or taken from a session.
-    pub file_cap_bytes: usize,
-    /// The bytes of each output stream kept of a process.
-    pub process_output_bytes: u64,
-    /// Processes running at once in a session.
-    pub max_processes: usize,
+struct Pause {
+    at: SystemTime,
+    bytes: u64,
 }
-
-/// Why a session operation was refused or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    /// No session has this id (never made, deleted, or expired).
-    #[error("no session {0}: it was never made, or it was deleted or has expired; make a new one with POST /sessions")]
-    NotFound(String),
-    /// A run (or a file operation) of the session is in flight.
-    #[error("session {0} is running a program: one run at a time, and its files and processes are answered between runs; retry when it ends")]
-    Busy(String),
-    /// As many sessions are open as the runner keeps.
-    #[error("{0} sessions are open, the most this runner keeps (RUNNER_MAX_SESSIONS); close one or wait for one to expire")]
-    TooMany(usize),
-    /// The request asks for what cannot be.
-    #[error("{0}")]
-    BadRequest(String),
-    /// No sandbox could be had from the pool.
-    #[error(transparent)]
-    Acquire(#[from] AcquireError),
-    /// The session's sandbox failed; the session is gone.
-    #[error("the session's sandbox failed, and the session has ended: {0}")]
-    Sandbox(String),
-    /// The id could not be drawn.
-    #[error("drawing a session id: {0}")]
-    Random(std::io::Error),
-    /// A file path that leaves the home folder, by its words.
-    #[error("{0:?} is not a path inside the home folder (relative, without '..')")]
-    BadPath(String),
-    /// The agent refused a file operation.
-    #[error("{1}")]
-    File(FileFailure, String),
-    /// The agent refused a process operation.
-    #[error("{1}")]
-    Process(ProcessFailure, String),
-    /// The agent has not answered a file operation in time; the session stays busy
-    /// until it does.
-    #[error("the sandbox has not answered the file operation within {0:?}; the session stays, busy until it answers")]
-    FileTimeout(Duration),
-}
-
-/// A session's sandbox, held by the one operation in flight (`None`: the session ended).
-type Held<S> = OwnedMutexGuard<Option<S>>;
 
 /// One session.
 struct Session<S> {
     id: String,
     idle: Duration,
-    deadline: Instant,
-    expires_at: SystemTime,
-    /// The sandbox; `None` once the session has ended. Held by the run in flight.
-    sandbox: Arc<tokio::sync::Mutex<Option<S>>>,
+    ttl: Duration,
+    /// When its TTL ends it (counted from its making, and again from each wake).
+    deadline: Mutex<(Instant, SystemTime)>,
+    /// The sandbox, or why there is none. Held by the call in flight.
+    sandbox: Arc<tokio::sync::Mutex<Slot<S>>>,
     last_used: Mutex<Instant>,
     runs: AtomicU64,
     /// How many of its processes ran at its last answer: while any does, it is not
@@ -125,16 +106,49 @@ struct Session<S> {
     processes: AtomicUsize,
     /// Turns true when the session ends: a run in flight stops.
     ended: watch::Sender<bool>,
+    /// Set while it is paused (what `GET /sessions/{id}` and the reaper read without
+    /// waiting for the call in flight).
+    paused: Mutex<Option<Pause>>,
+    /// It was woken since its last run (`Some(state_lost)`): the next run's answer says so.
+    woken: Mutex<Option<bool>>,
 }
 
 impl<S> Session<S> {
-    fn info(&self) -> SessionInfo {
+    fn new(id: String, idle: Duration, ttl: Duration, slot: Slot<S>) -> Self {
+        let (ended, _) = watch::channel(false);
+        let now = Instant::now();
+        Session {
+            id,
+            idle,
+            ttl,
+            deadline: Mutex::new((now + ttl, SystemTime::now() + ttl)),
+            sandbox: Arc::new(tokio::sync::Mutex::new(slot)),
+            last_used: Mutex::new(now),
+            runs: AtomicU64::new(0),
+            processes: AtomicUsize::new(0),
+            ended,
+            paused: Mutex::new(None),
+            woken: Mutex::new(None),
+        }
+    }
+
+    fn info(&self, paused_ttl: Duration) -> SessionInfo {
+        let paused = *lock(&self.paused);
         SessionInfo {
             id: self.id.clone(),
             idle_timeout_ms: self.idle.as_millis() as u64,
-            expires_at: rfc3339(self.expires_at),
+            expires_at: rfc3339(match paused {
+                Some(pause) => pause.at + paused_ttl,
+                None => lock(&self.deadline).1,
+            }),
             runs: self.runs.load(Ordering::SeqCst),
             busy: self.sandbox.try_lock().is_err(),
+            state: if paused.is_some() {
+                SessionState::Paused
+            } else {
+                SessionState::Active
+            },
+            paused_at: paused.map(|pause| rfc3339(pause.at)),
         }
     }
 
@@ -142,11 +156,42 @@ impl<S> Session<S> {
         *lock(&self.last_used) = Instant::now();
     }
 
-    /// Past its TTL, or idle (no run in flight) for its idle timeout.
-    fn expired(&self, now: Instant) -> bool {
+    fn is_paused(&self) -> bool {
+        lock(&self.paused).is_some()
+    }
+
+    /// Active and past its TTL.
+    fn past_ttl(&self, now: Instant) -> bool {
+        !self.is_paused() && now >= lock(&self.deadline).0
+    }
+
+    /// Active and idle (no call in flight) for its idle timeout.
+    fn idle_out(&self, now: Instant) -> bool {
         let idle_since = *lock(&self.last_used);
-        now >= self.deadline
-            || (now.duration_since(idle_since) >= self.idle && self.sandbox.try_lock().is_ok())
+        !self.is_paused()
+            && now.duration_since(idle_since) >= self.idle
+            && self.sandbox.try_lock().is_ok()
+    }
+
+    /// Paused for `paused_ttl` or longer.
+    fn paused_out(&self, paused_ttl: Duration) -> bool {
+        lock(&self.paused).is_some_and(|pause| {
+            SystemTime::now()
+                .duration_since(pause.at)
+                .is_ok_and(|d| d >= paused_ttl)
+        })
+    }
+
+    /// A paused session's record, for the store.
+    fn record(&self, at: SystemTime) -> PausedRecord {
+        PausedRecord {
+            id: self.id.clone(),
+            idle_timeout_ms: self.idle.as_millis() as u64,
+            ttl_ms: self.ttl.as_millis() as u64,
+            runs: self.runs.load(Ordering::SeqCst),
+            paused_at_ms: crate::store::epoch_ms(at),
+            bytes: 0,
+        }
     }
 }
 
@@ -154,18 +199,42 @@ impl<S> Session<S> {
 pub struct Sessions<S> {
     config: SessionConfig,
     table: Mutex<HashMap<String, Arc<Session<S>>>>,
-    /// Sessions being made (counted against the maximum).
+    /// Sessions being made or woken (counted against the maximum).
     opening: Mutex<usize>,
+    /// Where paused sessions and snapshots are kept.
+    store: Arc<Store>,
+    /// Where sandboxes come from.
+    acquire: Acquire<S>,
 }
 
 impl<S: PooledSandbox> Sessions<S> {
-    /// No session yet.
-    pub fn new(config: SessionConfig) -> Self {
+    /// The sessions `paused` (found in the store by a runner starting on it), each
+    /// woken by its first call; sandboxes from `acquire`.
+    pub fn new(
+        config: SessionConfig,
+        store: Arc<Store>,
+        acquire: Acquire<S>,
+        paused: Vec<PausedRecord>,
+    ) -> Self {
+        let table = paused
+            .into_iter()
+            .map(|record| {
+                let session = paused_session(&record);
+                (record.id, Arc::new(session))
+            })
+            .collect();
         Sessions {
             config,
-            table: Mutex::new(HashMap::new()),
+            table: Mutex::new(table),
             opening: Mutex::new(0),
+            store,
+            acquire,
         }
+    }
+
+    /// The data folder.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
     }
 
     /// The settings.
@@ -173,20 +242,40 @@ impl<S: PooledSandbox> Sessions<S> {
         &self.config
     }
 
-    /// Sessions open now.
+    /// Sessions open now with a sandbox (paused ones have none).
     pub fn count(&self) -> usize {
-        lock(&self.table).len()
+        lock(&self.table)
+            .values()
+            .filter(|s| !s.is_paused())
+            .count()
     }
 
-    /// Makes a session with a sandbox from `pool`.
-    pub async fn open<B>(
+    /// Makes a session with a sandbox from the pool (and, `fromSnapshot`, a snapshot's
+    /// files). It is made in a task of its own, so that a caller that goes away leaves
+    /// no sandbox half made.
+    pub async fn open(self: &Arc<Self>, request: CreateSession) -> Result<SessionInfo, SessionError>
+    where
+        S::Error: std::fmt::Display + Send,
+    {
+        let archive = match &request.from_snapshot {
+            Some(id) => Some(self.snapshot_archive(id)?),
+            None => None,
+        };
+        let sessions = self.clone();
+        tokio::spawn(async move { sessions.make(request, archive).await })
+            .await
+            .map_err(|e| {
+                SessionError::Sandbox(format!("the task making the session failed: {e}"))
+            })?
+    }
+
+    async fn make(
         &self,
-        pool: &Pool<B>,
         request: CreateSession,
+        archive: Option<std::path::PathBuf>,
     ) -> Result<SessionInfo, SessionError>
     where
-        B: SandboxFactory<Sandbox = S>,
-        S::Error: std::fmt::Display,
+        S::Error: std::fmt::Display + Send,
     {
         let idle = self.duration(
             request.idle_timeout_ms,
@@ -202,33 +291,48 @@ impl<S: PooledSandbox> Sessions<S> {
         )?;
         let _opening = self.reserve()?;
         let id = crate::lifecycle::random_id().map_err(SessionError::Random)?;
-        let mut sandbox = pool.acquire(&Lang::BASH).await?.keep();
-        if let Err(e) = sandbox.freeze().await {
-            let error = e.to_string();
-            sandbox.destroy().await;
-            return Err(SessionError::Sandbox(error));
-        }
-        let (ended, _) = watch::channel(false);
-        let now = Instant::now();
-        let session = Arc::new(Session {
-            id: id.clone(),
-            idle,
-            deadline: now + ttl,
-            expires_at: SystemTime::now() + ttl,
-            sandbox: Arc::new(tokio::sync::Mutex::new(Some(sandbox))),
-            last_used: Mutex::new(now),
-            runs: AtomicU64::new(0),
-            processes: AtomicUsize::new(0),
-            ended,
-        });
-        let info = session.info();
+        let sandbox = self.sandbox_with(archive.as_deref()).await?;
+        let session = Arc::new(Session::new(id.clone(), idle, ttl, Slot::Active(sandbox)));
+        let info = session.info(self.config.paused_ttl);
         lock(&self.table).insert(id, session);
         Ok(info)
     }
 
+    /// A sandbox from the pool, with `archive`'s files if one is given, frozen.
+    async fn sandbox_with(&self, archive: Option<&std::path::Path>) -> Result<S, SessionError>
+    where
+        S::Error: std::fmt::Display + Send,
+    {
+        let mut sandbox = (self.acquire)().await?;
+        let unpacked = match archive {
+            Some(archive) => match sandbox.unpack(archive).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(refusal)) => Err(SessionError::Archive(format!(
+                    "the stored files could not be restored: {refusal}"
+                ))),
+                Err(e) => Err(SessionError::Sandbox(e.to_string())),
+            },
+            None => Ok(()),
+        };
+        let ready = match unpacked {
+            Ok(()) => sandbox
+                .freeze()
+                .await
+                .map_err(|e| SessionError::Sandbox(e.to_string())),
+            Err(e) => Err(e),
+        };
+        match ready {
+            Ok(()) => Ok(sandbox),
+            Err(e) => {
+                sandbox.destroy().await;
+                Err(e)
+            }
+        }
+    }
+
     /// What a session is now.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        Ok(self.get(id)?.info())
+        Ok(self.get(id)?.info(self.config.paused_ttl))
     }
 
     /// Runs `job`, a session's ([`Place::Session`](crate::job::Place::Session)), in the
@@ -279,6 +383,7 @@ impl<S: PooledSandbox> Sessions<S> {
         S::Error: std::fmt::Display + Send,
     {
         let id = session.id.clone();
+        self.wake_held(&session, &mut guard).await?;
         let Some(sandbox) = guard.as_mut() else {
             return Err(SessionError::NotFound(id));
         };
@@ -290,9 +395,13 @@ impl<S: PooledSandbox> Sessions<S> {
         session.runs.fetch_add(1, Ordering::SeqCst);
         session.touch();
         let error = match result {
-            Some(Ok(outcome)) => {
+            Some(Ok(mut outcome)) => {
                 let running = outcome.job.processes_running;
                 session.processes.store(running, Ordering::SeqCst);
+                if let Some(state_lost) = lock(&session.woken).take() {
+                    outcome.resumed = true;
+                    outcome.job.state_lost |= state_lost;
+                }
                 return Ok(outcome);
             }
             None => return Err(SessionError::NotFound(id)),
@@ -351,6 +460,7 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
+        self.wake_held(&session, &mut guard).await?;
         let awake = session.processes.load(Ordering::SeqCst) > 0;
         let answer = on_sandbox(&session, &mut guard, |sandbox| {
             sandbox.session_file(request, awake)
@@ -398,34 +508,61 @@ impl<S: PooledSandbox> Sessions<S> {
         let session = lock(&self.table)
             .remove(id)
             .ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
-        end(&session).await;
+        self.end(&session).await;
         Ok(())
     }
 
-    /// Ends the sessions past their idle timeout or TTL; returns how many.
-    pub async fn reap(&self) -> usize {
+    /// Ends the sessions past their TTL (and, `on_idle = end`, their idle timeout),
+    /// pauses those past their idle timeout, ends the paused ones past the paused TTL,
+    /// and removes the snapshots past theirs; how many sessions it ended or paused.
+    pub async fn reap(&self) -> usize
+    where
+        S::Error: std::fmt::Display + Send,
+    {
         let now = Instant::now();
-        let expired: Vec<Arc<Session<S>>> = {
-            let mut table = lock(&self.table);
-            let ids: Vec<String> = table
+        let pause = self.config.on_idle == OnIdle::Pause;
+        let (ending, idle): (Vec<_>, Vec<_>) = {
+            let table = lock(&self.table);
+            let ending = table
                 .values()
-                .filter(|s| s.expired(now))
-                .map(|s| s.id.clone())
+                .filter(|s| {
+                    s.past_ttl(now)
+                        || s.paused_out(self.config.paused_ttl)
+                        || (!pause && s.idle_out(now))
+                })
+                .cloned()
                 .collect();
-            ids.iter().filter_map(|id| table.remove(id)).collect()
+            let idle = table
+                .values()
+                .filter(|s| pause && !s.past_ttl(now) && s.idle_out(now))
+                .cloned()
+                .collect();
+            (ending, idle)
         };
-        for session in &expired {
+        for session in &ending {
             tracing::info!(session = %session.id, "session expired");
-            end(session).await;
+            lock(&self.table).remove(&session.id);
+            self.end(session).await;
         }
-        expired.len()
+        let mut paused = 0;
+        for session in idle {
+            paused += usize::from(self.pause_idle(session).await);
+        }
+        self.store
+            .expire_snapshots(SystemTime::now(), self.config.snapshot_ttl);
+        ending.len() + paused
     }
 
-    /// Ends every session (the runner is stopping).
-    pub async fn close_all(&self) {
-        let all: Vec<Arc<Session<S>>> = lock(&self.table).drain().map(|(_, s)| s).collect();
-        for session in &all {
-            end(session).await;
+    /// Stops a session's run in flight, destroys its sandbox, and removes its stored
+    /// files (a paused one's).
+    async fn end(&self, session: &Session<S>) {
+        let _ = session.ended.send(true);
+        let sandbox = session.sandbox.lock().await.take();
+        if let Some(sandbox) = sandbox {
+            sandbox.destroy().await;
+        }
+        if lock(&session.paused).take().is_some() {
+            self.store.remove_session(&session.id);
         }
     }
 
@@ -524,15 +661,6 @@ where
     }
 }
 
-/// Stops a session's run in flight, then destroys its sandbox.
-async fn end<S: PooledSandbox>(session: &Session<S>) {
-    let _ = session.ended.send(true);
-    let sandbox = session.sandbox.lock().await.take();
-    if let Some(sandbox) = sandbox {
-        sandbox.destroy().await;
-    }
-}
-
 /// Checks a file path by its words: relative, not empty, no `..`, no NUL, at most
 /// 4096 bytes. (Symlinks are for the agent, inside the sandbox, to refuse.)
 pub fn check_path(path: &str) -> Result<(), SessionError> {
@@ -565,6 +693,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+mod error;
+mod pause;
 mod processes;
+mod snapshots;
 #[cfg(test)]
 mod tests;
+
+pub use error::{OnIdle, SessionConfig, SessionError};
+use pause::paused_session;
+pub use snapshots::MAX_FORKS;

@@ -5,8 +5,9 @@
 
 use super::*;
 use crate::pool::tests::fake::{Fake, FakeError};
-use crate::pool::PoolConfig;
+use crate::pool::{Pool, PoolConfig};
 use sandbox_protocol::language::Recipe;
+use sandbox_protocol::Lang;
 use tokio::time::sleep;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -23,11 +24,20 @@ fn config() -> SessionConfig {
         file_cap_bytes: 1024,
         process_output_bytes: 1024,
         max_processes: 2,
+        on_idle: OnIdle::End,
+        paused_ttl: 100 * SECOND,
+        snapshot_ttl: 100 * SECOND,
     }
 }
 
+/// The pool, and the data folder the sessions keep their files in.
+struct Harness {
+    pool: Arc<Pool<Fake>>,
+    _data: tempfile::TempDir,
+}
+
 /// A pool of two fake sandboxes, and the sessions.
-async fn start(fake: &Fake) -> (Pool<Fake>, Arc<Sessions<FakeSandbox>>) {
+async fn start(fake: &Fake) -> (Harness, Arc<Sessions<FakeSandbox>>) {
     let pool_config = PoolConfig {
         size: 2,
         queue_size: 4,
@@ -36,16 +46,35 @@ async fn start(fake: &Fake) -> (Pool<Fake>, Arc<Sessions<FakeSandbox>>) {
     let pool = Pool::start(Arc::new(fake.clone()), pool_config, vec![Lang::PYTHON])
         .await
         .expect("the pool starts");
-    (pool, Arc::new(Sessions::new(config())))
+    let pool = Arc::new(pool);
+    let data = tempfile::tempdir().expect("a data folder");
+    let (store, found) = Store::open(crate::store::StoreConfig {
+        dir: data.path().to_owned(),
+        max_bytes: 1 << 20,
+        max_entries: 100,
+    })
+    .expect("the store opens");
+    let acquire: Acquire<FakeSandbox> = {
+        let pool = pool.clone();
+        Arc::new(move || {
+            let pool = pool.clone();
+            Box::pin(async move { Ok(pool.acquire(&Lang::BASH).await?.keep()) })
+        })
+    };
+    let sessions = Sessions::new(config(), Arc::new(store), acquire, found.paused);
+    (Harness { pool, _data: data }, Arc::new(sessions))
 }
 
 type FakeSandbox = crate::pool::tests::fake::FakeSandbox;
 
 /// Ends every session, shuts the pool down, and checks that nothing was left.
-async fn finish(fake: &Fake, pool: Pool<Fake>, sessions: &Sessions<FakeSandbox>) {
-    sessions.close_all().await;
+async fn finish(fake: &Fake, harness: Harness, sessions: &Sessions<FakeSandbox>) {
+    let ids: Vec<String> = lock(&sessions.table).keys().cloned().collect();
+    for id in ids {
+        let _ = sessions.close(&id).await;
+    }
     assert_eq!(sessions.count(), 0);
-    pool.shutdown().await;
+    harness.pool.shutdown().await;
     fake.assert_all_destroyed_once();
 }
 
@@ -74,9 +103,9 @@ fn job() -> Job {
     }
 }
 
-async fn open(pool: &Pool<Fake>, sessions: &Sessions<FakeSandbox>) -> SessionInfo {
+async fn open(_pool: &Harness, sessions: &Arc<Sessions<FakeSandbox>>) -> SessionInfo {
     sessions
-        .open(pool, CreateSession::default())
+        .open(CreateSession::default())
         .await
         .expect("a session")
 }
@@ -198,7 +227,7 @@ async fn one_call_at_a_time_the_second_is_refused_not_queued() {
 async fn durations_out_of_range_are_refused_before_a_sandbox_is_taken() {
     let fake = Fake::new();
     let (pool, sessions) = start(&fake).await;
-    until_warm(&pool).await;
+    until_warm(&pool.pool).await;
     let made = fake.log().made.len();
     for (idle, ttl) in [
         (Some(0), None),
@@ -209,23 +238,22 @@ async fn durations_out_of_range_are_refused_before_a_sandbox_is_taken() {
         let asked = CreateSession {
             idle_timeout_ms: idle,
             ttl_ms: ttl,
+            ..CreateSession::default()
         };
-        let refused = sessions.open(&pool, asked).await;
+        let refused = sessions.open(asked).await;
         assert!(
             matches!(refused, Err(SessionError::BadRequest(_))),
             "{idle:?} {ttl:?}: {refused:?}"
         );
     }
-    assert_eq!(pool.state().available, 2, "no sandbox was taken");
+    assert_eq!(pool.pool.state().available, 2, "no sandbox was taken");
     assert_eq!(fake.log().made.len(), made);
     let longest = CreateSession {
         idle_timeout_ms: Some(20_000),
         ttl_ms: Some(120_000),
+        ..CreateSession::default()
     };
-    let info = sessions
-        .open(&pool, longest)
-        .await
-        .expect("the maxima are taken");
+    let info = sessions.open(longest).await.expect("the maxima are taken");
     assert_eq!(info.idle_timeout_ms, 20_000);
     finish(&fake, pool, &sessions).await;
 }
@@ -236,7 +264,7 @@ async fn at_the_most_sessions_another_is_refused_until_one_ends() {
     let (pool, sessions) = start(&fake).await;
     let first = open(&pool, &sessions).await;
     open(&pool, &sessions).await;
-    let refused = sessions.open(&pool, CreateSession::default()).await;
+    let refused = sessions.open(CreateSession::default()).await;
     assert!(
         matches!(refused, Err(SessionError::TooMany(2))),
         "{refused:?}"

@@ -351,6 +351,7 @@ async fn a_runner_that_cannot_boot_its_first_vm_refuses_to_start_and_leaves_noth
         .arg(image())
         .arg("--state-dir")
         .arg(&state)
+        .env("RUNNER_DATA_DIR", state.join("data"))
         // No VM boots in a millisecond.
         .args(["--vm-boot-timeout-ms", "1"])
         .env("SANDBOX_RUNNER_TOKEN", common::TOKEN)

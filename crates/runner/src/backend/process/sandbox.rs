@@ -229,6 +229,7 @@ impl ProcessSandbox {
         Ok(RunOutcome {
             job: result?,
             oom_killed,
+            resumed: false,
         })
     }
 

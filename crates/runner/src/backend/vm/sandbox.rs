@@ -164,7 +164,11 @@ impl VmSandbox {
         let job = channel::run_job(channel, &job, REPORT_GRACE, None).await?;
         // The agent is alone in its kernel: its count of OOM kills is exact.
         let oom_killed = job.oom_killed.unwrap_or(false);
-        Ok(RunOutcome { job, oom_killed })
+        Ok(RunOutcome {
+            job,
+            oom_killed,
+            resumed: false,
+        })
     }
 
     /// Does a session's file operation.

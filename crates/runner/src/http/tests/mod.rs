@@ -52,7 +52,18 @@ async fn router_living(
         .await
         .expect("pool");
     let base = Base::new(&config, life);
-    router(Arc::new(AppState::new(config, pool, "fake", base)))
+    let data = tempfile::tempdir().expect("a data folder").keep();
+    let mut store_config = config.store.clone();
+    store_config.dir = data;
+    let (store, _) = crate::store::Store::open(store_config).expect("the store opens");
+    router(Arc::new(AppState::new(
+        config,
+        pool,
+        "fake",
+        base,
+        Arc::new(store),
+        Vec::new(),
+    )))
 }
 
 async fn send(router: &Router, request: Request<Body>) -> (StatusCode, HeaderMap, Value) {

@@ -198,6 +198,7 @@ impl PooledSandbox for FakeSandbox {
                 processes_running: 0,
             },
             oom_killed: false,
+            resumed: false,
         })
     }
 
