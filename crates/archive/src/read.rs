@@ -22,8 +22,9 @@ pub const HEADERS_BUDGET: u64 = 8 * 512 + 2 * (512 + 4608) + 64 * 1024;
 /// Reads the tar stream `input` entry by entry, checks each within `limits`, and hands
 /// it to `visit` with its data (a file's, exactly its size of it; `visit` may read less,
 /// the rest is then read and dropped). Stops at the first refusal, of the checks or of
-/// `visit`. A stream cut short, garbled, or without its end marker is refused too. The
-/// summary counts the stream's bytes read and its entries.
+/// `visit`. A stream cut short, garbled, or without its end marker is refused too; what
+/// follows the end marker is read and dropped (at most `limits.max_bytes` of it). The
+/// summary counts the stream's bytes and its entries.
 pub fn each_entry<R, E>(
     input: R,
     limits: Limits,
@@ -81,6 +82,14 @@ where
         }
         after = format!("{:?}", checked.shown());
     }
+    // What follows the end marker (its second block, a tar writer's padding to whole
+    // records) is read and dropped, up to the archive's size limit.
+    meter.budget.set(limits.max_bytes);
+    let mut rest = archive.into_inner();
+    io::copy(&mut rest, &mut io::sink()).map_err(|source| ArchiveError::Read {
+        after: format!("the end marker, {after}"),
+        source,
+    })?;
     Ok(Summary {
         bytes: meter.read.get(),
         entries: checker.entries(),

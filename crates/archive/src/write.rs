@@ -85,8 +85,8 @@ impl<W: Write> Writer<W> {
             Kind::Symlink { target } => {
                 header.set_entry_type(tar::EntryType::Symlink);
                 header.set_size(0);
-                let target = Path::new(OsStr::from_bytes(target));
-                builder.append_link(&mut header, path, target)
+                link_target(builder, &mut header, target)
+                    .and_then(|()| builder.append_data(&mut header, path, io::empty()))
             }
             Kind::File { size } => {
                 header.set_entry_type(tar::EntryType::Regular);
@@ -128,6 +128,28 @@ impl<W: Write> Writer<W> {
             .map_err(AddError::Write)?;
         Ok((counted.inner, counted.bytes))
     }
+}
+
+/// Puts a symlink's target in `header` word for word (the `tar` crate's own setter
+/// tidies it, as a path: `/` would become `//`), in a GNU long link entry written first
+/// when it does not fit.
+fn link_target<W: Write>(
+    builder: &mut tar::Builder<W>,
+    header: &mut tar::Header,
+    target: &[u8],
+) -> io::Result<()> {
+    let room = header.as_old().linkname.len();
+    if target.len() < room {
+        return header.set_link_name_literal(target);
+    }
+    let mut long = tar::Header::new_gnu();
+    long.set_path("././@LongLink")?;
+    long.set_entry_type(tar::EntryType::GNULongLink);
+    long.set_size(target.len() as u64 + 1);
+    long.set_mode(0o644);
+    long.set_cksum();
+    builder.append(&long, target.chain(&[0u8][..]))?;
+    header.set_link_name_literal(&target[..room - 1])
 }
 
 impl<W: Write> Drop for Writer<W> {
