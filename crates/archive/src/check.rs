@@ -90,7 +90,7 @@ impl Checker {
     }
 
     /// The bytes the entries checked so far take in an archive written by
-    /// [`Writer`](crate::Writer), with its end marker (at most: see [`cost`]).
+    /// [`Writer`](crate::Writer), with its end marker (see [`cost`]).
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
@@ -152,12 +152,12 @@ impl Checker {
     }
 }
 
-/// The most bytes an entry takes in an archive written by [`Writer`](crate::Writer):
-/// its header, a GNU long name (and long link name) where a name is 100 bytes or more,
-/// and its data padded to whole blocks.
+/// The bytes an entry takes in an archive written by [`Writer`](crate::Writer): its
+/// header, a GNU long name (and long link name) where a name is over 100 bytes, and its
+/// data padded to whole blocks.
 pub fn cost(path_len: usize, kind: &Kind) -> u64 {
     let long = |len: usize| {
-        if len >= 100 {
+        if len > 100 {
             BLOCK + padded(len as u64 + 1)
         } else {
             0

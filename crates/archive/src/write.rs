@@ -139,7 +139,7 @@ fn link_target<W: Write>(
     target: &[u8],
 ) -> io::Result<()> {
     let room = header.as_old().linkname.len();
-    if target.len() < room {
+    if target.len() <= room {
         return header.set_link_name_literal(target);
     }
     let mut long = tar::Header::new_gnu();
