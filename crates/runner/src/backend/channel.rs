@@ -1,10 +1,10 @@
 //! The runner's side of the agent channel, the same for every backend: sending
 //! [`RunnerMessage`]s, reading [`AgentMessage`]s, and the exchanges built from them.
 
-use super::archive::{ArchiveOutcome, ArchiveRefusal, ArchiveSummary};
+use super::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::languages::Language;
 use crate::live::{Allowance, Chunk, LiveOutput};
-use sandbox_archive::Limits;
+use sandbox_archive::{Limits, BLOCK};
 use sandbox_protocol::agent::{
     decode_bytes, encode_bytes, AgentMessage, FileFailure, FileRequest, Job, JobOutcome, Prepare,
     Reseed, RunnerMessage, Snapshot, ARCHIVE_CHUNK_BYTES,
@@ -13,6 +13,7 @@ use sandbox_protocol::frame::{self, FrameError};
 use sandbox_protocol::language::LoaderKind;
 use sandbox_protocol::process::ProcessRequest;
 use std::io;
+use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -212,6 +213,53 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// What an archive operation gives: the summary or a refusal, or the sandbox's failure.
+pub type ArchiveOutcome = Result<Result<ArchiveSummary, ArchiveRefusal>, ChannelError>;
+
+/// Writes the session archive of the sandbox at the other end of `s` to the file `to`
+/// (created 0600, truncated), at most `max_bytes` of it.
+pub async fn pack_to<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    to: &Path,
+    max_bytes: u64,
+) -> ArchiveOutcome {
+    let opened = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(to)
+        .await;
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(e) => return Ok(Err(ArchiveRefusal::Io(e))),
+    };
+    pack(s, max_bytes, &mut file).await
+}
+
+/// Restores the session archive in the file `from` (one the runner wrote, or checked
+/// with `sandbox_archive::normalize`) into the sandbox at the other end of `s`. The
+/// agent checks it again, within what the file's size allows: its bytes, and an entry
+/// per 512-byte block at most.
+pub async fn unpack_from<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    from: &Path,
+) -> ArchiveOutcome {
+    let opened = match tokio::fs::File::open(from).await {
+        Ok(file) => file.metadata().await.map(|m| (file, m.len())),
+        Err(e) => Err(e),
+    };
+    let (mut file, len) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return Ok(Err(ArchiveRefusal::Io(e))),
+    };
+    let limits = Limits {
+        max_bytes: len,
+        max_entries: len / BLOCK,
+    };
+    unpack(s, &mut file, limits).await
+}
+
 /// Asks the agent for the session archive ([`FileRequest::Pack`]) and writes its chunks
 /// to `out` as they come, at most `max_bytes`: past that, or when `out` fails, the rest
 /// of the chunks are read and dropped (the channel stays in step) and the refusal says
@@ -367,6 +415,9 @@ fn unresponsive(limit: Duration) -> JobOutcome {
         processes_running: 0,
     }
 }
+
+#[cfg(test)]
+mod archive_tests;
 
 #[cfg(test)]
 mod tests {

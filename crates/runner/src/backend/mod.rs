@@ -10,7 +10,7 @@ pub mod channel;
 pub mod process;
 pub mod vm;
 
-pub use archive::{ArchiveOutcome, ArchiveRefusal, ArchiveSummary};
+pub use archive::{ArchiveRefusal, ArchiveSummary};
 
 use crate::live::LiveOutput;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome};

@@ -8,7 +8,7 @@ use super::error::ProcessError;
 use super::identity::{Identities, Identity};
 use super::launch::Launched;
 use super::leader::Leader;
-use crate::backend::archive::{self, ArchiveRefusal, ArchiveSummary};
+use crate::backend::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::backend::cgroup::{Cgroup, Freezer};
 use crate::backend::channel;
 use crate::backend::RunOutcome;
@@ -244,7 +244,7 @@ impl ProcessSandbox {
         to: &Path,
         max_bytes: u64,
     ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, ProcessError> {
-        Ok(archive::pack_to(&mut self.channel, to, max_bytes).await?)
+        Ok(channel::pack_to(&mut self.channel, to, max_bytes).await?)
     }
 
     /// Restores the session archive in the file `from`.
@@ -252,7 +252,7 @@ impl ProcessSandbox {
         &mut self,
         from: &Path,
     ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, ProcessError> {
-        Ok(archive::unpack_from(&mut self.channel, from).await?)
+        Ok(channel::unpack_from(&mut self.channel, from).await?)
     }
 
     /// Does a session's process operation.

@@ -4,7 +4,7 @@
 //! VM with what it left on the host.
 
 use super::{BootError, VmError};
-use crate::backend::archive::{self, ArchiveRefusal, ArchiveSummary};
+use crate::backend::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::backend::cgroup::Cgroup;
 use crate::backend::channel;
 use crate::backend::RunOutcome;
@@ -182,7 +182,7 @@ impl VmSandbox {
         max_bytes: u64,
     ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, VmError> {
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
-        Ok(archive::pack_to(channel, to, max_bytes).await?)
+        Ok(channel::pack_to(channel, to, max_bytes).await?)
     }
 
     /// Restores the session archive in the file `from`.
@@ -191,7 +191,7 @@ impl VmSandbox {
         from: &Path,
     ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, VmError> {
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
-        Ok(archive::unpack_from(channel, from).await?)
+        Ok(channel::unpack_from(channel, from).await?)
     }
 
     /// Does a session's process operation.

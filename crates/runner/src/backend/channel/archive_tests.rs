@@ -2,6 +2,7 @@
 //! the frames (the agent's own side is tested in the agent crate, on real folders).
 
 use super::*;
+use crate::backend::archive::{ArchiveRefusal, ArchiveSummary};
 use sandbox_protocol::agent::{
     decode_bytes, encode_bytes, AgentMessage, FileFailure, FileRequest, RunnerMessage,
     ARCHIVE_CHUNK_BYTES,
@@ -76,7 +77,7 @@ async fn a_pack_is_written_to_a_private_file() {
     assert_eq!(written, [vec![1; 1000], vec![2; 24]].concat());
     let mode = std::fs::metadata(&to).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
-    channel::expect_ready(&mut runner).await.expect("in step");
+    expect_ready(&mut runner).await.expect("in step");
 }
 
 #[tokio::test]
@@ -99,7 +100,7 @@ async fn a_pack_over_its_limit_is_refused_and_the_rest_drained() {
         "{refused:?}"
     );
     assert!(std::fs::metadata(&to).unwrap().len() <= 5000);
-    channel::expect_ready(&mut runner).await.expect("in step");
+    expect_ready(&mut runner).await.expect("in step");
 }
 
 #[tokio::test]
@@ -118,7 +119,7 @@ async fn the_agent_s_refusal_comes_through() {
         matches!(&refused, Err(ArchiveRefusal::Refused(m)) if m == "home/x: too deep"),
         "{refused:?}"
     );
-    channel::expect_ready(&mut runner).await.expect("in step");
+    expect_ready(&mut runner).await.expect("in step");
 }
 
 #[tokio::test]
