@@ -144,12 +144,7 @@ where
     }
 
     fn pack<C: Read + Write>(&mut self, max_bytes: u64, channel: &mut C) -> Result<(), AgentError> {
-        let folders = session_folders();
-        let folders = folders
-            .as_ref()
-            .map(|(h, t)| (h.as_fd(), t.as_fd()))
-            .map_err(Clone::clone);
-        files::archive::pack(folders, max_bytes, channel)
+        files::archive::pack(session_folders(), max_bytes, channel)
     }
 
     fn unpack<C: Read + Write>(
@@ -157,12 +152,7 @@ where
         limits: Limits,
         channel: &mut C,
     ) -> Result<(), AgentError> {
-        let folders = session_folders();
-        let folders = folders
-            .as_ref()
-            .map(|(h, t)| (h.as_fd(), t.as_fd()))
-            .map_err(Clone::clone);
-        files::archive::unpack(folders, limits, channel)
+        files::archive::unpack(session_folders(), limits, channel)
     }
 
     /// Done with the session's processes awake: stopped ones (SIGSTOP) are woken for

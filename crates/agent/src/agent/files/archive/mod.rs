@@ -15,14 +15,14 @@ use sandbox_archive::Limits;
 use sandbox_protocol::agent::{AgentMessage, FileFailure};
 use sandbox_protocol::frame;
 use std::io::{Read, Write};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 /// Sends the session archive of `home` and `tmp` (at most `max_bytes` of it) on
 /// `channel` as chunk frames, then Packed, or FileFailed after any chunks. `folders`
 /// are `home` and `tmp`, or why they could not be opened. An error is the channel's:
 /// the exchange cannot go on.
 pub(crate) fn pack<C: Write>(
-    folders: Result<(BorrowedFd<'_>, BorrowedFd<'_>), Refusal>,
+    folders: Result<(OwnedFd, OwnedFd), Refusal>,
     max_bytes: u64,
     channel: &mut C,
 ) -> Result<(), AgentError> {
@@ -30,7 +30,7 @@ pub(crate) fn pack<C: Write>(
         Ok((home, tmp)) => {
             let done = as_program_user(|| {
                 let mut out = ChunkWriter::new(channel);
-                let walked = pack::write(home, tmp, max_bytes, &mut out);
+                let walked = pack::write(home.as_fd(), tmp.as_fd(), max_bytes, &mut out);
                 let sent = out.finish(walked.is_ok());
                 (walked, sent)
             });
@@ -61,13 +61,13 @@ pub(crate) fn pack<C: Write>(
 /// Unpacked or FileFailed. `folders` are `home` and `tmp`, or why they could not be
 /// opened. An error is the channel's: the exchange cannot go on.
 pub(crate) fn unpack<C: Read + Write>(
-    folders: Result<(BorrowedFd<'_>, BorrowedFd<'_>), Refusal>,
+    folders: Result<(OwnedFd, OwnedFd), Refusal>,
     limits: Limits,
     channel: &mut C,
 ) -> Result<(), AgentError> {
     let mut input = ChunkReader::new(channel);
     let restored = folders.and_then(|(home, tmp)| {
-        as_program_user(|| unpack::restore(home, tmp, limits, &mut input))
+        as_program_user(|| unpack::restore(home.as_fd(), tmp.as_fd(), limits, &mut input))
             .unwrap_or_else(|e| Err(ids_failed(e)))
     });
     input.finish()?;

@@ -14,7 +14,7 @@ use sandbox_protocol::agent::{
 use sandbox_protocol::frame;
 use std::fs;
 use std::io::{Cursor, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
@@ -89,9 +89,8 @@ impl Session {
 
     /// Packs the session; the archive and the agent's last answer.
     fn pack(&self, max_bytes: u64) -> (Vec<u8>, AgentMessage) {
-        let (home, tmp) = self.fds();
         let mut channel = Channel::new(&[]);
-        pack(Ok((home.as_fd(), tmp.as_fd())), max_bytes, &mut channel).expect("the channel works");
+        pack(Ok(self.fds()), max_bytes, &mut channel).expect("the channel works");
         let mut answers = channel.answers();
         let last = answers.pop().expect("an answer");
         let mut archive = Vec::new();
@@ -122,12 +121,11 @@ impl Session {
             last: true,
         }));
         let mut channel = Channel::new(&frames);
-        let (home, tmp) = self.fds();
         let limits = Limits {
             max_bytes: 1 << 30,
             max_entries: 1000,
         };
-        unpack(Ok((home.as_fd(), tmp.as_fd())), limits, &mut channel).expect("the channel works");
+        unpack(Ok(self.fds()), limits, &mut channel).expect("the channel works");
         assert!(channel.all_read(), "every chunk is read");
         let mut answers = channel.answers();
         assert_eq!(answers.len(), 1, "one answer: {answers:?}");
@@ -353,12 +351,11 @@ fn another_request_in_the_middle_of_an_unpack_is_out_of_step() {
         max_bytes: 100,
     })]);
     let to = Session::new();
-    let (home, tmp) = to.fds();
     let limits = Limits {
         max_bytes: 1 << 20,
         max_entries: 10,
     };
-    let result = unpack(Ok((home.as_fd(), tmp.as_fd())), limits, &mut channel);
+    let result = unpack(Ok(to.fds()), limits, &mut channel);
     assert!(
         matches!(result, Err(AgentError::OutOfStep(_))),
         "{result:?}"
