@@ -12,7 +12,17 @@
 //!
 //! Steps 2 and 3 travel as a [`RunnerMessage`].
 //!
-//! A session's sandbox may also get [`FileRequest`]s, before and between its jobs.
+//! A session's sandbox may also get [`FileRequest`]s, before and between its jobs. Most
+//! are one frame each way; the two that move a session archive (its home folder and
+//! `/tmp` as one tar stream, see the `sandbox-archive` crate) take several:
+//!
+//! - [`FileRequest::Pack`]: the agent answers with [`AgentMessage::ArchiveChunk`] frames
+//!   (each at most [`ARCHIVE_CHUNK_BYTES`] of archive), then [`AgentMessage::Packed`], or
+//!   [`AgentMessage::FileFailed`] after any chunks (the archive is then of no use).
+//! - [`FileRequest::Unpack`], then the archive as [`FileRequest::UnpackChunk`] frames,
+//!   the last marked `last`; the agent reads every chunk up to the last, also after it
+//!   has refused the archive, and answers once, after it: [`AgentMessage::Unpacked`] or
+//!   [`AgentMessage::FileFailed`].
 //!
 //! After a one-shot job the agent waits for the runner to close the channel, and exits.
 //! After a job marked [`Job::session`], steps 3 and 4 repeat: a session's sandbox takes
@@ -162,7 +172,35 @@ pub enum FileRequest {
         /// The most bytes the listed entries take as JSON.
         max_bytes: usize,
     },
+    /// Write the session archive of the home folder and `/tmp`, at most `max_bytes` of
+    /// it (the entries it may hold follow: each takes at least a 512-byte header);
+    /// answered by [`AgentMessage::ArchiveChunk`] frames, then [`AgentMessage::Packed`]
+    /// or [`AgentMessage::FileFailed`].
+    Pack {
+        /// The most bytes of archive.
+        max_bytes: u64,
+    },
+    /// Restore a session archive into the home folder and `/tmp`; the archive follows as
+    /// [`FileRequest::UnpackChunk`] frames. Answered once, after the last chunk, by
+    /// [`AgentMessage::Unpacked`] or [`AgentMessage::FileFailed`].
+    Unpack {
+        /// The most bytes of archive.
+        max_bytes: u64,
+        /// The most entries.
+        max_entries: u64,
+    },
+    /// A piece of the archive of an [`Unpack`](FileRequest::Unpack), in order.
+    UnpackChunk {
+        /// The bytes, as base64 ([`encode_bytes`]), at most [`ARCHIVE_CHUNK_BYTES`].
+        data: String,
+        /// The archive's last piece: the answer follows.
+        last: bool,
+    },
 }
+
+/// The most bytes of archive one [`AgentMessage::ArchiveChunk`] or
+/// [`FileRequest::UnpackChunk`] carries (1.4 MiB of base64: far below a frame's cap).
+pub const ARCHIVE_CHUNK_BYTES: usize = 1024 * 1024;
 
 /// The most bytes of entries a listing carries, whatever the request asks: half a frame,
 /// so that a listing's answer always fits one with room to spare.
@@ -260,6 +298,29 @@ pub enum AgentMessage {
         /// frozen between its calls.
         running: usize,
     },
+    /// A piece of the session archive a [`FileRequest::Pack`] asked for, in order.
+    ArchiveChunk {
+        /// The bytes, as base64 ([`encode_bytes`]), at most [`ARCHIVE_CHUNK_BYTES`].
+        data: String,
+    },
+    /// The session archive of a [`FileRequest::Pack`] was sent whole.
+    Packed {
+        /// Its bytes.
+        bytes: u64,
+        /// Its entries.
+        entries: u64,
+        /// Entries left out, as the archive carries none of their kind: FIFOs, sockets,
+        /// devices.
+        #[serde(default, skip_serializing_if = "is_zero_u64")]
+        skipped: u64,
+    },
+    /// The session archive of a [`FileRequest::Unpack`] was restored.
+    Unpacked {
+        /// Its bytes.
+        bytes: u64,
+        /// Its entries.
+        entries: u64,
+    },
     /// Output of the job in flight (one marked [`Job::stream`]), as the program wrote it.
     Output {
         /// Which stream.
@@ -317,6 +378,10 @@ pub struct JobOutcome {
 }
 
 fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 
@@ -378,5 +443,29 @@ mod tests {
         };
         let text = serde_json::to_string(&RunnerMessage::Job(job.clone())).unwrap();
         assert_eq!(decode(&text), RunnerMessage::Job(job));
+    }
+
+    #[test]
+    fn archive_requests_are_file_requests() {
+        assert_eq!(
+            decode(r#"{"file":"pack","max_bytes":10}"#),
+            RunnerMessage::File(FileRequest::Pack { max_bytes: 10 })
+        );
+        assert_eq!(
+            decode(r#"{"file":"unpack_chunk","data":"","last":true}"#),
+            RunnerMessage::File(FileRequest::UnpackChunk {
+                data: String::new(),
+                last: true
+            })
+        );
+    }
+
+    #[test]
+    fn a_full_archive_chunk_fits_a_frame() {
+        let chunk = AgentMessage::ArchiveChunk {
+            data: encode_bytes(&vec![0xff; ARCHIVE_CHUNK_BYTES]),
+        };
+        let frame = crate::frame::encode(&chunk).expect("fits");
+        assert!(frame.len() < crate::frame::MAX_FRAME_LEN / 8);
     }
 }

@@ -14,18 +14,23 @@
 //! A session's sandbox is frozen between its calls by the init, which relays every call
 //! and so knows where each ends: it thaws the sandbox's cgroup before it forwards a
 //! session's job or a file operation, and freezes it (waiting until the kernel says
-//! every process is) before it hands the answer on. The agent, inside the cgroup, is
+//! every process is) before it hands the answer on. A session archive's operations
+//! take several frames: for a Pack, every chunk the agent sends goes on to the runner
+//! until its Packed or FileFailed; for an Unpack, every chunk the runner sends goes on
+//! to the agent, to the last, then the agent's one answer back. The agent, inside the cgroup, is
 //! frozen with the rest; the init, outside, is not.
 
 use super::error::InitError;
 use super::settings::Settings;
-use crate::agent::{LiveOutput, Worker};
+use crate::agent::{AgentError, LiveOutput, Worker};
+use sandbox_archive::Limits;
 use sandbox_jail::cgroup::{Cgroup, CgroupLimits, Hierarchy};
 use sandbox_jail::layout::{IMAGE_PACKAGES, IMAGE_SHARED_PATHS, SANDBOX_UID};
 use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, Prepare, RunnerMessage};
 use sandbox_protocol::frame;
 use sandbox_protocol::process::ProcessRequest;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -206,6 +211,68 @@ impl Worker for Jailed {
         }
     }
 
+    /// A session's call, as a file operation is: the agent's chunks go on to the runner
+    /// as they come, then its answer.
+    fn pack<C: Read + Write>(&mut self, max_bytes: u64, channel: &mut C) -> Result<(), AgentError> {
+        let request = RunnerMessage::File(FileRequest::Pack { max_bytes });
+        let mut next = self
+            .thaw()
+            .and_then(|()| self.send(&request))
+            .and_then(|()| self.answer());
+        loop {
+            let answer = match next {
+                Ok(chunk @ AgentMessage::ArchiveChunk { .. }) => {
+                    frame::write(channel, &chunk)?;
+                    next = self.answer();
+                    continue;
+                }
+                Ok(answer) => self.freeze().map(|()| answer).unwrap_or_else(failed),
+                Err(message) => failed(message),
+            };
+            frame::write(channel, &answer)?;
+            return Ok(());
+        }
+    }
+
+    /// A session's call, as a file operation is: every chunk the runner sends goes on
+    /// to the agent (and is read to the last, also when the agent cannot take it, so
+    /// that the runner's channel stays in step), then the agent's answer back.
+    fn unpack<C: Read + Write>(
+        &mut self,
+        limits: Limits,
+        channel: &mut C,
+    ) -> Result<(), AgentError> {
+        let request = RunnerMessage::File(FileRequest::Unpack {
+            max_bytes: limits.max_bytes,
+            max_entries: limits.max_entries,
+        });
+        let mut relayed = self.thaw().and_then(|()| self.send(&request));
+        loop {
+            match frame::read::<_, RunnerMessage>(channel)? {
+                Some(RunnerMessage::File(chunk @ FileRequest::UnpackChunk { .. })) => {
+                    let last = matches!(chunk, FileRequest::UnpackChunk { last: true, .. });
+                    if relayed.is_ok() {
+                        relayed = self.send(&RunnerMessage::File(chunk));
+                    }
+                    if last {
+                        break;
+                    }
+                }
+                Some(_) => {
+                    return Err(AgentError::OutOfStep(
+                        "another request in the middle of an unpack".into(),
+                    ))
+                }
+                None => return Ok(()),
+            }
+        }
+        let answer = relayed
+            .and_then(|()| self.answer())
+            .and_then(|answer| self.freeze().map(|()| answer));
+        frame::write(channel, &answer.unwrap_or_else(failed))?;
+        Ok(())
+    }
+
     /// A process operation is a session's call: the sandbox is thawed for it, and
     /// frozen again after unless processes of the API run.
     fn process(&mut self, request: &ProcessRequest) -> AgentMessage {
@@ -242,6 +309,11 @@ impl Worker for Jailed {
             _ => answer,
         }
     }
+}
+
+/// The answer that says the sandbox failed.
+fn failed(message: String) -> AgentMessage {
+    AgentMessage::Failed { message }
 }
 
 /// Starts this binary as the jail, with an empty environment, the channel on

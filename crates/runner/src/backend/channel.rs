@@ -1,16 +1,19 @@
 //! The runner's side of the agent channel, the same for every backend: sending
 //! [`RunnerMessage`]s, reading [`AgentMessage`]s, and the exchanges built from them.
 
+use super::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::languages::Language;
 use crate::live::{Allowance, Chunk, LiveOutput};
+use sandbox_archive::{Limits, BLOCK};
 use sandbox_protocol::agent::{
-    decode_bytes, AgentMessage, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage,
-    Snapshot,
+    decode_bytes, encode_bytes, AgentMessage, FileFailure, FileRequest, Job, JobOutcome, Prepare,
+    Reseed, RunnerMessage, Snapshot, ARCHIVE_CHUNK_BYTES,
 };
 use sandbox_protocol::frame::{self, FrameError};
 use sandbox_protocol::language::LoaderKind;
 use sandbox_protocol::process::ProcessRequest;
 use std::io;
+use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -210,6 +213,169 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// What an archive operation gives: the summary or a refusal, or the sandbox's failure.
+pub type ArchiveOutcome = Result<Result<ArchiveSummary, ArchiveRefusal>, ChannelError>;
+
+/// Writes the session archive of the sandbox at the other end of `s` to the file `to`
+/// (created 0600, truncated), at most `max_bytes` of it.
+pub async fn pack_to<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    to: &Path,
+    max_bytes: u64,
+) -> ArchiveOutcome {
+    let opened = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(to)
+        .await;
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(e) => return Ok(Err(ArchiveRefusal::Io(e))),
+    };
+    pack(s, max_bytes, &mut file).await
+}
+
+/// Restores the session archive in the file `from` (one the runner wrote, or checked
+/// with `sandbox_archive::normalize`) into the sandbox at the other end of `s`. The
+/// agent checks it again, within what the file's size allows: its bytes, and an entry
+/// per 512-byte block at most.
+pub async fn unpack_from<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    from: &Path,
+) -> ArchiveOutcome {
+    let opened = match tokio::fs::File::open(from).await {
+        Ok(file) => file.metadata().await.map(|m| (file, m.len())),
+        Err(e) => Err(e),
+    };
+    let (mut file, len) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return Ok(Err(ArchiveRefusal::Io(e))),
+    };
+    let limits = Limits {
+        max_bytes: len,
+        max_entries: len / BLOCK,
+    };
+    unpack(s, &mut file, limits).await
+}
+
+/// Asks the agent for the session archive ([`FileRequest::Pack`]) and writes its chunks
+/// to `out` as they come, at most `max_bytes`: past that, or when `out` fails, the rest
+/// of the chunks are read and dropped (the channel stays in step) and the refusal says
+/// why. Not bounded in time here, as for [`file`].
+pub async fn pack<S, W>(s: &mut S, max_bytes: u64, out: &mut W) -> ArchiveOutcome
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    send(s, &RunnerMessage::File(FileRequest::Pack { max_bytes })).await?;
+    let mut written = 0u64;
+    let mut refusal = None;
+    loop {
+        match read(s).await? {
+            Some(AgentMessage::ArchiveChunk { data }) => {
+                let bytes =
+                    decode_bytes(&data).map_err(|e| ChannelError::BadOutput(e.to_string()))?;
+                if refusal.is_some() {
+                    continue;
+                }
+                written += bytes.len() as u64;
+                if written > max_bytes {
+                    refusal = Some(ArchiveRefusal::TooLarge { limit: max_bytes });
+                } else if let Err(e) = out.write_all(&bytes).await {
+                    refusal = Some(ArchiveRefusal::Io(e));
+                }
+            }
+            Some(AgentMessage::Packed { entries, .. }) => {
+                let flushed = out.flush().await.map_err(ArchiveRefusal::Io);
+                return Ok(match refusal.map_or(flushed, Err) {
+                    Ok(()) => Ok(ArchiveSummary {
+                        bytes: written,
+                        entries,
+                    }),
+                    Err(refusal) => Err(refusal),
+                });
+            }
+            Some(AgentMessage::FileFailed { reason, message }) => {
+                return Ok(Err(refusal.unwrap_or(match reason {
+                    FileFailure::TooLarge => ArchiveRefusal::TooLarge { limit: max_bytes },
+                    _ => ArchiveRefusal::Refused(message),
+                })))
+            }
+            Some(AgentMessage::Failed { message }) => {
+                return Err(ChannelError::AgentFailed(message))
+            }
+            Some(other) => return Err(unexpected(&other, "a piece of an archive")),
+            None => return Err(ChannelError::Closed("a piece of an archive")),
+        }
+    }
+}
+
+/// Sends the session archive read from `input` to the agent to restore
+/// ([`FileRequest::Unpack`], within `limits`), in chunks, and waits for its one answer.
+/// When `input` fails, the archive is ended there (the agent then refuses it) and the
+/// refusal says why. Not bounded in time here, as for [`file`].
+pub async fn unpack<S, R>(s: &mut S, input: &mut R, limits: Limits) -> ArchiveOutcome
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    R: AsyncRead + Unpin,
+{
+    let request = FileRequest::Unpack {
+        max_bytes: limits.max_bytes,
+        max_entries: limits.max_entries,
+    };
+    send(s, &RunnerMessage::File(request)).await?;
+    let mut failed = None;
+    let mut chunk = fill(input, &mut failed).await;
+    loop {
+        let next = match failed {
+            None => fill(input, &mut failed).await,
+            Some(_) => Vec::new(),
+        };
+        let last = next.is_empty();
+        let data = encode_bytes(&chunk);
+        send(
+            s,
+            &RunnerMessage::File(FileRequest::UnpackChunk { data, last }),
+        )
+        .await?;
+        if last {
+            break;
+        }
+        chunk = next;
+    }
+    let answer = match read(s).await? {
+        Some(AgentMessage::Unpacked { bytes, entries }) => Ok(ArchiveSummary { bytes, entries }),
+        Some(AgentMessage::FileFailed { message, .. }) => Err(ArchiveRefusal::Refused(message)),
+        Some(AgentMessage::Failed { message }) => return Err(ChannelError::AgentFailed(message)),
+        Some(other) => return Err(unexpected(&other, "an unpack's answer")),
+        None => return Err(ChannelError::Closed("an unpack's answer")),
+    };
+    Ok(match failed {
+        Some(e) => Err(ArchiveRefusal::Io(e)),
+        None => answer,
+    })
+}
+
+/// Reads up to [`ARCHIVE_CHUNK_BYTES`] from `input` (fewer only at its end); a failure
+/// ends it, kept in `failed`.
+async fn fill<R: AsyncRead + Unpin>(input: &mut R, failed: &mut Option<io::Error>) -> Vec<u8> {
+    let mut chunk = Vec::with_capacity(ARCHIVE_CHUNK_BYTES);
+    while chunk.len() < ARCHIVE_CHUNK_BYTES {
+        let mut limited = (&mut *input).take((ARCHIVE_CHUNK_BYTES - chunk.len()) as u64);
+        match limited.read_buf(&mut chunk).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                *failed = Some(e);
+                break;
+            }
+        }
+    }
+    chunk
+}
+
 fn unexpected(got: &AgentMessage, expected: &'static str) -> ChannelError {
     let got = match got {
         AgentMessage::Ready => "Ready",
@@ -221,6 +387,8 @@ fn unexpected(got: &AgentMessage, expected: &'static str) -> ChannelError {
         | AgentMessage::FileFailed { .. } => "a file answer",
         AgentMessage::Process { .. } => "a process answer",
         AgentMessage::Output { .. } => "output",
+        AgentMessage::ArchiveChunk { .. } => "a piece of an archive",
+        AgentMessage::Packed { .. } | AgentMessage::Unpacked { .. } => "an archive's answer",
     };
     ChannelError::Unexpected { got, expected }
 }
@@ -249,10 +417,12 @@ fn unresponsive(limit: Duration) -> JobOutcome {
 }
 
 #[cfg(test)]
+mod archive_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::live;
-    use sandbox_protocol::agent::encode_bytes;
     use sandbox_protocol::process::Stream;
     use sandbox_protocol::Lang;
 

@@ -5,14 +5,18 @@
 //! own configuration.
 
 pub use sandbox_jail::cgroup;
+pub mod archive;
 pub mod channel;
 pub mod process;
 pub mod vm;
+
+pub use archive::{ArchiveRefusal, ArchiveSummary};
 
 use crate::live::LiveOutput;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job, JobOutcome};
 use sandbox_protocol::process::ProcessRequest;
 use sandbox_protocol::Lang;
+use std::path::Path;
 
 /// How one job ended: what the agent reported, and what the host saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +162,31 @@ impl Sandbox {
         match self {
             Sandbox::Process(s) => Ok(s.file(request).await?),
             Sandbox::Vm(s) => Ok(s.file(request).await?),
+        }
+    }
+
+    /// Writes the session's files as a session archive to the file `to` (see
+    /// [`PooledSandbox::pack`](crate::pool::PooledSandbox::pack)).
+    pub async fn pack(
+        &mut self,
+        to: &Path,
+        max_bytes: u64,
+    ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, BackendError> {
+        match self {
+            Sandbox::Process(s) => Ok(s.pack(to, max_bytes).await?),
+            Sandbox::Vm(s) => Ok(s.pack(to, max_bytes).await?),
+        }
+    }
+
+    /// Restores a session archive into the sandbox (see
+    /// [`PooledSandbox::unpack`](crate::pool::PooledSandbox::unpack)).
+    pub async fn unpack(
+        &mut self,
+        from: &Path,
+    ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, BackendError> {
+        match self {
+            Sandbox::Process(s) => Ok(s.unpack(from).await?),
+            Sandbox::Vm(s) => Ok(s.unpack(from).await?),
         }
     }
 

@@ -81,6 +81,26 @@ pub trait PooledSandbox: Send + 'static {
         request: FileRequest,
     ) -> impl Future<Output = Result<AgentMessage, Self::Error>> + Send;
 
+    /// Writes the session's files (home folder and /tmp) as a session archive to the
+    /// file `to` (created 0600, truncated), at most `max_bytes` of archive: beyond it,
+    /// TooLarge (the rest of the agent's chunks are drained, the file is left for the
+    /// caller to delete). The sandbox must be thawed (see
+    /// [`session_pack`](Self::session_pack)). The outer error means the sandbox failed
+    /// (the caller ends the session); the inner refusal leaves it as it was.
+    fn pack(
+        &mut self,
+        to: &Path,
+        max_bytes: u64,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send;
+
+    /// Restores a session archive (a file the runner wrote, already checked) into the
+    /// sandbox's home folder and /tmp. The sandbox must be thawed (see
+    /// [`session_unpack`](Self::session_unpack)); errors as for [`pack`](Self::pack).
+    fn unpack(
+        &mut self,
+        from: &Path,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send;
+
     /// Does a session's process operation (see [`ProcessRequest`]).
     fn process(
         &mut self,
@@ -128,6 +148,43 @@ pub trait PooledSandbox: Send + 'static {
                 self.freeze().await?;
             }
             Ok(answer)
+        }
+    }
+
+    /// [`pack`](Self::pack) with the sandbox thawed for it and frozen again after,
+    /// unless `processes_run` (as [`session_file`](Self::session_file) does).
+    fn session_pack(
+        &mut self,
+        to: &Path,
+        max_bytes: u64,
+        processes_run: bool,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send
+    {
+        async move {
+            self.thaw().await?;
+            let packed = self.pack(to, max_bytes).await?;
+            if !processes_run {
+                self.freeze().await?;
+            }
+            Ok(packed)
+        }
+    }
+
+    /// [`unpack`](Self::unpack) with the sandbox thawed for it and frozen again after,
+    /// unless `processes_run` (as [`session_file`](Self::session_file) does).
+    fn session_unpack(
+        &mut self,
+        from: &Path,
+        processes_run: bool,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send
+    {
+        async move {
+            self.thaw().await?;
+            let unpacked = self.unpack(from).await?;
+            if !processes_run {
+                self.freeze().await?;
+            }
+            Ok(unpacked)
         }
     }
 
@@ -243,6 +300,23 @@ impl PooledSandbox for Sandbox {
         request: ProcessRequest,
     ) -> impl Future<Output = Result<AgentMessage, BackendError>> + Send {
         Sandbox::process(self, request)
+    }
+
+    fn pack(
+        &mut self,
+        to: &Path,
+        max_bytes: u64,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, BackendError>> + Send
+    {
+        Sandbox::pack(self, to, max_bytes)
+    }
+
+    fn unpack(
+        &mut self,
+        from: &Path,
+    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, BackendError>> + Send
+    {
+        Sandbox::unpack(self, from)
     }
 
     fn freeze(&mut self) -> impl Future<Output = Result<(), BackendError>> + Send {

@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path};
 
 /// Why a file operation was refused, and a sentence for people.
-pub(super) type Refusal = (FileFailure, String);
+pub(crate) type Refusal = (FileFailure, String);
 
 /// What every open here carries: the last component is never followed if it is a
 /// symlink, no open waits, no terminal becomes the agent's, and nothing is inherited.
@@ -73,12 +73,23 @@ pub(super) fn parent_of(
         }
     }
     let name = parts.pop().ok_or_else(bad)?.to_owned();
-    let mut dir = open_in(home, OsStr::new("."), OFlag::O_DIRECTORY | OFlag::O_RDONLY)
+    Ok((folder_at(home, &parts, path, create)?, name))
+}
+
+/// The folder `parts` names below `base` (made, with its folders, when `create`), each
+/// component opened from the one before; `path` words the refusals.
+pub(super) fn folder_at(
+    base: BorrowedFd<'_>,
+    parts: &[&OsStr],
+    path: &str,
+    create: bool,
+) -> Result<OwnedFd, Refusal> {
+    let mut dir = open_in(base, OsStr::new("."), OFlag::O_DIRECTORY | OFlag::O_RDONLY)
         .map_err(|e| failure(path, e))?;
     for part in parts {
         dir = folder(dir.as_fd(), part, path, create)?;
     }
-    Ok((dir, name))
+    Ok(dir)
 }
 
 /// Opens (with `create`, makes first) the folder `name` in `dir`.

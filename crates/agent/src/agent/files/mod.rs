@@ -10,13 +10,16 @@
 //! a socket, a device) is refused as `NotAFile` before a byte moves. A listing
 //! ([`listing`]) walks the same way and is bounded in entries, bytes and depth. So no
 //! file operation can block, whatever the program left in its home folder: reads and
-//! writes are of regular files on the home folder's tmpfs.
+//! writes are of regular files on the home folder's tmpfs. The session archive's two
+//! operations ([`archive`]: the home folder and `/tmp` written as one tar stream, or
+//! restored from one) walk and create the same way, in both folders.
 
+pub(crate) mod archive;
 mod beneath;
 mod listing;
 
 use super::identity::as_program_user;
-use beneath::{failure, io_failure, open_in, parent_of, refused_open, regular, Refusal};
+use beneath::{failure, io_failure, open_in, parent_of, refused_open, regular};
 use nix::fcntl::OFlag;
 use sandbox_protocol::agent::{
     decode_bytes, encode_bytes, AgentMessage, FileFailure, FileRequest, LISTING_BYTES_CEILING,
@@ -35,6 +38,13 @@ pub(crate) fn serve(home: BorrowedFd<'_>, request: &FileRequest) -> AgentMessage
             *limit,
             (*max_bytes).min(LISTING_BYTES_CEILING),
         )),
+        // Several frames each way: the exchange hands them to `archive`.
+        FileRequest::Pack { .. } | FileRequest::Unpack { .. } | FileRequest::UnpackChunk { .. } => {
+            Err((
+                FileFailure::Io,
+                "an archive's request is not a single file operation".into(),
+            ))
+        }
     });
     match result {
         Ok(Ok(message)) => message,
@@ -45,6 +55,8 @@ pub(crate) fn serve(home: BorrowedFd<'_>, request: &FileRequest) -> AgentMessage
         },
     }
 }
+
+pub(crate) use beneath::Refusal;
 
 type Outcome = Result<AgentMessage, Refusal>;
 

@@ -12,13 +12,14 @@ use super::launch::prepare;
 use super::live::{LiveOutput, OutputFrames, Unstreamed};
 use super::processes;
 use super::tree;
+use sandbox_archive::Limits;
 use sandbox_protocol::agent::{
     AgentMessage, FileFailure, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage,
 };
 use sandbox_protocol::frame::{self, FrameError};
 use sandbox_protocol::process::ProcessRequest;
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 /// Why the agent (or a VM's init, serving for it) stopped without answering a job.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +39,10 @@ pub enum AgentError {
     /// The kernel's random pool could not be reseeded, or the clock set, after a restore.
     #[error("reseeding the kernel's random pool and setting the clock: {0}")]
     Reseed(io::Error),
+    /// The runner sent something else than the next piece of an archive being unpacked
+    /// (or a piece outside one): the exchange is out of step.
+    #[error("the runner sent {0} where the next piece of an archive was expected")]
+    OutOfStep(String),
 }
 
 /// What serves the exchange's requests: starts an interpreter ahead of the job, runs
@@ -50,6 +55,17 @@ pub trait Worker {
     fn run(&mut self, job: &Job, live: &mut dyn LiveOutput) -> AgentMessage;
     /// Does a session's file operation; the answer is Stored, File, Files or FileFailed.
     fn file(&mut self, request: &FileRequest) -> AgentMessage;
+    /// Sends the session archive (of at most `max_bytes`) on `channel`: chunk frames,
+    /// then Packed or FileFailed (or Failed). An error is the channel's.
+    fn pack<C: Read + Write>(&mut self, max_bytes: u64, channel: &mut C) -> Result<(), AgentError>;
+    /// Restores the session archive that follows on `channel` (within `limits`), reading
+    /// every chunk to the last, and answers once: Unpacked or FileFailed (or Failed). An
+    /// error is the channel's.
+    fn unpack<C: Read + Write>(
+        &mut self,
+        limits: Limits,
+        channel: &mut C,
+    ) -> Result<(), AgentError>;
     /// Does a session's process operation; the answer is Process (or Failed).
     fn process(&mut self, request: &ProcessRequest) -> AgentMessage;
 }
@@ -127,6 +143,18 @@ where
         }
     }
 
+    fn pack<C: Read + Write>(&mut self, max_bytes: u64, channel: &mut C) -> Result<(), AgentError> {
+        files::archive::pack(session_folders(), max_bytes, channel)
+    }
+
+    fn unpack<C: Read + Write>(
+        &mut self,
+        limits: Limits,
+        channel: &mut C,
+    ) -> Result<(), AgentError> {
+        files::archive::unpack(session_folders(), limits, channel)
+    }
+
     /// Done with the session's processes awake: stopped ones (SIGSTOP) are woken for
     /// it, and where the session's jobs stop them between calls, stopped again after
     /// unless one of the API's runs.
@@ -141,6 +169,12 @@ where
             running: processes::running(),
         }
     }
+}
+
+/// The home folder and `/tmp`, which a session archive holds.
+fn session_folders() -> Result<(OwnedFd, OwnedFd), files::Refusal> {
+    let opened = home::open().and_then(|home| Ok((home, home::open_tmp()?)));
+    opened.map_err(|e| (FileFailure::Io, e.to_string()))
 }
 
 impl<F> Local<F> {
@@ -296,9 +330,7 @@ fn await_job<C: Read + Write, W: Worker>(
             None => return Ok(Next::Closed),
             Some(RunnerMessage::Job(job)) => return Ok(Next::Job(Box::new(job))),
             // A session's files and processes may come before its first job.
-            Some(RunnerMessage::File(request)) => {
-                frame::write(channel, &worker.file(&request))?;
-            }
+            Some(RunnerMessage::File(request)) => file(channel, worker, &request)?,
             Some(RunnerMessage::Process(request)) => {
                 frame::write(channel, &worker.process(&request))?;
             }
@@ -325,6 +357,32 @@ fn await_job<C: Read + Write, W: Worker>(
     }
 }
 
+/// Does a session's file operation: most are answered by one frame; a session
+/// archive's take several each way (see [`sandbox_protocol::agent`]).
+fn file<C: Read + Write, W: Worker>(
+    channel: &mut C,
+    worker: &mut W,
+    request: &FileRequest,
+) -> Result<(), AgentError> {
+    match request {
+        FileRequest::Pack { max_bytes } => worker.pack(*max_bytes, channel),
+        FileRequest::Unpack {
+            max_bytes,
+            max_entries,
+        } => {
+            let limits = Limits {
+                max_bytes: *max_bytes,
+                max_entries: *max_entries,
+            };
+            worker.unpack(limits, channel)
+        }
+        FileRequest::UnpackChunk { .. } => Err(AgentError::OutOfStep(
+            "a piece of an archive outside an unpack".into(),
+        )),
+        _ => Ok(frame::write(channel, &worker.file(request))?),
+    }
+}
+
 /// Answers `job` and, while the jobs are a session's, the jobs that follow; after a
 /// one-shot job, waits for the runner to let go of the sandbox.
 fn serve_jobs<C, W>(channel: &mut C, first: Job, worker: &mut W) -> Result<(), AgentError>
@@ -344,9 +402,7 @@ where
         }
         let next = loop {
             match frame::read::<_, RunnerMessage>(channel)? {
-                Some(RunnerMessage::File(request)) => {
-                    frame::write(channel, &worker.file(&request))?;
-                }
+                Some(RunnerMessage::File(request)) => file(channel, worker, &request)?,
                 Some(RunnerMessage::Process(request)) => {
                     frame::write(channel, &worker.process(&request))?;
                 }

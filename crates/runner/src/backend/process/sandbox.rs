@@ -8,6 +8,7 @@ use super::error::ProcessError;
 use super::identity::{Identities, Identity};
 use super::launch::Launched;
 use super::leader::Leader;
+use crate::backend::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::backend::cgroup::{Cgroup, Freezer};
 use crate::backend::channel;
 use crate::backend::RunOutcome;
@@ -236,6 +237,23 @@ impl ProcessSandbox {
     /// Does a session's file operation.
     pub async fn file(&mut self, request: FileRequest) -> Result<AgentMessage, ProcessError> {
         Ok(channel::file(&mut self.channel, request).await?)
+    }
+
+    /// Writes the session archive to the file `to`, at most `max_bytes` of it.
+    pub async fn pack(
+        &mut self,
+        to: &Path,
+        max_bytes: u64,
+    ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, ProcessError> {
+        Ok(channel::pack_to(&mut self.channel, to, max_bytes).await?)
+    }
+
+    /// Restores the session archive in the file `from`.
+    pub async fn unpack(
+        &mut self,
+        from: &Path,
+    ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, ProcessError> {
+        Ok(channel::unpack_from(&mut self.channel, from).await?)
     }
 
     /// Does a session's process operation.

@@ -4,6 +4,7 @@
 //! VM with what it left on the host.
 
 use super::{BootError, VmError};
+use crate::backend::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::backend::cgroup::Cgroup;
 use crate::backend::channel;
 use crate::backend::RunOutcome;
@@ -12,7 +13,7 @@ use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::process::ProcessRequest;
 use std::fs;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::process::Child;
@@ -175,6 +176,26 @@ impl VmSandbox {
     pub async fn file(&mut self, request: FileRequest) -> Result<AgentMessage, VmError> {
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
         Ok(channel::file(channel, request).await?)
+    }
+
+    /// Writes the session archive to the file `to`, at most `max_bytes` of it (the
+    /// guest's init thaws the sandbox for it and freezes it after).
+    pub async fn pack(
+        &mut self,
+        to: &Path,
+        max_bytes: u64,
+    ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, VmError> {
+        let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
+        Ok(channel::pack_to(channel, to, max_bytes).await?)
+    }
+
+    /// Restores the session archive in the file `from`.
+    pub async fn unpack(
+        &mut self,
+        from: &Path,
+    ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, VmError> {
+        let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
+        Ok(channel::unpack_from(channel, from).await?)
     }
 
     /// Does a session's process operation.

@@ -1,7 +1,7 @@
 //! A fake backend: it makes no sandbox, it keeps a log of what the pool asked of it, and
 //! it can be told to fail, or to take its time.
 
-use crate::backend::RunOutcome;
+use crate::backend::{ArchiveRefusal, ArchiveSummary, RunOutcome};
 use crate::live::{Chunk, LiveOutput};
 use crate::pool::{PooledSandbox, SandboxFactory};
 use sandbox_protocol::agent::{Job, JobOutcome};
@@ -50,6 +50,10 @@ pub struct Log {
     pub destroyed: Vec<(usize, Instant)>,
     /// Sandboxes dropped without being destroyed.
     pub leaked: Vec<usize>,
+    /// Sandboxes whose files were packed, in order.
+    pub packed: Vec<usize>,
+    /// Sandboxes an archive was unpacked into, in order.
+    pub unpacked: Vec<usize>,
     /// Calls to `kill_all`.
     pub kills: usize,
     /// Calls to `shutdown`, each with how many sandboxes were destroyed by then.
@@ -230,6 +234,42 @@ impl PooledSandbox for FakeSandbox {
         })
     }
 
+    /// Writes a real session archive holding only `home` and `tmp` (the fake holds no
+    /// files).
+    async fn pack(
+        &mut self,
+        to: &std::path::Path,
+        max_bytes: u64,
+    ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, FakeError> {
+        self.fake.log().packed.push(self.id);
+        let archive = empty_archive();
+        if archive.len() as u64 > max_bytes {
+            return Ok(Err(ArchiveRefusal::TooLarge { limit: max_bytes }));
+        }
+        Ok(match tokio::fs::write(to, &archive).await {
+            Ok(()) => Ok(ArchiveSummary {
+                bytes: archive.len() as u64,
+                entries: 2,
+            }),
+            Err(e) => Err(ArchiveRefusal::Io(e)),
+        })
+    }
+
+    /// Reads the archive's size (the fake restores nothing).
+    async fn unpack(
+        &mut self,
+        from: &std::path::Path,
+    ) -> Result<Result<ArchiveSummary, ArchiveRefusal>, FakeError> {
+        self.fake.log().unpacked.push(self.id);
+        Ok(match tokio::fs::metadata(from).await {
+            Ok(meta) => Ok(ArchiveSummary {
+                bytes: meta.len(),
+                entries: 0,
+            }),
+            Err(e) => Err(ArchiveRefusal::Io(e)),
+        })
+    }
+
     /// The pool never mounts inline dependencies; the runner's routes do (tested for
     /// real).
     async fn add_deps(&mut self, deps: &crate::backend::DepsMount) -> Result<String, FakeError> {
@@ -240,6 +280,31 @@ impl PooledSandbox for FakeSandbox {
         self.destroyed = true;
         let now = Instant::now();
         self.fake.log().destroyed.push((self.id, now));
+    }
+}
+
+/// A session archive of an empty session: the folders `home` and `tmp`.
+fn empty_archive() -> Vec<u8> {
+    let mut writer = sandbox_archive::Writer::new(Vec::new());
+    for root in ["home", "tmp"] {
+        let path = root.as_bytes().to_vec();
+        let entry = sandbox_archive::Entry {
+            path,
+            kind: sandbox_archive::Kind::Dir,
+            mode: 0o755,
+            mtime: 0,
+        };
+        let mut nothing = std::io::empty();
+        if writer
+            .add(&entry, &mut nothing, sandbox_archive::Short::Fail)
+            .is_err()
+        {
+            panic!("an archive in memory takes its folders");
+        }
+    }
+    match writer.finish() {
+        Ok((archive, _)) => archive,
+        Err(e) => panic!("an archive in memory ends: {e}"),
     }
 }
 
