@@ -29,32 +29,6 @@ pub struct RunOutcome {
     pub resumed: bool,
 }
 
-/// What one archive operation moved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArchiveSummary {
-    /// Bytes of archive.
-    pub bytes: u64,
-    /// Entries.
-    pub entries: u64,
-}
-
-/// Why an archive operation was refused; the sandbox (and its session) goes on.
-#[derive(Debug, thiserror::Error)]
-pub enum ArchiveRefusal {
-    /// The archive would pass the bytes allowed.
-    #[error("the archive would pass the {limit} bytes allowed")]
-    TooLarge {
-        /// The bytes allowed.
-        limit: u64,
-    },
-    /// The agent refused.
-    #[error("{0}")]
-    Refused(String),
-    /// Reading or writing the file failed.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
-
 /// Why a sandbox could not be made or could not run its job.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {

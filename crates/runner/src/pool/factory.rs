@@ -205,46 +205,6 @@ pub trait PooledSandbox: Send + 'static {
         }
     }
 
-    /// Writes the session's files (home folder and /tmp) as a session archive to the
-    /// file `to`, at most `max_bytes` of archive. (Lead's stub until the archive branch.)
-    fn pack(
-        &mut self,
-        to: &Path,
-        max_bytes: u64,
-    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send
-    {
-        let _ = (to, max_bytes);
-        async { Ok(Err(ArchiveRefusal::Refused("not yet".into()))) }
-    }
-
-    /// Restores a session archive into the sandbox's home folder and /tmp.
-    fn unpack(
-        &mut self,
-        from: &Path,
-    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send
-    {
-        let _ = from;
-        async { Ok(Err(ArchiveRefusal::Refused("not yet".into()))) }
-    }
-
-    /// pack, the sandbox thawed for it and frozen after unless `processes_run`.
-    fn session_pack(
-        &mut self,
-        to: &Path,
-        max_bytes: u64,
-        processes_run: bool,
-    ) -> impl Future<Output = Result<Result<ArchiveSummary, ArchiveRefusal>, Self::Error>> + Send
-    {
-        async move {
-            self.thaw().await?;
-            let packed = self.pack(to, max_bytes).await?;
-            if !processes_run {
-                self.freeze().await?;
-            }
-            Ok(packed)
-        }
-    }
-
     /// Kills every process of the sandbox and releases what it holds on the host.
     fn destroy(self) -> impl Future<Output = ()> + Send;
 }

@@ -694,6 +694,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 mod error;
+mod import;
 mod pause;
 mod processes;
 mod snapshots;

@@ -176,18 +176,3 @@ impl<S: PooledSandbox> Sessions<S> {
         })
     }
 }
-
-impl<S: PooledSandbox> Sessions<S> {
-    /// Imports a snapshot from an untrusted tar stream (lead's stub until the archive
-    /// branch brings the checks).
-    pub async fn import<R>(
-        &self,
-        reader: R,
-    ) -> Result<sandbox_protocol::snapshot::ImportAnswer, SessionError>
-    where
-        R: tokio::io::AsyncRead + Send + Unpin + 'static,
-    {
-        drop(reader);
-        Err(SessionError::BadArchive("not yet".into()))
-    }
-}

@@ -165,8 +165,15 @@ async fn an_idle_session_pauses_and_any_call_wakes_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // A file operation wakes it as a run would.
-    let (status, text) = runner.get(&format!("/sessions/{id}/files/note.txt")).await;
-    assert_eq!((status, text.as_str()), (200, "idle\n"));
+    let response = runner
+        .client
+        .get(format!("{}/sessions/{id}/files/note.txt", runner.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.text().await.expect("a body"), "idle\n");
     let (_, info) = runner
         .request("GET", &format!("/sessions/{id}"), None)
         .await;
