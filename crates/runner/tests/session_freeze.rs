@@ -179,6 +179,8 @@ async fn a_frozen_session_ends_at_its_idle_timeout_on_delete_and_at_shutdown() {
     }
     let runner = Runner::with(Options {
         pool_size: 1,
+        // Idle sessions end rather than pause (tests/pause covers pausing).
+        env: vec![("RUNNER_SESSION_ON_IDLE".into(), "end".into())],
         ..Options::default()
     });
     let tag = std::process::id();

@@ -226,7 +226,11 @@ async fn delete_ends_everything_and_unknown_ids_get_404() {
 
 #[tokio::test]
 async fn sessions_end_at_their_idle_timeout_and_their_ttl() {
-    let runner = Runner::start();
+    // Idle sessions end rather than pause (the default; tests/pause covers that).
+    let runner = Runner::with(Options {
+        env: vec![("RUNNER_SESSION_ON_IDLE".into(), "end".into())],
+        ..Options::default()
+    });
     let idle = runner.open_session(json!({"idleTimeoutMs": 1000})).await;
     let (_, info) = runner
         .request("GET", &format!("/sessions/{idle}"), None)

@@ -515,7 +515,7 @@ impl<S: PooledSandbox> Sessions<S> {
     /// Ends the sessions past their TTL (and, `on_idle = end`, their idle timeout),
     /// pauses those past their idle timeout, ends the paused ones past the paused TTL,
     /// and removes the snapshots past theirs; how many sessions it ended or paused.
-    pub async fn reap(&self) -> usize
+    pub async fn reap(self: &Arc<Self>) -> usize
     where
         S::Error: std::fmt::Display + Send,
     {
@@ -541,12 +541,17 @@ impl<S: PooledSandbox> Sessions<S> {
         };
         for session in &ending {
             tracing::info!(session = %session.id, "session expired");
-            lock(&self.table).remove(&session.id);
+            // Ended before it leaves the table: once it answers 404, nothing of it runs.
             self.end(session).await;
+            lock(&self.table).remove(&session.id);
         }
         let mut paused = 0;
         for session in idle {
-            paused += usize::from(self.pause_idle(session).await);
+            // In a task of its own: a reaper stopped meanwhile (the runner's shutdown)
+            // never leaves a pause halfway through its exchange with the sandbox.
+            let sessions = self.clone();
+            let pausing = tokio::spawn(async move { sessions.pause_idle(session).await });
+            paused += usize::from(pausing.await.unwrap_or(false));
         }
         self.store
             .expire_snapshots(SystemTime::now(), self.config.snapshot_ttl);

@@ -198,7 +198,11 @@ async fn a_session_runs_while_a_process_does_and_is_held_once_none_does() {
 
 #[tokio::test]
 async fn reading_output_counts_as_a_call_for_the_idle_timeout() {
-    let runner = Runner::start();
+    // Idle sessions end rather than pause, so that the end is seen.
+    let runner = Runner::with(Options {
+        env: vec![("RUNNER_SESSION_ON_IDLE".into(), "end".into())],
+        ..Options::default()
+    });
     let id = runner.open_session(json!({"idleTimeoutMs": 2000})).await;
     let pid = started(&runner, &id, "while :; do echo .; sleep 0.5; done").await;
     let until = Instant::now() + Duration::from_secs(4);
