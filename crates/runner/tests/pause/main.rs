@@ -29,6 +29,26 @@ fn runner_on(data: &Path, env: &[(&str, &str)]) -> Runner {
     })
 }
 
+/// The cgroup folders process `pid` is in (v1: one per controller; v2: one).
+fn cgroup_folders(pid: &str) -> Vec<std::path::PathBuf> {
+    let listed = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    listed
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            let controller = controllers.split(',').next().unwrap_or_default();
+            let root = if controller.is_empty() {
+                "/sys/fs/cgroup".to_owned()
+            } else {
+                format!("/sys/fs/cgroup/{controller}")
+            };
+            let folder = std::path::PathBuf::from(root).join(path.trim_start_matches('/'));
+            (path.contains("sandbox") && folder.exists()).then_some(folder)
+        })
+        .collect()
+}
+
 /// A bash run in session `id` that must succeed; its stdout.
 async fn sh(runner: &Runner, id: &str, code: &str) -> String {
     let answer = runner.ok_in(id, "bash", code).await;
@@ -70,8 +90,23 @@ async fn a_paused_session_keeps_its_files_and_releases_its_sandbox() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
+    let pid = host_processes_with(&marker)[0]
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let cgroups = cgroup_folders(&pid);
+    assert!(!cgroups.is_empty(), "the session's sandbox has cgroups");
+
     let (status, paused) = post(&runner, &format!("/sessions/{id}/pause")).await;
     assert_eq!(status, 200, "{paused}");
+    for folder in &cgroups {
+        assert!(
+            !folder.exists(),
+            "the sandbox's cgroup {} is gone",
+            folder.display()
+        );
+    }
     assert_eq!(paused["id"], id);
     assert_eq!(paused["state"], "paused");
     assert!(
