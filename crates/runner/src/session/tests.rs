@@ -38,6 +38,11 @@ struct Harness {
 
 /// A pool of two fake sandboxes, and the sessions.
 async fn start(fake: &Fake) -> (Harness, Arc<Sessions<FakeSandbox>>) {
+    start_with(fake, config()).await
+}
+
+/// [`start`] with `config`.
+async fn start_with(fake: &Fake, config: SessionConfig) -> (Harness, Arc<Sessions<FakeSandbox>>) {
     let pool_config = PoolConfig {
         size: 2,
         queue_size: 4,
@@ -61,7 +66,7 @@ async fn start(fake: &Fake) -> (Harness, Arc<Sessions<FakeSandbox>>) {
             Box::pin(async move { Ok(pool.acquire(&Lang::BASH).await?.keep()) })
         })
     };
-    let sessions = Sessions::new(config(), Arc::new(store), acquire, found.paused);
+    let sessions = Sessions::new(config, Arc::new(store), acquire, found.paused);
     (Harness { pool, _data: data }, Arc::new(sessions))
 }
 
@@ -380,3 +385,5 @@ fn file_paths_stay_inside_the_home_folder_by_their_words() {
         );
     }
 }
+
+mod pause;

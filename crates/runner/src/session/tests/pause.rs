@@ -1,0 +1,129 @@
+//! Pausing, waking and forking over the fake backend, in paused time: what is packed and
+//! unpacked, which sandboxes are destroyed, what counts against the maximum.
+
+use super::*;
+
+/// The test settings, idle sessions pausing.
+fn pausing() -> SessionConfig {
+    SessionConfig {
+        on_idle: OnIdle::Pause,
+        ..config()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paused_session_has_no_sandbox_and_its_next_run_wakes_it() {
+    let fake = Fake::new();
+    let (pool, sessions) = start(&fake).await;
+    let id = open(&pool, &sessions).await.id;
+    let paused = sessions.pause(&id).await.expect("paused");
+    assert_eq!(
+        (paused.state, paused.bytes > 0),
+        (SessionState::Paused, true)
+    );
+    assert_eq!(fake.log().packed.len(), 1);
+    let kept = fake.log().packed[0];
+    assert!(
+        fake.log().destroyed.iter().any(|(n, _)| *n == kept),
+        "its sandbox is gone"
+    );
+    assert_eq!(sessions.count(), 0, "a paused session counts for nothing");
+    assert_eq!(
+        sessions.info(&id).expect("info").state,
+        SessionState::Paused
+    );
+    assert!(sessions.store().session_archive(&id).exists());
+
+    let woken = sessions.run(&id, job(), None).await.expect("woken");
+    assert!(woken.resumed && woken.job.state_lost, "{woken:?}");
+    assert_eq!(fake.log().unpacked.len(), 1);
+    assert_ne!(fake.log().unpacked[0], kept, "a fresh sandbox");
+    assert!(
+        !sessions.store().session_archive(&id).exists(),
+        "its stored files go"
+    );
+    let next = sessions.run(&id, job(), None).await.expect("a run");
+    assert!(!next.resumed, "only the first run after a wake says so");
+    assert_eq!(sessions.count(), 1);
+    finish(&fake, pool, &sessions).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_session_pauses_and_ends_at_the_paused_ttl() {
+    let fake = Fake::new();
+    let (pool, sessions) = start_with(&fake, pausing()).await;
+    let id = open(&pool, &sessions).await.id;
+    sleep(10 * SECOND).await;
+    assert_eq!(sessions.reap().await, 1);
+    assert_eq!(
+        sessions.info(&id).expect("info").state,
+        SessionState::Paused
+    );
+    sleep(99 * SECOND).await;
+    assert_eq!(sessions.reap().await, 0, "the paused TTL is not over");
+    tokio::time::advance(2 * SECOND).await;
+    // The paused TTL is counted on the system's clock, which paused time does not move:
+    // the pause is made to look older instead.
+    if let Some(pause) = lock(&sessions.get(&id).expect("session").paused).as_mut() {
+        pause.at -= 101 * SECOND;
+    }
+    assert_eq!(sessions.reap().await, 1);
+    assert!(not_found(sessions.info(&id)));
+    assert!(
+        !sessions.store().session_archive(&id).exists(),
+        "its files are removed"
+    );
+    finish(&fake, pool, &sessions).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn forks_start_paused_and_each_wakes_at_its_first_call() {
+    let fake = Fake::new();
+    let (pool, sessions) = start(&fake).await;
+    let id = open(&pool, &sessions).await.id;
+    let forks = sessions.fork(&id, 3).await.expect("forked");
+    assert_eq!(forks.len(), 3);
+    assert_eq!(fake.log().packed.len(), 1, "one pack for every copy");
+    assert_eq!(sessions.count(), 1, "forks take no sandbox until used");
+    for fork in &forks {
+        assert_eq!(
+            sessions.info(&fork.id).expect("info").state,
+            SessionState::Paused
+        );
+    }
+    let woken = sessions
+        .run(&forks[1].id, job(), None)
+        .await
+        .expect("woken");
+    assert!(woken.resumed);
+    assert!(matches!(
+        sessions.fork(&id, 0).await,
+        Err(SessionError::BadRequest(_))
+    ));
+    assert!(matches!(
+        sessions.fork(&id, MAX_FORKS + 1).await,
+        Err(SessionError::BadRequest(_))
+    ));
+    finish(&fake, pool, &sessions).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn waking_counts_against_the_maximum_as_opening_does() {
+    let fake = Fake::new();
+    let (pool, sessions) = start(&fake).await;
+    let first = open(&pool, &sessions).await.id;
+    open(&pool, &sessions).await;
+    sessions.pause(&first).await.expect("paused");
+    open(&pool, &sessions).await;
+    let refused = sessions.run(&first, job(), None).await;
+    assert!(
+        matches!(refused, Err(SessionError::TooMany(2))),
+        "{refused:?}"
+    );
+    assert_eq!(
+        sessions.info(&first).expect("info").state,
+        SessionState::Paused,
+        "one that cannot be woken stays paused"
+    );
+    finish(&fake, pool, &sessions).await;
+}
