@@ -25,14 +25,12 @@ use crate::pool::{AcquireError, PooledSandbox};
 use crate::store::{PausedRecord, Store};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
-use sandbox_protocol::snapshot::SessionState;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
-use tokio::sync::{watch, OwnedMutexGuard};
 use tokio::task::JoinHandle;
 // Tokio's clock (the system's, but in tests that pause it), so that idle timeouts and
 // TTLs are tested in paused time.
@@ -52,148 +50,6 @@ pub const FILE_ANSWER_WAIT: Duration = Duration::from_secs(30);
 /// How sessions get a sandbox: one from the pool, kept for good.
 pub type Acquire<S> =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<S, AcquireError>> + Send>> + Send + Sync>;
-
-/// What a session holds now.
-enum Slot<S> {
-    /// Its sandbox.
-    Active(S),
-    /// Nothing: its files are in the store, and a call wakes it.
-    Paused,
-    /// Nothing: it has ended.
-    Ended,
-}
-
-impl<S> Slot<S> {
-    fn as_mut(&mut self) -> Option<&mut S> {
-        match self {
-            Slot::Active(sandbox) => Some(sandbox),
-            Slot::Paused | Slot::Ended => None,
-        }
-    }
-
-    /// The sandbox, the slot left ended.
-    fn take(&mut self) -> Option<S> {
-        match std::mem::replace(self, Slot::Ended) {
-            Slot::Active(sandbox) => Some(sandbox),
-            Slot::Paused | Slot::Ended => None,
-        }
-    }
-}
-
-/// A session's slot, held by the one operation in flight.
-type Held<S> = OwnedMutexGuard<Slot<S>>;
-
-/// A paused session's pause.
-#[derive(Debug, Clone, Copy)]
-struct Pause {
-    at: SystemTime,
-    bytes: u64,
-}
-
-/// One session.
-struct Session<S> {
-    id: String,
-    idle: Duration,
-    ttl: Duration,
-    /// When its TTL ends it (counted from its making, and again from each wake).
-    deadline: Mutex<(Instant, SystemTime)>,
-    /// The sandbox, or why there is none. Held by the call in flight.
-    sandbox: Arc<tokio::sync::Mutex<Slot<S>>>,
-    last_used: Mutex<Instant>,
-    runs: AtomicU64,
-    /// How many of its processes ran at its last answer: while any does, it is not
-    /// frozen between calls (and the reaper asks again until none does).
-    processes: AtomicUsize,
-    /// Turns true when the session ends: a run in flight stops.
-    ended: watch::Sender<bool>,
-    /// Set while it is paused (what `GET /sessions/{id}` and the reaper read without
-    /// waiting for the call in flight).
-    paused: Mutex<Option<Pause>>,
-    /// It was woken since its last run (`Some(state_lost)`): the next run's answer says so.
-    woken: Mutex<Option<bool>>,
-}
-
-impl<S> Session<S> {
-    fn new(id: String, idle: Duration, ttl: Duration, slot: Slot<S>) -> Self {
-        let (ended, _) = watch::channel(false);
-        let now = Instant::now();
-        Session {
-            id,
-            idle,
-            ttl,
-            deadline: Mutex::new((now + ttl, SystemTime::now() + ttl)),
-            sandbox: Arc::new(tokio::sync::Mutex::new(slot)),
-            last_used: Mutex::new(now),
-            runs: AtomicU64::new(0),
-            processes: AtomicUsize::new(0),
-            ended,
-            paused: Mutex::new(None),
-            woken: Mutex::new(None),
-        }
-    }
-
-    fn info(&self, paused_ttl: Duration) -> SessionInfo {
-        let paused = *lock(&self.paused);
-        SessionInfo {
-            id: self.id.clone(),
-            idle_timeout_ms: self.idle.as_millis() as u64,
-            expires_at: rfc3339(match paused {
-                Some(pause) => pause.at + paused_ttl,
-                None => lock(&self.deadline).1,
-            }),
-            runs: self.runs.load(Ordering::SeqCst),
-            busy: self.sandbox.try_lock().is_err(),
-            state: if paused.is_some() {
-                SessionState::Paused
-            } else {
-                SessionState::Active
-            },
-            paused_at: paused.map(|pause| rfc3339(pause.at)),
-        }
-    }
-
-    fn touch(&self) {
-        *lock(&self.last_used) = Instant::now();
-    }
-
-    fn is_paused(&self) -> bool {
-        lock(&self.paused).is_some()
-    }
-
-    /// Active and past its TTL.
-    fn past_ttl(&self, now: Instant) -> bool {
-        !self.is_paused() && now >= lock(&self.deadline).0
-    }
-
-    /// Active and idle (no call in flight) for its idle timeout.
-    fn idle_out(&self, now: Instant) -> bool {
-        let idle_since = *lock(&self.last_used);
-        !self.is_paused()
-            && now.duration_since(idle_since) >= self.idle
-            && self.sandbox.try_lock().is_ok()
-    }
-
-    /// Paused for `paused_ttl` or longer.
-    fn paused_out(&self, paused_ttl: Duration) -> bool {
-        lock(&self.paused).is_some_and(|pause| {
-            SystemTime::now()
-                .duration_since(pause.at)
-                .is_ok_and(|d| d >= paused_ttl)
-        })
-    }
-
-    /// A paused session's record, for the store.
-    fn record(&self, at: SystemTime) -> PausedRecord {
-        PausedRecord {
-            id: self.id.clone(),
-            idle_timeout_ms: self.idle.as_millis() as u64,
-            ttl_ms: self.ttl.as_millis() as u64,
-            runs: self.runs.load(Ordering::SeqCst),
-            paused_at_ms: crate::store::epoch_ms(at),
-            bytes: 0,
-        }
-    }
-}
 
 /// The sessions of one runner.
 pub struct Sessions<S> {
@@ -703,9 +559,11 @@ mod import;
 mod pause;
 mod processes;
 mod snapshots;
+mod state;
 #[cfg(test)]
 mod tests;
 
 pub use error::{OnIdle, SessionConfig, SessionError};
 use pause::paused_session;
 pub use snapshots::MAX_FORKS;
+use state::{Held, Pause, Session, Slot};

@@ -2,6 +2,7 @@
 //! unpacked, which sandboxes are destroyed, what counts against the maximum.
 
 use super::*;
+use sandbox_protocol::snapshot::SessionState;
 
 /// The test settings, idle sessions pausing.
 fn pausing() -> SessionConfig {
