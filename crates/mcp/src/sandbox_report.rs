@@ -116,9 +116,11 @@ pub fn created(sandbox_id: &str, info: &SessionInfo) -> CallToolResult {
         "Created a sandbox. sandboxId: {sandbox_id}\n\
          Pass it as sandboxId to the run_* tools (files in {HOME} and /tmp, and Python, \
          Node.js and TypeScript variables, stay between those calls), to upload_file, \
-         download_file and list_files, and to start_process for a server or a long job. It \
-         ends after {idle} ms without a call, at {expires} \
-         at the latest, or when you call close_sandbox.",
+         download_file and list_files, and to start_process for a server or a long job; \
+         pause_sandbox, snapshot_sandbox and fork_sandbox keep or copy it. After {idle} ms \
+         without a call it is paused (its files kept, woken by its next call) or ended, as \
+         the runner is set; awake, it ends at {expires} at the latest, or when you call \
+         close_sandbox.",
         idle = info.idle_timeout_ms,
         expires = info.expires_at,
     );
