@@ -8,42 +8,20 @@
 
 mod common;
 
-use common::{connect, start_mcp, start_mcp_with_token, start_runner, text, tool};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::RoleClient;
+use common::{
+    call_err, call_ok, connect, start_mcp, start_mcp_with_token, start_runner, text, tool, Client,
+};
 use serde_json::{json, Value};
 
-type Client = RunningService<RoleClient, ()>;
-
-async fn call_ok(client: &Client, params: CallToolRequestParams) -> (CallToolResult, Value) {
-    let name = params.name.clone();
-    let result = client.call_tool(params).await.expect("tools/call");
-    assert_eq!(result.is_error, Some(false), "{name}: {}", text(&result));
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("structuredContent");
-    assert!(structured["error"].is_null(), "{name}: {structured}");
-    (result, structured)
-}
-
-/// A call that must fail with `code`, saying `needle`.
-async fn call_err(client: &Client, params: CallToolRequestParams, code: &str, needle: &str) {
-    let name = params.name.clone();
-    let result = client.call_tool(params).await.expect("tools/call");
-    assert_eq!(result.is_error, Some(true), "{name}: {}", text(&result));
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("structuredContent");
-    assert_eq!(
-        structured["error"]["code"],
-        code,
-        "{name}: {}",
-        text(&result)
-    );
-    assert!(text(&result).contains(needle), "{name}: {}", text(&result));
+/// A runner, a server wired to it, and a client of that server.
+async fn connected() -> (common::Server, common::Server, Client) {
+    let runner = start_runner();
+    let server = start_mcp(&[
+        ("SANDBOX_RUNNER_URL", runner.url.as_str()),
+        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
+    ]);
+    let client = connect(&server, &server.token).await.expect("initialize");
+    (runner, server, client)
 }
 
 async fn create(client: &Client, arguments: Value) -> String {
@@ -65,12 +43,7 @@ async fn bash(client: &Client, id: &str, code: &str) -> Value {
 
 #[tokio::test]
 async fn a_paused_sandbox_wakes_at_its_next_call_and_says_so() {
-    let runner = start_runner();
-    let server = start_mcp(&[
-        ("SANDBOX_RUNNER_URL", runner.url.as_str()),
-        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
-    ]);
-    let client = connect(&server, &server.token).await.expect("initialize");
+    let (_runner, _server, client) = connected().await;
     let id = create(&client, json!({})).await;
     bash(&client, &id, "echo kept > ~/kept.txt; mkdir ~/empty").await;
     call_ok(
@@ -130,12 +103,7 @@ async fn a_paused_sandbox_wakes_at_its_next_call_and_says_so() {
 
 #[tokio::test]
 async fn snapshots_start_new_sandboxes_and_forks_are_independent() {
-    let runner = start_runner();
-    let server = start_mcp(&[
-        ("SANDBOX_RUNNER_URL", runner.url.as_str()),
-        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
-    ]);
-    let client = connect(&server, &server.token).await.expect("initialize");
+    let (_runner, _server, client) = connected().await;
     let id = create(&client, json!({})).await;
     bash(&client, &id, "echo good > ~/state.txt").await;
 
@@ -207,16 +175,14 @@ async fn snapshots_start_new_sandboxes_and_forks_are_independent() {
 
 #[tokio::test]
 async fn snapshot_ids_of_another_credential_altered_or_of_a_gone_runner_are_refused() {
-    let runner = start_runner();
-    let proxy = common::RecordingProxy::start(runner.addr()).await;
-    let env = [
-        ("SANDBOX_RUNNER_URL", proxy.url.as_str()),
-        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
-    ];
-    let alice = start_mcp_with_token(&env, "alice-token-0123456789abcdef".into());
-    let bob = start_mcp_with_token(&env, "bob-token-0123456789abcdef".into());
-    let alice_client = connect(&alice, &alice.token).await.expect("initialize");
-    let bob_client = connect(&bob, &bob.token).await.expect("initialize");
+    let common::TwoHolders {
+        runner,
+        proxy,
+        alice,
+        bob: _bob,
+        alice_client,
+        bob_client,
+    } = common::two_holders().await;
     let id = create(&alice_client, json!({})).await;
     let (_, fields) = call_ok(
         &alice_client,

@@ -74,15 +74,8 @@ mod tests {
     use super::*;
     use crate::runner_client::RunnerError;
     use crate::sandbox_report::from_runner_error;
+    use crate::test_support::text_of;
     use sandbox_protocol::snapshot::SessionState;
-
-    fn text_of(result: &CallToolResult) -> String {
-        result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect()
-    }
 
     #[test]
     fn answers_give_the_contract_fields_and_never_the_runners_ids() {

@@ -1,6 +1,7 @@
 //! The reports' text and structured content for each kind of outcome.
 
 use super::*;
+use crate::test_support::text_of;
 
 use base64::Engine;
 use sandbox_protocol::api::OutputFile;
@@ -36,14 +37,6 @@ fn response(stdout: &str, exit_code: i32) -> RunResponse {
         state_lost: None,
         resumed: None,
     }
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect()
 }
 
 #[test]

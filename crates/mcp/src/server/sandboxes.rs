@@ -47,6 +47,41 @@ impl SandboxServer {
         Ok((handle.runner, handle.session))
     }
 
+    /// The runners, or the result of `tool` that says none is configured.
+    pub(super) fn runners_for(&self, tool: impl SandboxCall) -> Result<&Runners, CallToolResult> {
+        self.shared.runner.as_ref().ok_or_else(|| {
+            tracing::info!("call refused: no runner configured");
+            sandbox_report::from_runner_error(tool, &RunnerError::NotConfigured)
+        })
+    }
+
+    /// A call of `tool` on the sandbox its `sandboxId` names: `answer` is given the
+    /// runners, the sandbox's runner and its session once the id opens; whatever stops
+    /// the call becomes `tool`'s failed result.
+    pub(super) async fn in_sandbox<F, Fut>(
+        &self,
+        tool: impl SandboxCall,
+        arguments: Option<&JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+        answer: F,
+    ) -> CallToolResult
+    where
+        F: FnOnce(Runners, RunnerClient, String) -> Fut,
+        Fut: Future<Output = Result<CallToolResult, Refused>>,
+    {
+        let runners = match self.runners_for(tool) {
+            Ok(runners) => runners,
+            Err(refused) => return refused,
+        };
+        let answered = async {
+            let (runner, session) = self.session_of(runners, arguments, ctx)?;
+            answer(runners.clone(), runner, session).await
+        };
+        answered
+            .await
+            .unwrap_or_else(|refused| refused.into_result(tool))
+    }
+
     /// One call of a sandbox tool.
     pub(super) async fn call_sandbox_tool(
         &self,
@@ -54,9 +89,9 @@ impl SandboxServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let Some(runner) = &self.shared.runner else {
-            tracing::info!("call refused: no runner configured");
-            return sandbox_report::from_runner_error(tool, &RunnerError::NotConfigured);
+        let runner = match self.runners_for(tool) {
+            Ok(runners) => runners,
+            Err(refused) => return refused,
         };
         let arguments = params.arguments.as_ref();
         let outcome = match tool {

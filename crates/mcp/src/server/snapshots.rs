@@ -4,7 +4,7 @@
 //! forks' sandbox ids name the same runner as the sandbox, and are bound to the same
 //! credential; what a cancelled call made is deleted, as no client holds an id for it.
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 use sandbox_protocol::snapshot::{ForkedSession, SnapshotInfo};
@@ -14,7 +14,6 @@ use super::SandboxServer;
 use crate::handle::{SandboxHandle, SnapshotHandle};
 use crate::runner_client::{RunnerClient, RunnerError, Runners};
 use crate::sandbox_args;
-use crate::sandbox_report;
 use crate::snapshot_report;
 use crate::snapshot_tools::SnapshotTool;
 
@@ -26,39 +25,59 @@ impl SandboxServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let Some(runners) = &self.shared.runner else {
-            tracing::info!("call refused: no runner configured");
-            return sandbox_report::from_runner_error(tool, &RunnerError::NotConfigured);
-        };
         let arguments = params.arguments.as_ref();
-        let outcome = match tool {
-            SnapshotTool::Pause => self.pause(runners, arguments, &ctx).await,
-            SnapshotTool::Snapshot => self.snapshot(runners, arguments, &ctx).await,
-            SnapshotTool::Fork => self.fork(runners, arguments, &ctx).await,
-        };
-        outcome.unwrap_or_else(|refused| refused.into_result(tool))
+        let ctx = &ctx;
+        self.in_sandbox(
+            tool,
+            arguments,
+            ctx,
+            |runners, runner, session| async move {
+                let opened = Opened {
+                    server: self,
+                    runners,
+                    runner,
+                    session,
+                    ctx,
+                };
+                match tool {
+                    SnapshotTool::Pause => opened.pause().await,
+                    SnapshotTool::Snapshot => opened.snapshot().await,
+                    SnapshotTool::Fork => {
+                        let args = sandbox_args::parse_fork(arguments)?;
+                        opened.fork(args.count).await
+                    }
+                }
+            },
+        )
+        .await
     }
+}
 
-    async fn pause(
-        &self,
-        runners: &Runners,
-        arguments: Option<&JsonObject>,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, Refused> {
-        let (runner, session) = self.session_of(runners, arguments, ctx)?;
-        let info = cancellable(runner.pause_session(&session), ctx).await?;
+/// A call's sandbox, opened: its runner and session, and the call it came with.
+struct Opened<'a> {
+    server: &'a SandboxServer,
+    runners: Runners,
+    runner: RunnerClient,
+    session: String,
+    ctx: &'a RequestContext<RoleServer>,
+}
+
+impl Opened<'_> {
+    async fn pause(self) -> Result<CallToolResult, Refused> {
+        let info = cancellable(self.runner.pause_session(&self.session), self.ctx).await?;
         tracing::info!(bytes = info.bytes, "sandbox paused");
         Ok(snapshot_report::paused(&info))
     }
 
-    async fn snapshot(
-        &self,
-        runners: &Runners,
-        arguments: Option<&JsonObject>,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, Refused> {
-        let holder = self.holder(ctx).map_err(Refused::SandboxId)?;
-        let (runner, session) = self.session_of(runners, arguments, ctx)?;
+    async fn snapshot(self) -> Result<CallToolResult, Refused> {
+        let holder = self.server.holder(self.ctx).map_err(Refused::SandboxId)?;
+        let Opened {
+            server,
+            runner,
+            session,
+            ctx,
+            ..
+        } = self;
         let taking = {
             let runner = runner.clone();
             async move { runner.snapshot_session(&session).await }
@@ -74,7 +93,7 @@ impl SandboxServer {
             runner: runner.id(),
             snapshot: info.snapshot_id.clone(),
         };
-        match handle.seal(&self.shared.handle_key, &holder) {
+        match handle.seal(&server.shared.handle_key, &holder) {
             Ok(snapshot_id) => {
                 tracing::info!(bytes = info.bytes, expires_at = %info.expires_at, "snapshot taken");
                 Ok(snapshot_report::snapshotted(&snapshot_id, &info))
@@ -86,22 +105,22 @@ impl SandboxServer {
         }
     }
 
-    async fn fork(
-        &self,
-        runners: &Runners,
-        arguments: Option<&JsonObject>,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, Refused> {
-        let holder = self.holder(ctx).map_err(Refused::SandboxId)?;
-        let (runner, session) = self.session_of(runners, arguments, ctx)?;
-        let args = sandbox_args::parse_fork(arguments)?;
+    async fn fork(self, count: u64) -> Result<CallToolResult, Refused> {
+        let holder = self.server.holder(self.ctx).map_err(Refused::SandboxId)?;
+        let Opened {
+            server,
+            runners,
+            runner,
+            session,
+            ctx,
+        } = self;
+        let runner_id = runner.id();
         let forking = {
             let runner = runner.clone();
-            async move { runner.fork_session(&session, args.count).await }
+            async move { runner.fork_session(&session, count).await }
         };
         let undo = {
             let runners = runners.clone();
-            let runner_id = runner.id();
             move |forked: Vec<ForkedSession>| async move {
                 for copy in &forked {
                     close_unheld(&runners, runner_id, &copy.id).await;
@@ -115,10 +134,10 @@ impl SandboxServer {
             .iter()
             .map(|copy| {
                 let handle = SandboxHandle {
-                    runner: runner.id(),
+                    runner: runner_id,
                     session: copy.id.clone(),
                 };
-                handle.seal(&self.shared.handle_key, &holder)
+                handle.seal(&server.shared.handle_key, &holder)
             })
             .collect();
         match sealed {
@@ -128,7 +147,7 @@ impl SandboxServer {
             }
             Err(error) => {
                 for copy in &forked {
-                    close_unheld(runners, runner.id(), &copy.id).await;
+                    close_unheld(&runners, runner_id, &copy.id).await;
                 }
                 Err(RunnerError::Malformed(error.to_string()).into())
             }
