@@ -27,13 +27,16 @@ async fn lists_the_tools_and_explains_the_missing_runner() {
             "close_sandbox",
             "create_sandbox",
             "download_file",
+            "fork_sandbox",
             "kill_process",
             "list_files",
             "list_processes",
+            "pause_sandbox",
             "process_output",
             "run_bash",
             "run_node",
             "run_python",
+            "snapshot_sandbox",
             "start_process",
             "upload_file",
             "write_stdin"
@@ -194,8 +197,8 @@ async fn empty_variables_take_their_defaults() {
     let tools = client.list_all_tools().await.expect("tools/list");
     assert_eq!(
         tools.len(),
-        13,
-        "3 run tools, 5 sandbox tools, 5 process tools"
+        16,
+        "3 run tools, 5 sandbox tools, 3 to pause, snapshot and fork, 5 process tools"
     );
     let description = tools[0].description.as_deref().unwrap_or_default();
     assert!(description.contains("default 15000 ms"), "{description}");

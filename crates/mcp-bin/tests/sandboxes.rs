@@ -9,12 +9,14 @@ mod common;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use common::{call, connect, start_mcp, start_mcp_with_token, start_runner, text, tool};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ResourceContents};
-use rmcp::service::RunningService;
+use common::{
+    call, call_err, call_ok, connect, start_mcp, start_mcp_with_token, start_runner, text, tool,
+    Client,
+};
+use rmcp::model::{CallToolRequestParams, ResourceContents};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{json, Value};
+use rmcp::ServiceExt;
+use serde_json::json;
 
 /// A 1x1 PNG.
 const PNG: &str =
@@ -32,38 +34,6 @@ open('/home/sandbox/outputs/plot.png', 'wb').write(png)
 open('/home/sandbox/outputs/data.csv', 'w').write('a,b\n1,2\n')
 print('written')
 "#;
-
-type Client = RunningService<RoleClient, ()>;
-
-async fn call_ok(client: &Client, params: CallToolRequestParams) -> (CallToolResult, Value) {
-    let name = params.name.clone();
-    let result = client.call_tool(params).await.expect("tools/call");
-    assert_eq!(result.is_error, Some(false), "{name}: {}", text(&result));
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("structuredContent");
-    assert!(structured["error"].is_null(), "{name}: {structured}");
-    (result, structured)
-}
-
-/// A call that must fail with `code`, saying `needle`.
-async fn call_err(client: &Client, params: CallToolRequestParams, code: &str, needle: &str) {
-    let name = params.name.clone();
-    let result = client.call_tool(params).await.expect("tools/call");
-    assert_eq!(result.is_error, Some(true), "{name}: {}", text(&result));
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("structuredContent");
-    assert_eq!(
-        structured["error"]["code"],
-        code,
-        "{name}: {}",
-        text(&result)
-    );
-    assert!(text(&result).contains(needle), "{name}: {}", text(&result));
-}
 
 async fn create(client: &Client) -> String {
     let (_, structured) = call_ok(client, tool("create_sandbox", json!({}))).await;
@@ -274,16 +244,14 @@ async fn a_sandbox_keeps_its_files_and_moves_files_in_and_out() {
 
 #[tokio::test]
 async fn forged_altered_and_other_credentials_ids_reach_no_runner() {
-    let runner = start_runner();
-    let proxy = common::RecordingProxy::start(runner.addr()).await;
-    let env = [
-        ("SANDBOX_RUNNER_URL", proxy.url.as_str()),
-        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
-    ];
-    let alice = start_mcp_with_token(&env, "alice-token-0123456789abcdef".into());
-    let bob = start_mcp_with_token(&env, "bob-token-0123456789abcdef".into());
-    let alice_client = connect(&alice, &alice.token).await.expect("initialize");
-    let bob_client = connect(&bob, &bob.token).await.expect("initialize");
+    let common::TwoHolders {
+        runner: _runner,
+        proxy,
+        alice: _alice,
+        bob: _bob,
+        alice_client,
+        bob_client,
+    } = common::two_holders().await;
     let id = create(&alice_client).await;
     assert_eq!(
         proxy.requests_to("/sessions"),

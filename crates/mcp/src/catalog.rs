@@ -14,6 +14,7 @@ use sandbox_protocol::Lang;
 use crate::process_tools::ProcessTool;
 use crate::sandbox_call::SandboxCall;
 use crate::sandbox_tools::SandboxTool;
+use crate::snapshot_tools::SnapshotTool;
 use crate::tools;
 
 /// How often the runner's limits are asked for again.
@@ -71,8 +72,12 @@ impl Catalog {
                 .iter()
                 .map(|info| tools::definition(info, &limits, &packages, default_timeout_ms));
             let sandbox = SandboxTool::ALL.map(|tool| tool.definition(&limits));
+            let snapshot = SnapshotTool::ALL.map(|tool| tool.definition(&limits));
             let processes = ProcessTool::ALL.map(|tool| tool.definition(&limits));
-            run.chain(sandbox).chain(processes).collect()
+            run.chain(sandbox)
+                .chain(snapshot)
+                .chain(processes)
+                .collect()
         } else {
             Vec::new()
         };
@@ -160,6 +165,9 @@ mod tests {
                 "download_file",
                 "list_files",
                 "close_sandbox",
+                "pause_sandbox",
+                "snapshot_sandbox",
+                "fork_sandbox",
                 "start_process",
                 "process_output",
                 "write_stdin",

@@ -5,7 +5,8 @@
 //! ([`serve`]) and over stdio ([`serve_stdio`]), and runs each call in a fresh sandbox by
 //! calling a sandbox runner's `POST /run` ([`runner_client`]); sandboxes that live
 //! across calls ([`sandbox_tools`]): runner sessions behind an opaque, authenticated
-//! `sandboxId` ([`handle`]) that any replica can serve; and processes in them
+//! `sandboxId` ([`handle`]) that any replica can serve, which can be paused, snapshotted
+//! and forked ([`snapshot_tools`]); and processes in them
 //! ([`process_tools`]): commands that keep running between calls, whose output is read
 //! as it comes, which can be fed input and signalled.
 //!
@@ -56,6 +57,8 @@ pub mod sandbox_call;
 pub mod sandbox_report;
 pub mod sandbox_tools;
 pub mod server;
+pub mod snapshot_report;
+pub mod snapshot_tools;
 pub mod stdio;
 pub mod tools;
 pub mod wording;

@@ -8,6 +8,7 @@ use rmcp::model::JsonObject;
 use serde_json::Value;
 
 use crate::sandbox_tools::HOME;
+use crate::snapshot_tools::MAX_FORKS;
 use crate::tools::{self, ArgsError};
 
 /// The arguments of `create_sandbox`.
@@ -17,6 +18,17 @@ pub struct CreateArgs {
     pub idle_timeout_ms: Option<u64>,
     /// `ttlMs`, if given.
     pub ttl_ms: Option<u64>,
+    /// `snapshotId`, if given: the snapshot to start from.
+    pub snapshot_id: Option<String>,
+}
+
+/// The arguments of `fork_sandbox`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ForkArgs {
+    /// The sandbox to copy.
+    pub sandbox_id: String,
+    /// How many copies (1 to [`MAX_FORKS`]).
+    pub count: u64,
 }
 
 /// The arguments of `upload_file`.
@@ -48,10 +60,30 @@ pub fn parse_create(arguments: Option<&JsonObject>) -> Result<CreateArgs, ArgsEr
             .map(Some)
             .ok_or(ArgsError::BadDuration(field)),
     };
+    // An empty id is a model's way of giving none.
+    let snapshot_id = match arguments.and_then(|a| a.get("snapshotId")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if id.trim().is_empty() => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(_) => return Err(ArgsError::BadSnapshotId),
+    };
     Ok(CreateArgs {
         idle_timeout_ms: duration("idleTimeoutMs")?,
         ttl_ms: duration("ttlMs")?,
+        snapshot_id,
     })
+}
+
+/// Reads `fork_sandbox`'s arguments.
+pub fn parse_fork(arguments: Option<&JsonObject>) -> Result<ForkArgs, ArgsError> {
+    let sandbox_id = parse_sandbox_id(arguments)?;
+    let count = match arguments.and_then(|a| a.get("count")) {
+        None | Some(Value::Null) => 1,
+        Some(value) => tools::whole_number(value)
+            .filter(|n| (1..=MAX_FORKS).contains(n))
+            .ok_or(ArgsError::BadCount { max: MAX_FORKS })?,
+    };
+    Ok(ForkArgs { sandbox_id, count })
 }
 
 /// Reads the `sandboxId` every tool but `create_sandbox` needs.
@@ -301,6 +333,32 @@ mod tests {
     }
 
     #[test]
+    fn a_fork_makes_one_to_sixteen_copies() {
+        let fork = |extra: Value| {
+            let mut call = args(json!({"sandboxId": "sbx_1"}));
+            if let Value::Object(extra) = extra {
+                call.extend(extra);
+            }
+            parse_fork(Some(&call)).map(|f| f.count)
+        };
+        assert_eq!(fork(json!({})), Ok(1));
+        assert_eq!(fork(json!({"count": null})), Ok(1));
+        assert_eq!(fork(json!({"count": 3})), Ok(3));
+        assert_eq!(fork(json!({"count": 16.0})), Ok(16));
+        for bad in [json!(0), json!(17), json!(-1), json!(2.5), json!("3")] {
+            let error = fork(json!({ "count": bad }));
+            assert_eq!(error, Err(ArgsError::BadCount { max: 16 }), "{bad}");
+        }
+        assert!(matches!(
+            parse_fork(Some(&args(json!({"count": 2})))),
+            Err(ArgsError::Missing {
+                field: "sandboxId",
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn durations_are_whole_milliseconds() {
         assert_eq!(parse_create(None), Ok(CreateArgs::default()));
         let given = parse_create(Some(&args(json!({"idleTimeoutMs": 60000, "ttlMs": 1.2e6}))));
@@ -308,9 +366,18 @@ mod tests {
             given,
             Ok(CreateArgs {
                 idle_timeout_ms: Some(60_000),
-                ttl_ms: Some(1_200_000)
+                ttl_ms: Some(1_200_000),
+                snapshot_id: None,
             })
         );
+        let from = parse_create(Some(&args(json!({"snapshotId": "snap_x"}))));
+        assert_eq!(from.unwrap().snapshot_id.as_deref(), Some("snap_x"));
+        for none in [json!(null), json!(""), json!(" ")] {
+            let from = parse_create(Some(&args(json!({"snapshotId": none}))));
+            assert_eq!(from.unwrap().snapshot_id, None);
+        }
+        let bad = parse_create(Some(&args(json!({"snapshotId": 7}))));
+        assert_eq!(bad, Err(ArgsError::BadSnapshotId));
         for bad in [json!(0), json!(-1), json!(1.5), json!("60000")] {
             let result = parse_create(Some(&args(json!({"ttlMs": bad}))));
             assert_eq!(result, Err(ArgsError::BadDuration("ttlMs")));

@@ -1,5 +1,6 @@
 //! What the tools whose calls name a sandbox share: the sandbox tools
-//! ([`crate::sandbox_tools`]) and the process tools ([`crate::process_tools`]) each say
+//! ([`crate::sandbox_tools`]), those that pause, snapshot and fork sandboxes
+//! ([`crate::snapshot_tools`]) and the process tools ([`crate::process_tools`]) each say
 //! their name, texts and schemas ([`SandboxCall`]), and get their definition from them
 //! here. Their results have their own fields and `error`, null on success; a failed call
 //! has the same fields, empty ([`crate::sandbox_report`]).
@@ -74,6 +75,7 @@ mod tests {
     use super::*;
     use crate::process_tools::ProcessTool;
     use crate::sandbox_tools::SandboxTool;
+    use crate::snapshot_tools::SnapshotTool;
 
     /// The definition of `tool` for `limits`, as JSON.
     fn checked(tool: impl SandboxCall, limits: &Limits) -> Value {
@@ -101,7 +103,9 @@ mod tests {
             SandboxTool::ALL.map(|t| (checked(t, &Limits::default()), checked(t, &unlimited)));
         let process =
             ProcessTool::ALL.map(|t| (checked(t, &Limits::default()), checked(t, &unlimited)));
-        for (limited, unlimited) in sandbox.iter().chain(&process) {
+        let snapshot =
+            SnapshotTool::ALL.map(|t| (checked(t, &Limits::default()), checked(t, &unlimited)));
+        for (limited, unlimited) in sandbox.iter().chain(&process).chain(&snapshot) {
             let said = |d: &Value| {
                 d["description"]
                     .as_str()

@@ -11,7 +11,7 @@ use sandbox_protocol::api::{FileList, SessionInfo};
 use sandbox_protocol::media;
 use serde_json::{json, Map, Value};
 
-use crate::handle::HandleError;
+use crate::handle::{HandleError, HandleKind};
 use crate::outputs;
 use crate::report::ReportError;
 use crate::runner_client::RunnerError;
@@ -20,14 +20,16 @@ use crate::sandbox_tools::{SandboxTool, HOME};
 use crate::tools::ArgsError;
 use crate::wording::{self, plural};
 
-/// Why a sandbox tool's call (or a run in a sandbox) could not reach its sandbox.
+/// Why a call could not reach the sandbox (or, for `create_sandbox` with `snapshotId`,
+/// the snapshot) its handle names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SandboxIdError {
-    /// The id does not open: malformed, altered, forged, or another credential's.
+    /// The handle does not open: malformed, altered, forged, another credential's, or a
+    /// handle of another kind.
     #[error(transparent)]
     Handle(#[from] HandleError),
     /// The request carried no credential to check the id against (a bug: `/mcp` needs one).
-    #[error("this request carries no credential to check the sandboxId against")]
+    #[error("this request carries no credential to check the sandboxId or snapshotId against")]
     NoCredential,
 }
 
@@ -35,6 +37,9 @@ impl SandboxIdError {
     /// A stable code for the result.
     pub fn code(&self) -> &'static str {
         match self {
+            SandboxIdError::Handle(error) if error.kind() == Some(HandleKind::Snapshot) => {
+                "invalid_snapshot_id"
+            }
             SandboxIdError::Handle(_) | SandboxIdError::NoCredential => "invalid_sandbox_id",
         }
     }
@@ -111,9 +116,11 @@ pub fn created(sandbox_id: &str, info: &SessionInfo) -> CallToolResult {
         "Created a sandbox. sandboxId: {sandbox_id}\n\
          Pass it as sandboxId to the run_* tools (files in {HOME} and /tmp, and Python, \
          Node.js and TypeScript variables, stay between those calls), to upload_file, \
-         download_file and list_files, and to start_process for a server or a long job. It \
-         ends after {idle} ms without a call, at {expires} \
-         at the latest, or when you call close_sandbox.",
+         download_file and list_files, and to start_process for a server or a long job; \
+         pause_sandbox, snapshot_sandbox and fork_sandbox keep or copy it. After {idle} ms \
+         without a call it is paused (its files kept, woken by its next call) or ended, as \
+         the runner is set; awake, it ends at {expires} at the latest, or when you call \
+         close_sandbox.",
         idle = info.idle_timeout_ms,
         expires = info.expires_at,
     );
@@ -308,7 +315,7 @@ mod tests {
         assert_eq!(structured["error"]["code"], "sandbox_not_found");
         let forged = from_sandbox_id_error(
             SandboxTool::Close,
-            &SandboxIdError::Handle(HandleError::NotValid),
+            &SandboxIdError::Handle(HandleError::NotValid(HandleKind::Sandbox)),
         );
         assert!(text_of(&forged).contains("create_sandbox"));
         assert_eq!(

@@ -87,10 +87,14 @@ impl SandboxCall for SandboxTool {
                  sandboxId. upload_file puts files in, download_file and list_files take them \
                  out; start_process runs a server or a long job in it, to watch \
                  (process_output) and feed (write_stdin) while it runs. For a self-contained program, call run_* without sandboxId: a fresh \
-                 one-shot sandbox is the default. A sandbox has {resources}, the same limits \
-                 per call as a one-shot run, and runs one call at a time. It ends after \
-                 idleTimeoutMs without a call, at expiresAt at the latest (both in the answer), \
-                 or at close_sandbox: close it when done.",
+                 one-shot sandbox is the default. With snapshotId (from snapshot_sandbox) the \
+                 new sandbox starts with that snapshot's files. A sandbox has {resources}, the \
+                 same limits per call as a one-shot run, and runs one call at a time. After \
+                 idleTimeoutMs without a call it is paused (its files kept, woken by its next \
+                 call) or ended, as the runner is set; pause_sandbox pauses it at once before \
+                 a long wait. Awake, it ends at expiresAt at the latest (both in the answer); \
+                 paused, it is kept for as long as the runner allows, and a wake starts its \
+                 time again. close_sandbox ends it: close it when done.",
                 resources = wording::sandbox_resources(limits),
             ),
             SandboxTool::Upload => format!(
@@ -136,6 +140,10 @@ impl SandboxCall for SandboxTool {
                 "properties": {
                     "idleTimeoutMs": duration("End the sandbox after this many milliseconds without a call (the server's default when absent, within its maximum)."),
                     "ttlMs": duration("End the sandbox this many milliseconds after it was made, whatever it does (the server's default when absent, within its maximum)."),
+                    "snapshotId": {
+                        "type": "string",
+                        "description": "Start from the files of this snapshot (the snapshotId snapshot_sandbox returned) instead of an empty home folder.",
+                    },
                 },
             }),
             SandboxTool::Upload => json!({

@@ -1,8 +1,9 @@
 //! The run tools, one per language the runner offers (`run_bash`, `run_python`,
 //! `run_c`, ...): their definitions (schemas, descriptions, annotations), written from
 //! the runner's language table, and the parsing of a call's arguments; which tool a
-//! name stands for ([`ToolKind`]). The sandbox tools are in [`crate::sandbox_tools`], the
-//! process tools in [`crate::process_tools`].
+//! name stands for ([`ToolKind`]). The sandbox tools are in [`crate::sandbox_tools`], those
+//! that pause, snapshot and fork sandboxes in [`crate::snapshot_tools`], the process tools
+//! in [`crate::process_tools`].
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use crate::installed;
 use crate::process_tools::ProcessTool;
 use crate::sandbox_tools::SandboxTool;
 use crate::schema::{error_schema, nullable, object};
+use crate::snapshot_tools::SnapshotTool;
 use crate::wording::{bytes, sandbox_resources};
 
 /// What a tool name stands for.
@@ -27,15 +29,18 @@ pub enum ToolKind {
     Sandbox(SandboxTool),
     /// One of the process tools.
     Process(ProcessTool),
+    /// One of the tools that pause, snapshot and fork sandboxes.
+    Snapshot(SnapshotTool),
 }
 
 impl ToolKind {
-    /// The tool a name stands for, among the run tools of `languages`, the sandbox tools
-    /// and the process tools.
+    /// The tool a name stands for, among the run tools of `languages`, the sandbox tools,
+    /// the tools that pause, snapshot and fork them, and the process tools.
     pub fn of(name: &str, languages: &[LanguageInfo]) -> Option<Self> {
         lang_of(name, languages)
             .map(ToolKind::Run)
             .or_else(|| SandboxTool::of(name).map(ToolKind::Sandbox))
+            .or_else(|| SnapshotTool::of(name).map(ToolKind::Snapshot))
             .or_else(|| ProcessTool::of(name).map(ToolKind::Process))
     }
 }
@@ -219,6 +224,11 @@ fn output_schema(limits: &Limits) -> Arc<JsonObject> {
                 "Only for a run in a sandbox: the sandbox's interpreter was restarted, so the \
                  variables and imports of earlier calls are gone (its files remain)."
             ),
+            "resumed": flag(
+                "Only for a run in a sandbox: the sandbox was paused (pause_sandbox, or idle) \
+                 and this run woke it; stateLost says whether its variables and processes were \
+                 lost (its files never are)."
+            ),
             "error": error_schema("Why the sandbox could not run the program; null when it ran."),
         },
         "required": [
@@ -281,6 +291,15 @@ pub enum ArgsError {
     /// `sandboxId` is not a string.
     #[error("invalid arguments: `sandboxId` must be the string create_sandbox returned")]
     BadSandboxId,
+    /// `snapshotId` is not a string.
+    #[error("invalid arguments: `snapshotId` must be the string snapshot_sandbox returned")]
+    BadSnapshotId,
+    /// `count` is not an integer in range.
+    #[error("invalid arguments: `count` must be a whole number from 1 to {max}")]
+    BadCount {
+        /// The most copies.
+        max: u64,
+    },
     /// A required argument is absent or not a string.
     #[error("invalid arguments: `{field}` ({what}) is required")]
     Missing {
@@ -426,6 +445,10 @@ mod tests {
         for tool in ProcessTool::ALL {
             let kind = ToolKind::of(tool.name(), &languages);
             assert_eq!(kind, Some(ToolKind::Process(tool)));
+        }
+        for tool in SnapshotTool::ALL {
+            let kind = ToolKind::of(tool.name(), &languages);
+            assert_eq!(kind, Some(ToolKind::Snapshot(tool)));
         }
         assert_eq!(lang_of("run_ruby", &languages), None);
         assert_eq!(ToolKind::of("run_ruby", &languages), None);

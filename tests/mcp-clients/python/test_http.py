@@ -17,8 +17,9 @@ pytestmark = pytest.mark.anyio
 
 RUN_TOOLS = {"run_bash", "run_python", "run_node"}
 SANDBOX_TOOLS = {"create_sandbox", "upload_file", "download_file", "list_files", "close_sandbox"}
+SNAPSHOT_TOOLS = {"pause_sandbox", "snapshot_sandbox", "fork_sandbox"}
 PROCESS_TOOLS = {"start_process", "process_output", "write_stdin", "kill_process", "list_processes"}
-TOOLS = RUN_TOOLS | SANDBOX_TOOLS | PROCESS_TOOLS
+TOOLS = RUN_TOOLS | SANDBOX_TOOLS | SNAPSHOT_TOOLS | PROCESS_TOOLS
 PROGRAMS = {
     "run_bash": 'echo "hello from bash $((6 * 7))"',
     "run_python": "print('hello from python', 6 * 7)",

@@ -21,6 +21,7 @@ async def test_stdio_lists_tools_and_explains_without_a_runner() -> None:
         assert {t.name for t in tools.tools} == {
             "run_bash", "run_python", "run_node",
             "create_sandbox", "upload_file", "download_file", "list_files", "close_sandbox",
+            "pause_sandbox", "snapshot_sandbox", "fork_sandbox",
             "start_process", "process_output", "write_stdin", "kill_process", "list_processes",
         }
         result = await client.call_tool("run_python", {"code": "print(1)"})

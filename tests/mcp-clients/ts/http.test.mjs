@@ -8,8 +8,9 @@ import { checkOutputsComeBack, checkProcessFlow, checkSandboxFlow, connect, star
 
 const RUN_TOOLS = ["run_bash", "run_node", "run_python"];
 const SANDBOX_TOOLS = ["close_sandbox", "create_sandbox", "download_file", "list_files", "upload_file"];
+const SNAPSHOT_TOOLS = ["fork_sandbox", "pause_sandbox", "snapshot_sandbox"];
 const PROCESS_TOOLS = ["kill_process", "list_processes", "process_output", "start_process", "write_stdin"];
-const TOOLS = [...RUN_TOOLS, ...SANDBOX_TOOLS, ...PROCESS_TOOLS].sort();
+const TOOLS = [...RUN_TOOLS, ...SANDBOX_TOOLS, ...SNAPSHOT_TOOLS, ...PROCESS_TOOLS].sort();
 const withRunner = process.env.SANDBOX_RUNNER_BIN ? describe : describe.skip;
 
 describe("without a runner", () => {

@@ -128,8 +128,8 @@ async function createSandbox(client) {
   return created.sandboxId;
 }
 
-// create, two runs that share a file, files in and out (text, a PNG, a binary), list, close,
-// and a use after close.
+// create, two runs that share a file, files in and out (text, a PNG, a binary), list, a
+// pause woken by a run, a fork of two, close, and a use after close.
 export async function checkSandboxFlow(client) {
   const { default: assert } = await import("node:assert/strict");
   const sandboxId = await createSandbox(client);
@@ -162,6 +162,21 @@ export async function checkSandboxFlow(client) {
   const listed = (await ok(client, "list_files", { sandboxId })).structuredContent;
   const paths = listed.files.map((f) => f.path);
   for (const path of ["kept.txt", "data", "data/in.csv", "pic.png", "b.bin"]) assert.ok(paths.includes(path), path);
+
+  // Paused, it wakes at its next run and says so; each fork has its own copy of the files.
+  assert.equal((await ok(client, "pause_sandbox", { sandboxId })).structuredContent.paused, true);
+  const woken = (await ok(client, "run_bash", { code: "cat kept.txt", sandboxId })).structuredContent;
+  assert.equal(woken.stdout, "kept 42");
+  assert.equal(woken.resumed, true);
+  assert.equal(typeof woken.stateLost, "boolean");
+  const { sandboxIds } = (await ok(client, "fork_sandbox", { sandboxId, count: 2 })).structuredContent;
+  assert.equal(sandboxIds.length, 2);
+  await ok(client, "run_bash", { code: "echo fork > kept.txt", sandboxId: sandboxIds[0] });
+  for (const other of [sandboxIds[1], sandboxId]) {
+    const read = await ok(client, "run_bash", { code: "cat kept.txt", sandboxId: other });
+    assert.equal(read.structuredContent.stdout, "kept 42");
+  }
+  for (const fork of sandboxIds) await ok(client, "close_sandbox", { sandboxId: fork });
 
   assert.equal((await ok(client, "close_sandbox", { sandboxId })).structuredContent.closed, true);
   const after = await client.callTool({ name: "run_python", arguments: { code: "print(1)", sandboxId } });

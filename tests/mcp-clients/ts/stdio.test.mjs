@@ -20,8 +20,9 @@ test("stdio: list the tools and call one without a runner", async () => {
   assert.deepEqual(
     tools.map((t) => t.name).sort(),
     [
-      "close_sandbox", "create_sandbox", "download_file", "kill_process", "list_files", "list_processes",
-      "process_output", "run_bash", "run_node", "run_python", "start_process", "upload_file", "write_stdin",
+      "close_sandbox", "create_sandbox", "download_file", "fork_sandbox", "kill_process", "list_files",
+      "list_processes", "pause_sandbox", "process_output", "run_bash", "run_node", "run_python",
+      "snapshot_sandbox", "start_process", "upload_file", "write_stdin",
     ],
   );
   const result = await client.callTool({ name: "run_bash", arguments: { code: "echo hi" } });

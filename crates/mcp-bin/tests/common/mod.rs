@@ -192,6 +192,82 @@ pub fn tool(name: &'static str, arguments: serde_json::Value) -> CallToolRequest
     CallToolRequestParams::new(name).with_arguments(arguments)
 }
 
+/// A connected rmcp client.
+pub type Client = RunningService<RoleClient, ()>;
+
+/// A call that must succeed: its result and `structuredContent` (`error` null).
+pub async fn call_ok(
+    client: &Client,
+    params: CallToolRequestParams,
+) -> (CallToolResult, serde_json::Value) {
+    let name = params.name.clone();
+    let result = client.call_tool(params).await.expect("tools/call");
+    assert_eq!(result.is_error, Some(false), "{name}: {}", text(&result));
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
+    assert!(structured["error"].is_null(), "{name}: {structured}");
+    (result, structured)
+}
+
+/// A call that must fail with `code`, saying `needle`.
+pub async fn call_err(client: &Client, params: CallToolRequestParams, code: &str, needle: &str) {
+    let name = params.name.clone();
+    let result = client.call_tool(params).await.expect("tools/call");
+    assert_eq!(result.is_error, Some(true), "{name}: {}", text(&result));
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
+    assert_eq!(
+        structured["error"]["code"],
+        code,
+        "{name}: {}",
+        text(&result)
+    );
+    assert!(text(&result).contains(needle), "{name}: {}", text(&result));
+}
+
+/// A runner behind a recording proxy, and two servers in front of it with two tokens
+/// (Alice's and Bob's), each with a client.
+pub struct TwoHolders {
+    /// The runner.
+    pub runner: Server,
+    /// The proxy both servers call the runner through.
+    pub proxy: RecordingProxy,
+    /// Alice's server.
+    pub alice: Server,
+    /// Bob's server.
+    pub bob: Server,
+    /// A client of Alice's server, with her token.
+    pub alice_client: Client,
+    /// A client of Bob's server, with his token.
+    pub bob_client: Client,
+}
+
+/// Starts a [`TwoHolders`].
+pub async fn two_holders() -> TwoHolders {
+    let runner = start_runner();
+    let proxy = RecordingProxy::start(runner.addr()).await;
+    let env = [
+        ("SANDBOX_RUNNER_URL", proxy.url.as_str()),
+        ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
+    ];
+    let alice = start_mcp_with_token(&env, "alice-token-0123456789abcdef".into());
+    let bob = start_mcp_with_token(&env, "bob-token-0123456789abcdef".into());
+    let alice_client = connect(&alice, &alice.token).await.expect("initialize");
+    let bob_client = connect(&bob, &bob.token).await.expect("initialize");
+    TwoHolders {
+        runner,
+        proxy,
+        alice,
+        bob,
+        alice_client,
+        bob_client,
+    }
+}
+
 /// The text content of a result.
 pub fn text(result: &CallToolResult) -> String {
     result

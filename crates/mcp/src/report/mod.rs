@@ -42,6 +42,9 @@ pub struct RunReport {
     /// Only for a run in a sandbox.
     #[serde(skip_serializing_if = "Option::is_none")]
     state_lost: Option<bool>,
+    /// Only for a run in a sandbox: it was paused and this run woke it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resumed: Option<bool>,
     error: Option<ReportError>,
 }
 
@@ -173,6 +176,10 @@ pub fn from_run(
             RunIn::Sandbox => Some(response.state_lost.unwrap_or(false)),
             RunIn::OneShot => None,
         },
+        resumed: match place {
+            RunIn::Sandbox => Some(response.resumed.unwrap_or(false)),
+            RunIn::OneShot => None,
+        },
         error: None,
     };
     let mut result = finish(run_text(&report, timeout_ms, limits), &report, failed);
@@ -254,7 +261,9 @@ fn run_text(report: &RunReport, timeout_ms: u64, limits: &Limits) -> String {
             limits.memory_mb
         ));
     }
-    if report.state_lost == Some(true) {
+    if report.resumed == Some(true) {
+        lines.push(woken_text(report.state_lost == Some(true)).to_owned());
+    } else if report.state_lost == Some(true) {
         lines.push(
             "The sandbox's interpreter was restarted: the variables, functions and imports of \
              earlier calls are lost (define them again); its files remain."
@@ -285,6 +294,19 @@ fn run_text(report: &RunReport, timeout_ms: u64, limits: &Limits) -> String {
         report.stderr_omitted_lines,
     ));
     lines.join("\n")
+}
+
+/// What a run that woke its paused sandbox says, by whether the sandbox's variables and
+/// processes were lost.
+fn woken_text(state_lost: bool) -> &'static str {
+    if state_lost {
+        "The sandbox was paused, and this call woke it: its files are all there, but the \
+         variables, functions and imports of earlier calls, and its background processes, \
+         are lost (define or start them again)."
+    } else {
+        "The sandbox was paused, and this call woke it with its files, variables and \
+         processes as they were."
+    }
 }
 
 /// A stream as the text shows it: between `--- name ---` lines, with what was cut said.

@@ -1,6 +1,7 @@
 //! The reports' text and structured content for each kind of outcome.
 
 use super::*;
+use crate::test_support::text_of;
 
 use base64::Engine;
 use sandbox_protocol::api::OutputFile;
@@ -36,14 +37,6 @@ fn response(stdout: &str, exit_code: i32) -> RunResponse {
         state_lost: None,
         resumed: None,
     }
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect()
 }
 
 #[test]
@@ -233,6 +226,56 @@ fn a_lost_state_is_said() {
     kept.state_lost = Some(false);
     let result = super::from_run(kept, 100, &Limits::default(), false, RunIn::Sandbox);
     assert!(!text_of(&result).contains("restarted"));
+}
+
+#[test]
+fn a_wake_is_said_with_what_it_lost() {
+    let mut woken = response("", 0);
+    woken.resumed = Some(true);
+    woken.state_lost = Some(true);
+    let result = super::from_run(woken, 100, &Limits::default(), false, RunIn::Sandbox);
+    let text = text_of(&result);
+    assert!(
+        text.contains("was paused, and this call woke it") && text.contains("variables"),
+        "{text}"
+    );
+    assert!(text.contains("files are all there"), "{text}");
+    assert!(!text.contains("restarted"), "one line, not two: {text}");
+    let structured = result.structured_content.unwrap();
+    assert_eq!(structured["resumed"], true);
+    assert_eq!(structured["stateLost"], true);
+    // A backend that keeps memory (vm) wakes with everything.
+    let mut whole = response("", 0);
+    whole.resumed = Some(true);
+    whole.state_lost = Some(false);
+    let result = super::from_run(whole, 100, &Limits::default(), false, RunIn::Sandbox);
+    assert!(
+        text_of(&result).contains("variables and processes as they were"),
+        "{}",
+        text_of(&result)
+    );
+    // Not woken: nothing said; a one-shot run has no such field.
+    let plain = super::from_run(
+        response("", 0),
+        100,
+        &Limits::default(),
+        false,
+        RunIn::Sandbox,
+    );
+    assert!(!text_of(&plain).contains("paused"));
+    assert_eq!(plain.structured_content.unwrap()["resumed"], false);
+    let one_shot = super::from_run(
+        response("", 0),
+        100,
+        &Limits::default(),
+        false,
+        RunIn::OneShot,
+    );
+    assert!(one_shot
+        .structured_content
+        .unwrap()
+        .get("resumed")
+        .is_none());
 }
 
 #[test]

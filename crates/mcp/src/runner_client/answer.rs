@@ -131,6 +131,9 @@ pub(super) fn classify(
         "too_many_processes" => return RunnerError::TooManyProcesses,
         "stdin_full" => return RunnerError::StdinFull(message),
         "process_error" => return RunnerError::ProcessFailed(message),
+        "snapshot_not_found" => return RunnerError::SnapshotNotFound,
+        "storage_full" => return RunnerError::StorageFull(message),
+        "storage_error" => return RunnerError::StorageFailed(message),
         _ => {}
     }
     let code = status.as_u16();
@@ -225,6 +228,19 @@ mod tests {
         let failed = error(StatusCode::BAD_REQUEST, "process_error");
         assert_eq!(failed.code(), "process_error");
         assert!(!failed.retryable());
+        let snapshot = error(StatusCode::NOT_FOUND, "snapshot_not_found");
+        assert_eq!(snapshot.code(), "snapshot_not_found");
+        assert!(!snapshot.retryable());
+        assert!(
+            snapshot.to_string().contains("snapshot_sandbox"),
+            "{snapshot}"
+        );
+        let full = error(StatusCode::INSUFFICIENT_STORAGE, "storage_full");
+        assert_eq!(full.code(), "storage_full");
+        assert!(full.retryable());
+        assert!(full.to_string().contains("nothing changed"), "{full}");
+        let disk = error(StatusCode::INTERNAL_SERVER_ERROR, "storage_error");
+        assert_eq!(disk.code(), "storage_error");
         // A 404 that is not a session's is not mistaken for one.
         assert_eq!(
             error(StatusCode::NOT_FOUND, "not_found").code(),

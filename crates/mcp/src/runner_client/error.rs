@@ -28,6 +28,14 @@ pub enum RunnerError {
          without sandboxId)"
     )]
     SessionLost(String),
+    /// The runner that holds a snapshot is gone, and the snapshot with it (a snapshot
+    /// lives on the runner it was taken on).
+    #[error(
+        "snapshot lost: the runner that held this snapshot is gone ({0}), and the snapshot \
+         with it (a snapshot lives on the runner it was taken on); take a new snapshot of a \
+         sandbox with snapshot_sandbox, or create_sandbox without snapshotId"
+    )]
+    SnapshotLost(String),
     /// The runner gave no answer within the call's deadline: the run's timeout and
     /// compile timeout, the runner's queue wait and its answer margin
     /// ([`Limits::answer_within`](sandbox_protocol::api::Limits::answer_within)).
@@ -59,6 +67,27 @@ pub enum RunnerError {
          with create_sandbox (or run without sandboxId)"
     )]
     SandboxNotFound,
+    /// The runner has no such snapshot: deleted, or past its time.
+    #[error(
+        "this snapshot no longer exists on its runner: it was deleted, or it expired \
+         (snapshots are kept for as long as the runner's operator allows), \
+         or the runner lost its data folder; take a new one with snapshot_sandbox, or \
+         create_sandbox without snapshotId"
+    )]
+    SnapshotNotFound,
+    /// The runner's storage for paused sandboxes and snapshots is full.
+    #[error(
+        "the runner's storage for paused sandboxes and snapshots is full ({0}); nothing \
+         changed and the sandbox goes on as it was; close sandboxes you no longer need with \
+         close_sandbox, or retry later"
+    )]
+    StorageFull(String),
+    /// The runner could not write or read its stored sandboxes and snapshots.
+    #[error(
+        "the runner could not store or restore the sandbox's files ({0}); the sandbox is as \
+         it was; retrying may help"
+    )]
+    StorageFailed(String),
     /// The sandbox is in the middle of another call.
     #[error(
         "this sandbox is busy with another call (one call at a time per sandbox); wait for \
@@ -178,6 +207,7 @@ impl RunnerError {
             RunnerError::Unreachable(_) => "runner_unreachable",
             RunnerError::ConnectionLost(_) => "runner_connection_lost",
             RunnerError::SessionLost(_) => "session_lost",
+            RunnerError::SnapshotLost(_) => "snapshot_lost",
             RunnerError::TimedOut(_) => "runner_timeout",
             RunnerError::Unauthorized => "runner_unauthorized",
             RunnerError::Busy { .. } => "runner_busy",
@@ -189,6 +219,9 @@ impl RunnerError {
             RunnerError::SandboxNotFound => "sandbox_not_found",
             RunnerError::SandboxBusy => "sandbox_busy",
             RunnerError::TooManySandboxes => "too_many_sandboxes",
+            RunnerError::SnapshotNotFound => "snapshot_not_found",
+            RunnerError::StorageFull(_) => "storage_full",
+            RunnerError::StorageFailed(_) => "storage_error",
             RunnerError::BadPath(_) => "bad_path",
             RunnerError::FileNotFound(_) => "file_not_found",
             RunnerError::NotAFile(_) => "not_a_file",
@@ -212,6 +245,8 @@ impl RunnerError {
                 | RunnerError::Internal { .. }
                 | RunnerError::SandboxBusy
                 | RunnerError::TooManySandboxes
+                | RunnerError::StorageFull(_)
+                | RunnerError::StorageFailed(_)
                 | RunnerError::TooManyProcesses
                 | RunnerError::StdinFull(_)
                 | RunnerError::Dependencies {

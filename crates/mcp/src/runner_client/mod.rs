@@ -7,6 +7,7 @@
 //!   [`OutputTail`](crate::output_tail::OutputTail).
 //! - `sessions`: the runner's sessions (sandboxes) and their files.
 //! - `processes`: a session's processes: start, list, output, stdin, signal.
+//! - `snapshots`: a session's pause, snapshots and forks.
 //! - `wait`: asking one runner again while it has no free sandbox, within a deadline.
 //! - `answer`: how the runner's answers become results or [`RunnerError`]s.
 //! - `error`: [`RunnerError`], with its code and whether retrying may help.
@@ -19,6 +20,7 @@ mod pool;
 mod processes;
 mod run;
 mod sessions;
+mod snapshots;
 mod streamed;
 mod wait;
 

@@ -2,11 +2,13 @@
 //! notifications while it runs (`progress.rs`: the newest output lines when the client
 //! asked for progress) and cancellation when the client gives up. The sandbox tools'
 //! calls, and how a sandboxId leads to its runner and session, are in `sandboxes.rs`;
-//! the process tools' calls in `processes.rs`.
+//! pausing, snapshotting and forking a sandbox in `snapshots.rs`; the process tools'
+//! calls in `processes.rs`.
 
 mod processes;
 mod progress;
 mod sandboxes;
+mod snapshots;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -240,7 +242,10 @@ impl SandboxServer {
              multi-step work, create_sandbox gives a sandboxId: runs with it keep their files, \
              and Python, Node.js and TypeScript variables, between calls; \
              upload_file, download_file and list_files move files in and out; close_sandbox \
-             ends it. A run answers only once its program has ended: for a server, a long \
+             ends it. Before a long wait, pause_sandbox keeps a sandbox's files at no cost \
+             until its next call wakes it; snapshot_sandbox keeps a known good state that \
+             create_sandbox (snapshotId) starts new sandboxes from; fork_sandbox copies a \
+             sandbox to try alternatives side by side. A run answers only once its program has ended: for a server, a long \
              job or anything to watch or feed, start_process starts it in a sandbox, \
              process_output reads its output as it comes, write_stdin feeds it, \
              kill_process stops it and list_processes lists them."
@@ -406,6 +411,11 @@ impl ServerHandler for SandboxServer {
             ToolKind::Run(lang) => self.call(lang, params, ctx).instrument(span).await,
             ToolKind::Sandbox(tool) => {
                 self.call_sandbox_tool(tool, params, ctx)
+                    .instrument(span)
+                    .await
+            }
+            ToolKind::Snapshot(tool) => {
+                self.call_snapshot_tool(tool, params, ctx)
                     .instrument(span)
                     .await
             }

@@ -12,8 +12,7 @@ use super::SandboxServer;
 use crate::process_args;
 use crate::process_report;
 use crate::process_tools::ProcessTool;
-use crate::runner_client::{RunnerClient, RunnerError};
-use crate::sandbox_report;
+use crate::runner_client::RunnerClient;
 
 impl SandboxServer {
     /// One call of a process tool.
@@ -23,23 +22,17 @@ impl SandboxServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let Some(runners) = &self.shared.runner else {
-            tracing::info!("call refused: no runner configured");
-            return sandbox_report::from_runner_error(tool, &RunnerError::NotConfigured);
-        };
         let arguments = params.arguments.as_ref();
-        let answered = async {
-            let (runner, session) = self.session_of(runners, arguments, &ctx)?;
+        let ctx = &ctx;
+        self.in_sandbox(tool, arguments, ctx, |_, runner, session| async move {
             let call = Call {
                 runner: &runner,
                 session: &session,
-                ctx: &ctx,
+                ctx,
             };
             call.answer(tool, arguments).await
-        };
-        answered
-            .await
-            .unwrap_or_else(|refused| refused.into_result(tool))
+        })
+        .await
     }
 }
 

@@ -6,11 +6,11 @@
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
-use sandbox_protocol::api::CreateSession;
+use sandbox_protocol::api::{CreateSession, Limits, SessionInfo};
 use std::future::Future;
 
 use super::{Callers, SandboxServer};
-use crate::handle::{Holder, RunnerId, SandboxHandle};
+use crate::handle::{Holder, RunnerId, SandboxHandle, SnapshotHandle};
 use crate::runner_client::{RunnerClient, RunnerError, Runners};
 use crate::sandbox_args;
 use crate::sandbox_call::SandboxCall;
@@ -20,7 +20,10 @@ use crate::sandbox_tools::{SandboxTool, DOWNLOAD_CAP_BYTES};
 impl SandboxServer {
     /// The holder of the sandbox ids this call may use: a digest of the bearer token the
     /// request presents, or this stdio process.
-    fn holder(&self, ctx: &RequestContext<RoleServer>) -> Result<Holder, SandboxIdError> {
+    pub(super) fn holder(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Holder, SandboxIdError> {
         match &self.shared.callers {
             Callers::Process(holder) => Ok(holder.clone()),
             Callers::Bearer => ctx
@@ -44,6 +47,41 @@ impl SandboxServer {
         Ok((handle.runner, handle.session))
     }
 
+    /// The runners, or the result of `tool` that says none is configured.
+    pub(super) fn runners_for(&self, tool: impl SandboxCall) -> Result<&Runners, CallToolResult> {
+        self.shared.runner.as_ref().ok_or_else(|| {
+            tracing::info!("call refused: no runner configured");
+            sandbox_report::from_runner_error(tool, &RunnerError::NotConfigured)
+        })
+    }
+
+    /// A call of `tool` on the sandbox its `sandboxId` names: `answer` is given the
+    /// runners, the sandbox's runner and its session once the id opens; whatever stops
+    /// the call becomes `tool`'s failed result.
+    pub(super) async fn in_sandbox<F, Fut>(
+        &self,
+        tool: impl SandboxCall,
+        arguments: Option<&JsonObject>,
+        ctx: &RequestContext<RoleServer>,
+        answer: F,
+    ) -> CallToolResult
+    where
+        F: FnOnce(Runners, RunnerClient, String) -> Fut,
+        Fut: Future<Output = Result<CallToolResult, Refused>>,
+    {
+        let runners = match self.runners_for(tool) {
+            Ok(runners) => runners,
+            Err(refused) => return refused,
+        };
+        let answered = async {
+            let (runner, session) = self.session_of(runners, arguments, ctx)?;
+            answer(runners.clone(), runner, session).await
+        };
+        answered
+            .await
+            .unwrap_or_else(|refused| refused.into_result(tool))
+    }
+
     /// One call of a sandbox tool.
     pub(super) async fn call_sandbox_tool(
         &self,
@@ -51,9 +89,9 @@ impl SandboxServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let Some(runner) = &self.shared.runner else {
-            tracing::info!("call refused: no runner configured");
-            return sandbox_report::from_runner_error(tool, &RunnerError::NotConfigured);
+        let runner = match self.runners_for(tool) {
+            Ok(runners) => runners,
+            Err(refused) => return refused,
         };
         let arguments = params.arguments.as_ref();
         let outcome = match tool {
@@ -68,7 +106,7 @@ impl SandboxServer {
 
     async fn create(
         &self,
-        runner: &Runners,
+        runners: &Runners,
         arguments: Option<&JsonObject>,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
@@ -81,36 +119,48 @@ impl SandboxServer {
             Ok(holder) => holder,
             Err(error) => return sandbox_report::from_sandbox_id_error(tool, &error),
         };
+        // A snapshot is opened (its tag checked) before anything is sent anywhere.
+        let snapshot = match &args.snapshot_id {
+            None => None,
+            Some(text) => match SnapshotHandle::open(text, &self.shared.handle_key, &holder) {
+                Ok(snapshot) => Some(snapshot),
+                Err(error) => {
+                    tracing::info!("create_sandbox refused: its snapshotId does not open");
+                    return sandbox_report::from_sandbox_id_error(tool, &error.into());
+                }
+            },
+        };
+        let limits = self.catalog().limits().clone();
         let request = CreateSession {
             idle_timeout_ms: args.idle_timeout_ms,
             ttl_ms: args.ttl_ms,
-            from_snapshot: None,
+            from_snapshot: snapshot.as_ref().map(|s| s.snapshot.clone()),
         };
-        let limits = self.catalog().limits().clone();
-        // In a task of its own: a client that gives up mid-way must not leave a session
-        // nobody holds an id for.
+        // Made in a task of its own, closed if the client gives up mid-way: no session is
+        // left that nobody holds an id for.
         let creating = {
-            let runner = runner.clone();
-            tokio::spawn(async move { runner.create_session(&request, &limits).await })
-        };
-        let joined = tokio::select! {
-            joined = creating => joined,
-            () = ctx.ct.cancelled() => {
-                tracing::info!("create_sandbox cancelled by the client");
-                return sandbox_report::from_runner_error(tool, &RunnerError::Cancelled);
+            let runners = runners.clone();
+            async move {
+                match snapshot {
+                    None => runners.create_session(&request, &limits).await,
+                    Some(snapshot) => {
+                        create_from(&runners, snapshot.runner, &request, &limits).await
+                    }
+                }
             }
         };
-        let (runner_id, info) = match joined {
-            Ok(Ok(created)) => created,
-            Ok(Err(error)) => {
-                tracing::warn!(code = error.code(), %error, "create_sandbox failed");
-                return sandbox_report::from_runner_error(tool, &error);
+        let undo = {
+            let runners = runners.clone();
+            move |(runner_id, info): (RunnerId, SessionInfo)| async move {
+                close_unheld(&runners, runner_id, &info.id).await;
             }
+        };
+        let (runner_id, info) = match made_or_undone(creating, undo, ctx).await {
+            Ok(created) => created,
             Err(error) => {
-                let error = RunnerError::Internal {
-                    status: 500,
-                    message: format!("the creation's task failed: {error}"),
-                };
+                if !matches!(error, RunnerError::Cancelled) {
+                    tracing::warn!(code = error.code(), %error, "create_sandbox failed");
+                }
                 return sandbox_report::from_runner_error(tool, &error);
             }
         };
@@ -120,17 +170,11 @@ impl SandboxServer {
         };
         match handle.seal(&self.shared.handle_key, &holder) {
             Ok(sandbox_id) => {
-                tracing::info!(idle_timeout_ms = info.idle_timeout_ms, expires_at = %info.expires_at, "sandbox created");
+                tracing::info!(idle_timeout_ms = info.idle_timeout_ms, expires_at = %info.expires_at, from_snapshot = args.snapshot_id.is_some(), "sandbox created");
                 sandbox_report::created(&sandbox_id, &info)
             }
             Err(error) => {
-                let closed = match runner.holder(runner_id) {
-                    Ok(holder) => holder.close_session(&info.id).await,
-                    Err(error) => Err(error),
-                };
-                if let Err(close) = closed {
-                    tracing::warn!(%close, "closing a session whose id does not fit a handle failed");
-                }
+                close_unheld(runners, runner_id, &info.id).await;
                 let error = RunnerError::Malformed(error.to_string());
                 sandbox_report::from_runner_error(tool, &error)
             }
@@ -259,5 +303,78 @@ pub(super) fn lost_if_unreachable(error: RunnerError) -> RunnerError {
     match error {
         RunnerError::Unreachable(why) => RunnerError::SessionLost(why),
         other => other,
+    }
+}
+
+/// Opens a session from a snapshot on `runner`, the one that holds it (a snapshot lives
+/// on one runner only); [`RunnerError::SnapshotLost`] when that runner is gone.
+async fn create_from(
+    runners: &Runners,
+    runner: RunnerId,
+    request: &CreateSession,
+    limits: &Limits,
+) -> Result<(RunnerId, SessionInfo), RunnerError> {
+    let snapshot_lost = |error| match error {
+        RunnerError::SessionLost(why) | RunnerError::Unreachable(why) => {
+            RunnerError::SnapshotLost(why)
+        }
+        other => other,
+    };
+    let holder = runners.holder(runner).map_err(snapshot_lost)?;
+    let info = holder
+        .create_session(request, limits)
+        .await
+        .map_err(snapshot_lost)?;
+    Ok((runner, info))
+}
+
+/// Closes a session no client holds an id for, logging what fails.
+pub(super) async fn close_unheld(runners: &Runners, runner: RunnerId, session: &str) {
+    let closed = match runners.holder(runner) {
+        Ok(holder) => holder.close_session(session).await,
+        Err(error) => Err(error),
+    };
+    if let Err(error) = closed {
+        tracing::warn!(%error, "closing a session no client holds an id for failed");
+    }
+}
+
+/// Runs `make` to its end in a task of its own and gives what it made; when the client
+/// cancels first, what it makes goes to `undo` instead (whenever it is made), so nothing
+/// is left behind that no client holds an id for.
+pub(super) async fn made_or_undone<T, U, F>(
+    make: impl Future<Output = Result<T, RunnerError>> + Send + 'static,
+    undo: U,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<T, RunnerError>
+where
+    T: Send + 'static,
+    U: FnOnce(T) -> F + Clone + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (sender, mut receiver) = tokio::sync::oneshot::channel();
+    let late = undo.clone();
+    tokio::spawn(async move {
+        // The receiver is gone (or closed) once the client cancelled.
+        if let Err(Ok(unheld)) = sender.send(make.await) {
+            late(unheld).await;
+        }
+    });
+    tokio::select! {
+        made = &mut receiver => made.unwrap_or_else(|_| {
+            Err(RunnerError::Internal {
+                status: 500,
+                message: "the call's task ended without an answer".into(),
+            })
+        }),
+        () = ctx.ct.cancelled() => {
+            tracing::info!("call cancelled by the client: what it makes is undone");
+            receiver.close();
+            // Sent just before the close: undone here, as the task no longer can.
+            if let Ok(Ok(unheld)) = receiver.try_recv() {
+                tokio::spawn(undo(unheld));
+            }
+            Err(RunnerError::Cancelled)
+        }
     }
 }
