@@ -177,19 +177,19 @@ pub const SNAPSHOT_NOT_FOUND: ErrorCode = code(
 pub const STORAGE_FULL: ErrorCode = code(
     StatusCode::INSUFFICIENT_STORAGE,
     "storage_full",
-    "the pause, snapshot, fork or import would take the runner's stored bytes past      `RUNNER_MAX_STORED_BYTES`; nothing changed (the session goes on)",
+    "the pause, snapshot, fork or import would take the runner's stored bytes past `RUNNER_MAX_STORED_BYTES`; nothing changed (the session goes on)",
 );
 /// 400: an imported archive was refused.
 pub const BAD_ARCHIVE: ErrorCode = code(
     StatusCode::BAD_REQUEST,
     "bad_archive",
-    "the imported archive was refused (the message names the entry and why); nothing      was kept",
+    "the imported archive was refused (the message names the entry and why); nothing was kept",
 );
 /// 500: the data folder failed, or a session's files could not be packed or restored.
 pub const STORAGE_ERROR: ErrorCode = code(
     StatusCode::INTERNAL_SERVER_ERROR,
     "storage_error",
-    "the runner's data folder failed, or a session's files could not be packed or      restored (the message says why); the session is as it was",
+    "the runner's data folder failed, or a session's files could not be packed or restored (the message says why); the session is as it was",
 );
 /// 400: a PEP 723 block that cannot be read.
 pub const BAD_SCRIPT_METADATA: ErrorCode = code(
