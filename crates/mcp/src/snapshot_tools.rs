@@ -20,9 +20,8 @@ use crate::sandbox_tools::HOME;
 use crate::schema::{nullable, object};
 
 /// The most sandboxes one `fork_sandbox` call makes: the runner's contract (`POST
-/// /sessions/{id}/fork` takes a count of 1 to 16), which its `GET /health` does not
-/// publish.
-pub const MAX_FORKS: u64 = 16;
+/// /sessions/{id}/fork` takes a count of 1 to 16).
+pub use sandbox_protocol::snapshot::MAX_FORKS;
 
 /// One of the tools that pause, snapshot and fork sandboxes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

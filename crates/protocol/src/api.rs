@@ -82,6 +82,10 @@ pub mod defaults {
     pub const PIDS_MAX: u64 = 64;
     /// Timeout of a run that gives none, ms.
     pub const TIMEOUT_MS: u64 = 15_000;
+    /// How long a paused session is kept, ms (7 days).
+    pub const PAUSED_TTL_MS: u64 = 604_800_000;
+    /// How long a snapshot is kept, ms (7 days).
+    pub const SNAPSHOT_TTL_MS: u64 = 604_800_000;
     /// Largest timeout a run may ask for, ms.
     pub const MAX_TIMEOUT_MS: u64 = 300_000;
     /// Bytes of stdout, and of stderr, kept per run.
@@ -164,6 +168,19 @@ pub struct Limits {
     /// runners older than this field: [`defaults::DEPENDENCIES_TIMEOUT_MS`].
     #[serde(default = "dependencies_timeout")]
     pub dependencies_timeout_ms: u64,
+    /// Whether a session's idle timeout pauses it (its files kept on the runner's disk,
+    /// woken by its next call) rather than ends it. False from runners older than this
+    /// field (they ended it).
+    #[serde(default)]
+    pub idle_sessions_pause: bool,
+    /// How long a paused session is kept after its pause, ms (0 from runners older than
+    /// this field: they keep none).
+    #[serde(default)]
+    pub paused_ttl_ms: u64,
+    /// How long a snapshot is kept after it was taken, ms (0 from runners older than this
+    /// field: they take none).
+    #[serde(default)]
+    pub snapshot_ttl_ms: u64,
 }
 
 /// Limits are enforced unless a runner says otherwise (older runners say nothing).
@@ -219,6 +236,9 @@ impl Default for Limits {
             sessions_frozen: true,
             answer_margin_ms: defaults::ANSWER_MARGIN_MS,
             dependencies_timeout_ms: defaults::DEPENDENCIES_TIMEOUT_MS,
+            idle_sessions_pause: true,
+            paused_ttl_ms: defaults::PAUSED_TTL_MS,
+            snapshot_ttl_ms: defaults::SNAPSHOT_TTL_MS,
         }
     }
 }

@@ -5,6 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The most sessions one fork makes.
+pub const MAX_FORKS: u64 = 16;
+
 /// Whether a session has its sandbox now.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use crate::backend::process::ProcessConfig;
 use crate::backend::vm::{AccelChoice, VmConfig, Vmm};
 use crate::languages::{self, Languages};
 use crate::pool::PoolConfig;
-use crate::session::SessionConfig;
+use crate::session::{OnIdle, SessionConfig};
 
 mod backend;
 mod packages;
@@ -513,6 +513,9 @@ impl ServeArgs {
             sessions_frozen: !self.sandbox.unsafe_no_resource_limits,
             answer_margin_ms: self.sandbox.backend.report_grace().as_millis() as u64,
             dependencies_timeout_ms: dependencies_timeout(&sandbox),
+            idle_sessions_pause: self.pool.sessions.session_on_idle == OnIdle::Pause,
+            paused_ttl_ms: self.pool.sessions.paused_ttl_ms,
+            snapshot_ttl_ms: self.pool.sessions.snapshot_ttl_ms,
         };
         Ok(RunnerConfig {
             listen: self.listen,

@@ -3,6 +3,7 @@
 use super::{check, ConfigError};
 use crate::session::{OnIdle, SessionConfig};
 use crate::store::StoreConfig;
+use sandbox_protocol::api::defaults;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -54,10 +55,10 @@ pub struct SessionArgs {
     )]
     pub session_on_idle: OnIdle,
     /// A paused session ends this long after its pause, in milliseconds.
-    #[arg(long, env = "RUNNER_PAUSED_TTL_MS", default_value_t = 604_800_000)]
+    #[arg(long, env = "RUNNER_PAUSED_TTL_MS", default_value_t = defaults::PAUSED_TTL_MS)]
     pub paused_ttl_ms: u64,
     /// A snapshot ends this long after it was taken, in milliseconds.
-    #[arg(long, env = "RUNNER_SNAPSHOT_TTL_MS", default_value_t = 604_800_000)]
+    #[arg(long, env = "RUNNER_SNAPSHOT_TTL_MS", default_value_t = defaults::SNAPSHOT_TTL_MS)]
     pub snapshot_ttl_ms: u64,
     /// Where paused sessions and snapshots are kept (a folder that survives a reboot;
     /// one runner per folder).

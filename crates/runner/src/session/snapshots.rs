@@ -16,8 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// The most sessions one fork makes.
-pub const MAX_FORKS: u64 = 16;
+pub use sandbox_protocol::snapshot::MAX_FORKS;
 
 impl<S: PooledSandbox> Sessions<S> {
     /// Takes a snapshot of a session's files.
