@@ -105,7 +105,24 @@ pub async fn prepare<S: AsyncRead + AsyncWrite + Unpin>(
 pub async fn announce_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
 ) -> Result<(), ChannelError> {
-    send(s, &RunnerMessage::Snapshot(Snapshot { snapshot: true })).await?;
+    let notice = Snapshot {
+        snapshot: true,
+        session: false,
+    };
+    send(s, &RunnerMessage::Snapshot(notice)).await?;
+    expect_ready(s).await
+}
+
+/// Tells the init of a session's VM that the VM is about to be saved whole, and waits
+/// for its Ready (it then waits for the restored VM's Reseed, see [`reseed`]).
+pub async fn announce_save<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+) -> Result<(), ChannelError> {
+    let notice = Snapshot {
+        snapshot: true,
+        session: true,
+    };
+    send(s, &RunnerMessage::Snapshot(notice)).await?;
     expect_ready(s).await
 }
 

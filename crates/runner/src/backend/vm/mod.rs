@@ -34,7 +34,9 @@ pub mod firecracker;
 mod host;
 mod image;
 pub mod qemu;
+mod qmp;
 mod sandbox;
+mod saved;
 
 pub use error::{ApiError, BootError, VmError};
 pub use image::VmImage;
@@ -45,8 +47,9 @@ use crate::languages::{Language, Languages};
 use firecracker::Firecracker;
 use host::Host;
 use qemu::Qemu;
+use sandbox::Control;
 use sandbox_protocol::Lang;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -164,6 +167,17 @@ impl VmBackend {
         }
     }
 
+    /// A VM restored from what [`VmSandbox::save`] wrote in `dir` (only read: a fork
+    /// restores one folder several times at once), with fresh entropy and the host's
+    /// time, within the boot timeout; refused if this backend would not make the same
+    /// machine (VMM, accelerator, guest memory, image).
+    pub async fn restore(&self, dir: &Path) -> Result<VmSandbox, VmError> {
+        match &self.vmm {
+            Monitor::Qemu(qemu) => qemu.restore(&self.host, dir).await,
+            Monitor::Firecracker(firecracker) => firecracker.restore(&self.host, dir).await,
+        }
+    }
+
     /// Kills every VMM process of this runner (their runs fail at once).
     pub fn kill_all(&self) {
         self.host.kill_all();
@@ -173,5 +187,23 @@ impl VmBackend {
     /// destroyed first).
     pub fn shutdown(&self) {
         self.host.shutdown();
+    }
+}
+
+impl VmSandbox {
+    /// Saves the VM whole (the guest's memory and devices, with its VMM's own
+    /// snapshot) into `dir`, a folder of the runner's, empty: the bytes written. The VM
+    /// is spent after it. After an error a QEMU VM runs on as it was (the save is undone)
+    /// and a Firecracker one is spent. `None`: this VM cannot be saved (nothing done).
+    pub async fn save(&mut self, dir: &Path) -> Result<Option<u64>, VmError> {
+        match self.control.take() {
+            Some(Control::Qmp(qmp)) => qemu::save(self, qmp, dir).await.map(Some),
+            Some(Control::Firecracker { api, root, jailed }) => {
+                firecracker::save(self, &api, &root, jailed, dir)
+                    .await
+                    .map(Some)
+            }
+            None => Ok(None),
+        }
     }
 }
