@@ -8,6 +8,7 @@
 mod common;
 mod firecracker;
 mod packages;
+mod save;
 mod sessions;
 
 use common::programs::{
