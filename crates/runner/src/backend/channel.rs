@@ -100,27 +100,17 @@ pub async fn prepare<S: AsyncRead + AsyncWrite + Unpin>(
     expect_ready(s).await
 }
 
-/// Tells the agent of a template VM that a snapshot is coming, and waits for its Ready
-/// (it then lets the channel go and keeps reconnecting).
+/// Tells the agent of a VM that a snapshot is coming, and waits for its Ready: a
+/// template's (it then lets the channel go and keeps reconnecting), or with `session`
+/// a session's VM about to be saved whole (it then waits for the restored VM's Reseed,
+/// see [`reseed`]).
 pub async fn announce_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
+    session: bool,
 ) -> Result<(), ChannelError> {
     let notice = Snapshot {
         snapshot: true,
-        session: false,
-    };
-    send(s, &RunnerMessage::Snapshot(notice)).await?;
-    expect_ready(s).await
-}
-
-/// Tells the init of a session's VM that the VM is about to be saved whole, and waits
-/// for its Ready (it then waits for the restored VM's Reseed, see [`reseed`]).
-pub async fn announce_save<S: AsyncRead + AsyncWrite + Unpin>(
-    s: &mut S,
-) -> Result<(), ChannelError> {
-    let notice = Snapshot {
-        snapshot: true,
-        session: true,
+        session,
     };
     send(s, &RunnerMessage::Snapshot(notice)).await?;
     expect_ready(s).await

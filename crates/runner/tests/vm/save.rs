@@ -20,10 +20,12 @@ struct Flags {
     sandbox: SandboxArgs,
 }
 
-/// A vm backend as the tests' runners have (TCG, no warm imports), and its languages.
-fn vm_backend(state: &Path) -> (Backend, sandbox_runner::config::SandboxConfig) {
+/// A vm backend as the tests' runners have (TCG, no warm imports) on the state folder
+/// of `test`: the folder, the backend, and its configuration.
+fn vm_backend(test: &str) -> (PathBuf, Backend, sandbox_runner::config::SandboxConfig) {
     let image = image().display().to_string();
-    let state = state.display().to_string();
+    let state_dir = state_dir(test);
+    let state = state_dir.display().to_string();
     let flags = Flags::try_parse_from([
         "sandbox-runner",
         "--backend",
@@ -44,7 +46,7 @@ fn vm_backend(state: &Path) -> (Backend, sandbox_runner::config::SandboxConfig) 
     let config = flags.sandbox.validate().expect("a valid configuration");
     assert!(matches!(config.backend, BackendConfig::Vm(_)));
     let backend = sandbox_runner::server::make_backend(&config, 2).expect("the vm backend");
-    (backend, config)
+    (state_dir, backend, config)
 }
 
 /// A session's job of `lang` (bounded generously: under TCG a start-up takes seconds).
@@ -93,6 +95,15 @@ const CHECK_TICKER: &str = "cat /tmp/ticker.pid; kill -0 $(cat /tmp/ticker.pid) 
 const PY_RANDOM: &str = "import os, time\nprint(os.urandom(16).hex(), time.time())";
 const DEV_RANDOM: &str = "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'";
 
+/// A folder for a saved VM, as the session layer makes it: empty, mode 0700, removed
+/// when dropped.
+fn saved_folder() -> tempfile::TempDir {
+    let saved = tempfile::tempdir().expect("a temporary folder");
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o700);
+    std::fs::set_permissions(saved.path(), mode).expect("mode 0700");
+    saved
+}
+
 fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -126,14 +137,8 @@ async fn check_restored(
 #[tokio::test]
 async fn a_saved_vm_restores_twice_with_its_variables_and_processes_and_fresh_entropy() {
     let _serial = SERIAL.lock().await;
-    let state = state_dir("save");
-    let (backend, config) = vm_backend(&state);
-    let saved = tempfile::tempdir().expect("a temporary folder");
-    std::fs::set_permissions(
-        saved.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .expect("mode 0700");
+    let (state, backend, config) = vm_backend("save");
+    let saved = saved_folder();
 
     let mut sandbox = backend
         .create(Some(Lang::PYTHON), false)
@@ -190,31 +195,25 @@ async fn a_saved_vm_restores_twice_with_its_variables_and_processes_and_fresh_en
     assert!(qemu_processes(&state).is_empty(), "no QEMU left");
 }
 
-/// A restore refuses a folder that holds no saved VM of this machine, with a VM made
-/// and removed for nothing.
+/// A restore refuses a folder that holds no saved VM of this machine, before it makes
+/// any VM.
 #[tokio::test]
 async fn a_restore_refuses_a_folder_of_another_machine() {
     let _serial = SERIAL.lock().await;
-    let state = state_dir("save-refused");
-    let (backend, _) = vm_backend(&state);
-    let saved = tempfile::tempdir().expect("a temporary folder");
-    let err = backend
-        .restore(saved.path())
-        .await
-        .err()
-        .expect("nothing to restore");
-    assert!(err.to_string().contains("vm.json"), "{err}");
-    std::fs::write(
-        saved.path().join("vm.json"),
-        r#"{"vmm":"qemu","accel":"kvm","memoryMb":1,"image":[]}"#,
-    )
-    .expect("written");
-    let err = backend
-        .restore(saved.path())
-        .await
-        .err()
-        .expect("another machine");
-    assert!(err.to_string().contains("cannot be restored here"), "{err}");
+    let (state, backend, _) = vm_backend("save-refused");
+    let saved = saved_folder();
+    let another = r#"{"vmm":"qemu","accel":"kvm","memoryMb":1,"image":[]}"#;
+    for (description, refusal) in [
+        (None, "vm.json"),
+        (Some(another), "cannot be restored here"),
+    ] {
+        if let Some(text) = description {
+            std::fs::write(saved.path().join("vm.json"), text).expect("written");
+        }
+        let restored = backend.restore(saved.path()).await;
+        let err = restored.err().expect("refused");
+        assert!(err.to_string().contains(refusal), "{err}");
+    }
     backend.shutdown();
     assert!(state_files(&state).iter().all(|p| p.is_dir()), "no VM made");
 }

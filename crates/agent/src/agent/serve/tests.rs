@@ -176,7 +176,12 @@ fn a_restored_agent_refuses_a_job_before_its_reseed() {
         unix_time_ms: 1,
     });
     frame::write(&mut restored, &short).unwrap();
-    let got: AgentMessage = frame::read(&mut restored).unwrap().unwrap();
+    refused_for_want_of_a_reseed(&mut restored, agent, &dir);
+}
+
+/// The agent refuses what came instead of its Reseed, and ends with nothing applied.
+fn refused_for_want_of_a_reseed(channel: &mut UnixStream, agent: Agent, dir: &std::path::Path) {
+    let got: AgentMessage = frame::read(channel).unwrap().unwrap();
     assert!(
         matches!(&got, AgentMessage::Failed { message } if message.contains("Reseed")),
         "{got:?}"
@@ -184,7 +189,7 @@ fn a_restored_agent_refuses_a_job_before_its_reseed() {
     let (result, host) = agent.join().unwrap();
     result.unwrap();
     assert!(host.reseeded.is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -303,6 +308,21 @@ fn a_streamed_job_s_output_comes_before_its_answer_and_an_unstreamed_one_s_never
     agent.join().unwrap().unwrap();
 }
 
+/// Sends `message` and expects `answer`.
+fn call(channel: &mut UnixStream, message: &RunnerMessage, answer: &AgentMessage) {
+    frame::write(channel, message).unwrap();
+    expect(channel, answer);
+}
+
+/// A session on a serial port (no reconnection) that has served its first job.
+fn one_job_served(dir: &std::path::Path) -> (UnixListener, Agent, UnixStream) {
+    let (listener, agent) = serve_restorable_in_background(dir, false);
+    let (mut runner, _) = listener.accept().unwrap();
+    expect(&mut runner, &AgentMessage::Ready);
+    call(&mut runner, &session_job("one"), &done("one"));
+    (listener, agent, runner)
+}
+
 fn reseed(first: u8, unix_time_ms: u64) -> RunnerMessage {
     RunnerMessage::Reseed(Reseed {
         reseed: (first..first + Reseed::MIN_BYTES as u8).collect(),
@@ -322,18 +342,11 @@ fn session_snapshot() -> RunnerMessage {
 #[test]
 fn a_session_saved_on_its_port_takes_a_reseed_before_its_next_call_each_time() {
     let dir = temp_dir("session-port");
-    let (listener, agent) = serve_restorable_in_background(&dir, false);
-    let (mut runner, _) = listener.accept().unwrap();
-    expect(&mut runner, &AgentMessage::Ready);
-    frame::write(&mut runner, &session_job("one")).unwrap();
-    expect(&mut runner, &done("one"));
+    let (_listener, agent, mut runner) = one_job_served(&dir);
     for (round, time) in [(1u8, 1_800_000_000_000), (100, 1_900_000_000_000)] {
-        frame::write(&mut runner, &session_snapshot()).unwrap();
-        expect(&mut runner, &AgentMessage::Ready);
-        frame::write(&mut runner, &reseed(round, time)).unwrap();
-        expect(&mut runner, &AgentMessage::Ready);
-        frame::write(&mut runner, &session_job("after")).unwrap();
-        expect(&mut runner, &done("after"));
+        call(&mut runner, &session_snapshot(), &AgentMessage::Ready);
+        call(&mut runner, &reseed(round, time), &AgentMessage::Ready);
+        call(&mut runner, &session_job("after"), &done("after"));
     }
     drop(runner);
     let (result, host) = agent.join().unwrap();
@@ -352,23 +365,17 @@ fn a_session_saved_over_vsock_reconnects_and_serves_on() {
     let (listener, agent) = serve_restorable_in_background(&dir, true);
     let (mut runner, _) = listener.accept().unwrap();
     expect(&mut runner, &AgentMessage::Ready);
-    frame::write(&mut runner, &session_snapshot()).unwrap();
-    expect(&mut runner, &AgentMessage::Ready);
+    call(&mut runner, &session_snapshot(), &AgentMessage::Ready);
     assert!(frame::read::<_, AgentMessage>(&mut runner)
         .unwrap()
         .is_none());
     let (mut restored, _) = listener.accept().unwrap();
-    frame::write(&mut restored, &reseed(1, 5)).unwrap();
-    expect(&mut restored, &AgentMessage::Ready);
-    frame::write(&mut restored, &session_job("one")).unwrap();
-    expect(&mut restored, &done("one"));
-    frame::write(&mut restored, &session_snapshot()).unwrap();
-    expect(&mut restored, &AgentMessage::Ready);
+    call(&mut restored, &reseed(1, 5), &AgentMessage::Ready);
+    call(&mut restored, &session_job("one"), &done("one"));
+    call(&mut restored, &session_snapshot(), &AgentMessage::Ready);
     let (mut again, _) = listener.accept().unwrap();
-    frame::write(&mut again, &reseed(50, 6)).unwrap();
-    expect(&mut again, &AgentMessage::Ready);
-    frame::write(&mut again, &session_job("two")).unwrap();
-    expect(&mut again, &done("two"));
+    call(&mut again, &reseed(50, 6), &AgentMessage::Ready);
+    call(&mut again, &session_job("two"), &done("two"));
     drop(again);
     let (result, host) = agent.join().unwrap();
     result.unwrap();
@@ -382,30 +389,13 @@ fn a_session_saved_over_vsock_reconnects_and_serves_on() {
 #[test]
 fn a_saved_session_refuses_a_call_before_its_reseed_and_a_template_notice() {
     let dir = temp_dir("session-refusals");
-    let (listener, agent) = serve_restorable_in_background(&dir, false);
-    let (mut runner, _) = listener.accept().unwrap();
-    expect(&mut runner, &AgentMessage::Ready);
-    frame::write(&mut runner, &session_job("one")).unwrap();
-    expect(&mut runner, &done("one"));
-    frame::write(&mut runner, &session_snapshot()).unwrap();
-    expect(&mut runner, &AgentMessage::Ready);
+    let (_listener, agent, mut runner) = one_job_served(&dir);
+    call(&mut runner, &session_snapshot(), &AgentMessage::Ready);
     frame::write(&mut runner, &session_job("too early")).unwrap();
-    let got: AgentMessage = frame::read(&mut runner).unwrap().unwrap();
-    assert!(
-        matches!(&got, AgentMessage::Failed { message } if message.contains("Reseed")),
-        "{got:?}"
-    );
-    let (result, host) = agent.join().unwrap();
-    result.unwrap();
-    assert!(host.reseeded.is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
+    refused_for_want_of_a_reseed(&mut runner, agent, &dir);
 
     let dir = temp_dir("session-template-notice");
-    let (listener, agent) = serve_restorable_in_background(&dir, false);
-    let (mut runner, _) = listener.accept().unwrap();
-    expect(&mut runner, &AgentMessage::Ready);
-    frame::write(&mut runner, &session_job("one")).unwrap();
-    expect(&mut runner, &done("one"));
+    let (_listener, agent, mut runner) = one_job_served(&dir);
     let template = RunnerMessage::Snapshot(Snapshot {
         snapshot: true,
         session: false,

@@ -160,12 +160,7 @@ impl Firecracker {
                     channel::reseed(channel, entropy, saved::unix_time_ms()).await?;
                 }
             }
-            sandbox
-                .ready(
-                    host.config.language(prepare.as_ref()),
-                    &host.config.warm_imports,
-                )
-                .await
+            host.ready(&mut sandbox, prepare.as_ref()).await
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;
@@ -209,7 +204,7 @@ async fn take_template(host: &Host) -> Result<Template, VmError> {
         sandbox.accept(&listener).await?;
         sandbox.ready(None, &[]).await?;
         let channel = sandbox.channel.as_mut().ok_or(VmError::NoChannel)?;
-        channel::announce_snapshot(channel).await?;
+        channel::announce_snapshot(channel, false).await?;
         // The agent now keeps reconnecting: nobody listens until a restored VM's
         // runner does.
         sandbox.channel = None;

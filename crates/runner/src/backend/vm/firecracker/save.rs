@@ -68,7 +68,7 @@ pub(in crate::backend::vm) async fn save(
     let started = Instant::now();
     let written = tokio::time::timeout(SAVE_TIMEOUT, async {
         let channel = vm.channel.as_mut().ok_or(VmError::NoChannel)?;
-        channel::announce_save(channel).await?;
+        channel::announce_snapshot(channel, true).await?;
         vm.channel = None;
         let mut api = Api::connect(api, &mut vm.child).await?;
         api.call(Method::PATCH, "/vm", json!({"state": "Paused"}))

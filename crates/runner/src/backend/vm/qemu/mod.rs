@@ -150,12 +150,7 @@ impl Qemu {
             sandbox.accept(&listeners.agent).await?;
             let qmp = sandbox.accept_control(&listeners.qmp).await?;
             sandbox.control = Some(Control::Qmp(Qmp::new(qmp)));
-            sandbox
-                .ready(
-                    host.config.language(prepare.as_ref()),
-                    &host.config.warm_imports,
-                )
-                .await
+            host.ready(&mut sandbox, prepare.as_ref()).await
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;

@@ -60,7 +60,8 @@ pub(in crate::backend::vm) async fn save(
     let machine = vm.machine.clone().ok_or(VmError::NoChannel)?;
     let started = Instant::now();
     let channel = vm.channel.as_mut().ok_or(VmError::NoChannel)?;
-    let announced = tokio::time::timeout(SETTLE_TIMEOUT, channel::announce_save(channel)).await;
+    let announced =
+        tokio::time::timeout(SETTLE_TIMEOUT, channel::announce_snapshot(channel, true)).await;
     match announced {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(e.into()),
