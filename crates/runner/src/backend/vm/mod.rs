@@ -20,12 +20,21 @@
 //! - `host.rs`: the runner's VM folders and, per VM, an id, a folder, a cgroup and a uid,
 //!   and starting the VMM inside them;
 //! - `sandbox.rs`: [`VmSandbox`]: reaching the agent within the boot timeout, the job,
-//!   destroying the VM.
+//!   destroying the VM;
+//! - `saved.rs`: a VM saved whole, as a folder: the machine it was (`vm.json`), which a
+//!   restore must match, and what a restored guest gets first (entropy, the time);
+//! - `qmp.rs`: QEMU's machine protocol, by which a QEMU VM is saved and restored.
+//!
+//! A VM can be saved whole into a folder ([`VmSandbox::save`]) and restored from it
+//! ([`VmBackend::restore`]), by each VMM's own means (QEMU's migration to a file,
+//! Firecracker's snapshot API): its memory, processes and devices, with fresh entropy
+//! and the host's time in every restored guest.
 //!
 //! Each VMM, a type of its own:
 //! - `qemu/`: [`qemu::Qemu`], QEMU's `microvm` under KVM or TCG (the accelerator probe,
-//!   the boot; `command.rs`, its command line); the agent channel is a virtio serial
-//!   port QEMU connects to a unix socket the runner listens on;
+//!   the boot; `command.rs`, its command line; `save.rs`, save and restore); the agent
+//!   channel is a virtio serial port QEMU connects to a unix socket the runner listens
+//!   on, QMP another;
 //! - `firecracker/`: [`firecracker::Firecracker`], under its jailer, configured over its
 //!   API, refilled from a snapshot template; the agent channel is vsock.
 
