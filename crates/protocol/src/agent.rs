@@ -33,6 +33,13 @@
 //! the VM meanwhile; every VM restored from it reconnects, gets a [`Reseed`] of fresh
 //! entropy for its kernel (so that no two restored VMs share random-number state), and
 //! answers Ready: from there on the exchange is steps 2 to 4.
+//!
+//! A session's VM may get a [`Snapshot`] marked [`Snapshot::session`] before or between
+//! its calls, when the runner saves it whole (memory and devices): its init answers
+//! Ready and waits, on the same channel where the VMM keeps it across a restore (QEMU's
+//! serial port) or on a new connection where it does not (Firecracker's vsock), for a
+//! [`Reseed`], which it applies before it answers Ready and serves the session on. A
+//! save that fails is undone the same way: the runner lets the VM run and reseeds it.
 
 use crate::files::OutputFile;
 pub use crate::files::{FileEntry, FileKind};
@@ -125,6 +132,10 @@ pub struct Prepare {
 pub struct Snapshot {
     /// Always true (the field names the message).
     pub snapshot: bool,
+    /// A session's VM, saved with its interpreters and processes on purpose (a
+    /// template's snapshot, unmarked, comes before any Prepare).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session: bool,
 }
 
 /// What a VM restored from a snapshot needs first: fresh entropy for its kernel, and
@@ -419,7 +430,17 @@ mod tests {
         );
         assert_eq!(
             decode(r#"{"snapshot":true}"#),
-            RunnerMessage::Snapshot(Snapshot { snapshot: true })
+            RunnerMessage::Snapshot(Snapshot {
+                snapshot: true,
+                session: false,
+            })
+        );
+        assert_eq!(
+            decode(r#"{"snapshot":true,"session":true}"#),
+            RunnerMessage::Snapshot(Snapshot {
+                snapshot: true,
+                session: true,
+            })
         );
         assert_eq!(
             decode(r#"{"reseed":[1,2,3],"unix_time_ms":5}"#),

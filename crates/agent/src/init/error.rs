@@ -58,14 +58,6 @@ pub enum InitError {
     /// Changing into the new root failed.
     #[error("switching to the root image: {0}")]
     SwitchRoot(nix::Error),
-    /// The channel device could not be opened.
-    #[error("opening the agent channel {path}: {source}")]
-    Channel {
-        /// The file or folder concerned.
-        path: PathBuf,
-        /// What failed underneath.
-        source: io::Error,
-    },
     /// The sandbox's cgroup could not be made.
     #[error("the sandbox's cgroup: {0}")]
     Cgroup(#[from] CgroupError),

@@ -1,21 +1,23 @@
 //! The channel to the runner, seen from the guest: the virtio serial port QEMU names
-//! `agent`, or a vsock connection the init makes to the host (Firecracker), which it
-//! makes again after a snapshot restore, feeding the kernel the fresh entropy and the
-//! time it gets first.
+//! `agent` ([`PortHost`]), or a vsock connection the init makes to the host
+//! (Firecracker, [`VsockHost`]), which it makes again after a snapshot restore. Either
+//! way a restored VM feeds the kernel the fresh entropy and the time it gets first.
+//!
+//! The serial port lives on across a save and restore: the runner stops the VM before
+//! its old QEMU lets go of the port's socket, and the new QEMU is connected to the new
+//! runner's before the VM runs again, so the guest never sees the host side close (a
+//! read would then end, as at the end of the VM's life).
 
-use super::error::InitError;
 use crate::agent::Restorable;
 use sandbox_protocol::agent::Reseed;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The name the host gives the agent's virtio serial port.
 const PORT_NAME: &str = "agent";
-/// How long the port may take to appear after its driver is loaded.
-const PORT_WAIT: Duration = Duration::from_secs(10);
 /// The host's CID: a guest reaches the VMM's host side at this address.
 const VMADDR_CID_HOST: u32 = 2;
 /// `RNDADDENTROPY` of linux/random.h: `_IOW('R', 0x03, int[2])`.
@@ -55,13 +57,52 @@ impl Restorable for VsockHost {
         Ok(File::from(fd))
     }
 
-    fn restored(&mut self, fresh: &Reseed) -> io::Result<()> {
-        reseed(&fresh.reseed)?;
-        let time = Duration::from_millis(fresh.unix_time_ms);
-        let spec = nix::sys::time::TimeSpec::from_duration(time);
-        nix::time::clock_settime(nix::time::ClockId::CLOCK_REALTIME, spec)?;
-        Ok(())
+    fn reconnects(&self) -> bool {
+        // Firecracker resets every vsock connection of a restored VM.
+        true
     }
+
+    fn restored(&mut self, fresh: &Reseed) -> io::Result<()> {
+        apply(fresh)
+    }
+}
+
+/// The runner, reached over the virtio serial port QEMU names [`PORT_NAME`].
+pub(super) struct PortHost;
+
+impl Restorable for PortHost {
+    type Channel = File;
+
+    /// Opens the port (its device node is numbered by probe order, so it is found by
+    /// name in sysfs); not found until its driver has probed it. Close-on-exec: the
+    /// jail never inherits it.
+    fn connect(&mut self) -> io::Result<File> {
+        let device = find_port().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no virtio serial port named {PORT_NAME:?}"),
+            )
+        })?;
+        OpenOptions::new().read(true).write(true).open(device)
+    }
+
+    fn reconnects(&self) -> bool {
+        false
+    }
+
+    fn restored(&mut self, fresh: &Reseed) -> io::Result<()> {
+        apply(fresh)
+    }
+}
+
+/// What a restored VM gets first: the entropy into the kernel's pool, and the clock set
+/// to the host's time (it stopped when the VM was saved).
+fn apply(fresh: &Reseed) -> io::Result<()> {
+    reseed(&fresh.reseed)?;
+    let time = Duration::from_millis(fresh.unix_time_ms);
+    let spec = nix::sys::time::TimeSpec::from_duration(time);
+    nix::time::clock_settime(nix::time::ClockId::CLOCK_REALTIME, spec)?;
+    Ok(())
 }
 
 /// Mixes `entropy` into the kernel's random pool, credited, and reseeds its generator.
@@ -85,31 +126,6 @@ fn reseed(entropy: &[u8]) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Opens the virtio serial port the host named [`PORT_NAME`] (its device node is
-/// numbered by probe order, so it is found by name in sysfs). Close-on-exec: the
-/// jail never inherits it.
-pub(super) fn open_port() -> Result<File, InitError> {
-    let deadline = Instant::now() + PORT_WAIT;
-    loop {
-        if let Some(device) = find_port() {
-            return OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&device)
-                .map_err(|source| InitError::Channel {
-                    path: device,
-                    source,
-                });
-        }
-        if Instant::now() >= deadline {
-            return Err(InitError::NoDevice(format!(
-                "the virtio serial port {PORT_NAME:?}"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 fn find_port() -> Option<PathBuf> {

@@ -21,7 +21,9 @@
 //! OOM kill. The channel to the runner (`host.rs`) is the virtio serial port named
 //! `agent` (QEMU), or with `sandbox.vsock_port=N` a vsock connection to port N of the
 //! host (Firecracker), which the init makes itself and makes again after a snapshot
-//! restore ([`crate::agent::serve_restorable`]).
+//! restore. Either VM can be snapshotted ([`crate::agent::serve_restorable`]): a
+//! session's, saved whole between its calls, takes fresh entropy and the time from
+//! the runner before it serves anything after its restore.
 //!
 //! Then it powers the VM off (or, where the VMM has no power-off, as Firecracker on
 //! x86, resets it, which ends the VMM). Any failure is written to the console (the
@@ -39,7 +41,7 @@ mod settings;
 
 pub use error::InitError;
 
-use crate::agent::{serve_restorable, serve_with};
+use crate::agent::serve_restorable;
 use nix::mount::MsFlags;
 use settings::Settings;
 use std::path::Path;
@@ -73,7 +75,7 @@ fn boot_and_serve() -> Result<(), InitError> {
     let mut jailed = sandbox::Jailed::start(&settings)?;
     match settings.vsock_port {
         Some(port) => serve_restorable(&mut host::VsockHost { port }, &mut jailed)?,
-        None => serve_with(&mut host::open_port()?, &mut jailed)?,
+        None => serve_restorable(&mut host::PortHost, &mut jailed)?,
     }
     Ok(())
 }

@@ -100,12 +100,19 @@ pub async fn prepare<S: AsyncRead + AsyncWrite + Unpin>(
     expect_ready(s).await
 }
 
-/// Tells the agent of a template VM that a snapshot is coming, and waits for its Ready
-/// (it then lets the channel go and keeps reconnecting).
+/// Tells the agent of a VM that a snapshot is coming, and waits for its Ready: a
+/// template's (it then lets the channel go and keeps reconnecting), or with `session`
+/// a session's VM about to be saved whole (it then waits for the restored VM's Reseed,
+/// see [`reseed`]).
 pub async fn announce_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
+    session: bool,
 ) -> Result<(), ChannelError> {
-    send(s, &RunnerMessage::Snapshot(Snapshot { snapshot: true })).await?;
+    let notice = Snapshot {
+        snapshot: true,
+        session,
+    };
+    send(s, &RunnerMessage::Snapshot(notice)).await?;
     expect_ready(s).await
 }
 

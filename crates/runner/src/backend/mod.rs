@@ -42,6 +42,11 @@ pub enum BackendError {
     /// which cannot mount into a guest); the runner refuses them before a run.
     #[error("a VM sandbox cannot be given inline dependencies")]
     VmDeps,
+    /// The process backend saves no sandbox whole, so it restores none.
+    #[error(
+        "the process backend cannot restore a saved sandbox (it keeps a session's files only)"
+    )]
+    NoRestore,
 }
 
 /// A resolved set of inline dependencies, for a sandbox to mount before its run.
@@ -85,6 +90,15 @@ impl Backend {
         match self {
             Backend::Process(b) => Ok(Sandbox::Process(b.create(prepare, warm).await?)),
             Backend::Vm(b) => Ok(Sandbox::Vm(b.create(prepare).await?)),
+        }
+    }
+
+    /// A sandbox restored from what [`Sandbox::save`] wrote in `dir` (a VM; the process
+    /// backend saves none).
+    pub async fn restore(&self, dir: &Path) -> Result<Sandbox, BackendError> {
+        match self {
+            Backend::Process(_) => Err(BackendError::NoRestore),
+            Backend::Vm(b) => Ok(Sandbox::Vm(b.restore(dir).await?)),
         }
     }
 
@@ -188,6 +202,16 @@ impl Sandbox {
         match self {
             Sandbox::Process(s) => Ok(s.thaw().await?),
             Sandbox::Vm(_) => Ok(()),
+        }
+    }
+
+    /// Saves the whole sandbox into `dir` (see
+    /// [`PooledSandbox::save`](crate::pool::PooledSandbox::save)): a VM's memory and
+    /// devices; `None` for a process sandbox, which is left as it was.
+    pub async fn save(&mut self, dir: &Path) -> Result<Option<u64>, BackendError> {
+        match self {
+            Sandbox::Process(_) => Ok(None),
+            Sandbox::Vm(s) => Ok(s.save(dir).await?),
         }
     }
 

@@ -30,6 +30,16 @@ pub trait SandboxFactory: Send + Sync + 'static {
         warm: bool,
     ) -> impl Future<Output = Result<Self::Sandbox, Self::Error>> + Send;
 
+    /// A sandbox restored from what [`PooledSandbox::save`] wrote in `dir` (which it
+    /// must not change: a fork restores the same folder several times, at once), with
+    /// fresh entropy and the host's time, ready for its next job as the saved one was
+    /// (a session's: frozen as a VM's init keeps it between calls). Bounded in time
+    /// like a boot.
+    fn restore(
+        &self,
+        dir: &Path,
+    ) -> impl Future<Output = Result<Self::Sandbox, Self::Error>> + Send;
+
     /// Kills every process of every sandbox it made (their runs end at once).
     fn kill_all(&self);
 
@@ -205,6 +215,17 @@ pub trait PooledSandbox: Send + 'static {
         }
     }
 
+    /// Saves the whole sandbox into the folder `dir` (made by the caller, empty, 0700):
+    /// memory and devices where the backend can (a VM: its VMM's snapshot), for
+    /// [`SandboxFactory::restore`]; the bytes written, or None where it cannot (a
+    /// process sandbox: the caller keeps its files with
+    /// [`session_pack`](Self::session_pack) instead). The sandbox is spent after a Some
+    /// (destroy must follow); after None it is as it was. After an error, a QEMU VM
+    /// runs on as it was (its save undone, `dir` left empty) and a Firecracker one is
+    /// spent.
+    fn save(&mut self, dir: &Path)
+        -> impl Future<Output = Result<Option<u64>, Self::Error>> + Send;
+
     /// Kills every process of the sandbox and releases what it holds on the host.
     fn destroy(self) -> impl Future<Output = ()> + Send;
 }
@@ -219,6 +240,10 @@ impl SandboxFactory for Backend {
         warm: bool,
     ) -> impl Future<Output = Result<Sandbox, BackendError>> + Send {
         Backend::create(self, prepare, warm)
+    }
+
+    fn restore(&self, dir: &Path) -> impl Future<Output = Result<Sandbox, BackendError>> + Send {
+        Backend::restore(self, dir)
     }
 
     fn kill_all(&self) {
@@ -285,6 +310,13 @@ impl PooledSandbox for Sandbox {
 
     fn thaw(&mut self) -> impl Future<Output = Result<(), BackendError>> + Send {
         Sandbox::thaw(self)
+    }
+
+    fn save(
+        &mut self,
+        dir: &Path,
+    ) -> impl Future<Output = Result<Option<u64>, BackendError>> + Send {
+        Sandbox::save(self, dir)
     }
 
     fn destroy(self) -> impl Future<Output = ()> + Send {

@@ -9,6 +9,7 @@ mod common;
 mod firecracker;
 mod packages;
 mod pause;
+mod save;
 mod sessions;
 
 use common::programs::{

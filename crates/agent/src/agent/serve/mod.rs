@@ -1,8 +1,8 @@
 //! The exchange with the runner, for whoever does the work: [`serve_with`] over a
-//! channel it was handed, [`serve_restorable`] over one it makes itself (again after a
-//! snapshot restore), each with a [`Worker`] that prepares interpreters and runs jobs:
-//! the agent itself ([`Local`]), or a VM's init relaying to the agent of the jailed
-//! sandbox it made.
+//! channel it was handed, [`serve_restorable`] over the channel of a VM the runner may
+//! snapshot (a template's, or a session's saved whole), each with a [`Worker`] that
+//! prepares interpreters and runs jobs: the agent itself ([`Local`]), or a VM's init
+//! relaying to the agent of the jailed sandbox it made.
 
 use super::files;
 use super::hangup::HangupWatch;
@@ -15,11 +15,12 @@ use super::tree;
 use sandbox_archive::Limits;
 use sandbox_protocol::agent::{
     AgentMessage, FileFailure, FileRequest, Job, JobOutcome, Prepare, Reseed, RunnerMessage,
+    Snapshot,
 };
 use sandbox_protocol::frame::{self, FrameError};
 use sandbox_protocol::process::ProcessRequest;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// Why the agent (or a VM's init, serving for it) stopped without answering a job.
 #[derive(Debug, thiserror::Error)]
@@ -212,20 +213,30 @@ where
     shield()?;
     frame::write(channel, &AgentMessage::Ready)?;
     let mut started = false;
+    let mut refuse = |channel: &mut C, _: Snapshot| {
+        fail(channel, "this sandbox cannot be snapshotted".into())?;
+        Ok(false)
+    };
     match await_job(channel, worker, &mut started)? {
-        Next::Job(job) => serve_jobs(channel, *job, worker),
-        Next::Snapshot => fail(channel, "this sandbox cannot be snapshotted".into()),
+        Next::Job(job) => serve_jobs(channel, *job, worker, &mut refuse),
+        Next::Snapshot(notice) => refuse(channel, notice).map(drop),
         Next::Closed => Ok(()),
     }
 }
 
 /// The host side of a VM that can be snapshotted: the agent connects to it (again after
-/// a restore), and a restored VM gets fresh entropy and the time from it.
+/// a restore where the VMM does not keep the channel), and a restored VM gets fresh
+/// entropy and the time from it.
 pub trait Restorable {
     /// The channel to the runner.
     type Channel: Read + Write + AsFd;
-    /// Connects to the runner once; fails while the runner is not listening.
+    /// Connects to the runner once; fails while the runner is not listening (or the
+    /// channel's device is not there yet).
     fn connect(&mut self) -> io::Result<Self::Channel>;
+    /// Whether a restored VM reaches its runner on a new connection (the VMM resets
+    /// them, as Firecracker's vsock does), rather than on the channel it had (a serial
+    /// port, which QEMU connects to the new runner before the VM runs again).
+    fn reconnects(&self) -> bool;
     /// Applies what a restored VM gets first: mixes the entropy into the kernel's random
     /// pool, credited, reseeds its generator, and sets the clock.
     fn restored(&mut self, fresh: &Reseed) -> io::Result<()>;
@@ -237,10 +248,10 @@ const CONNECT_TRIES: u32 = 12_000;
 const CONNECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// [`serve_with`] for a VM the runner may snapshot: the agent connects to the runner
-/// itself, and on a [`Snapshot`](sandbox_protocol::agent::Snapshot) (before any Prepare)
-/// answers Ready, lets the channel go and connects again. Every VM restored from the
-/// snapshot arrives there: it expects a Reseed, feeds it to the kernel, answers Ready,
-/// and serves the rest as [`serve_with`] does.
+/// itself, and on a [`Snapshot`] answers Ready and waits to be restored (see
+/// [`restore`]): a template's before any Prepare, a session's (marked so) before or
+/// between its calls. Every VM restored from the snapshot gets a Reseed first, feeds
+/// it to the kernel, answers Ready, and serves the rest as [`serve_with`] does.
 pub fn serve_restorable<G, W>(guest: &mut G, worker: &mut W) -> Result<(), AgentError>
 where
     G: Restorable,
@@ -250,38 +261,72 @@ where
     let mut channel = connect(guest)?;
     frame::write(&mut channel, &AgentMessage::Ready)?;
     let mut started = false;
-    let mut next = await_job(&mut channel, worker, &mut started)?;
-    if let Next::Snapshot = next {
-        if started {
-            // A started interpreter would carry its random state into every restore.
-            return fail(&mut channel, "a Snapshot after a Prepare".into());
-        }
-        frame::write(&mut channel, &AgentMessage::Ready)?;
-        drop(channel);
-        channel = connect(guest)?;
-        match frame::read::<_, RunnerMessage>(&mut channel)? {
-            Some(RunnerMessage::Reseed(r)) if r.reseed.len() >= Reseed::MIN_BYTES => {
-                guest.restored(&r).map_err(AgentError::Reseed)?;
+    loop {
+        match await_job(&mut channel, worker, &mut started)? {
+            Next::Snapshot(notice) => {
+                if !snapshot(guest, &mut channel, notice, started)? {
+                    return Ok(());
+                }
             }
-            Some(_) => {
-                return fail(
-                    &mut channel,
-                    format!(
-                        "a restored VM expects a Reseed of at least {} bytes first",
-                        Reseed::MIN_BYTES
-                    ),
-                )
+            Next::Job(job) => {
+                let mut restorable =
+                    |channel: &mut G::Channel, notice| snapshot(guest, channel, notice, true);
+                return serve_jobs(&mut channel, *job, worker, &mut restorable);
             }
-            None => return Ok(()),
+            Next::Closed => return Ok(()),
         }
-        frame::write(&mut channel, &AgentMessage::Ready)?;
-        next = await_job(&mut channel, worker, &mut started)?;
     }
-    match next {
-        Next::Job(job) => serve_jobs(&mut channel, *job, worker),
-        Next::Snapshot => fail(&mut channel, "a second Snapshot".into()),
-        Next::Closed => Ok(()),
+}
+
+/// Serves a [`Snapshot`] notice: refuses a template's once an interpreter started or
+/// a job ran (`started`: their random state would be carried into every restore),
+/// else [`restore`]s. `false`: the exchange is over (refused, or the runner let go).
+fn snapshot<G: Restorable>(
+    guest: &mut G,
+    channel: &mut G::Channel,
+    notice: Snapshot,
+    started: bool,
+) -> Result<bool, AgentError> {
+    if started && !notice.session {
+        fail(
+            channel,
+            "a template's Snapshot after a Prepare or a job".into(),
+        )?;
+        return Ok(false);
     }
+    restore(guest, channel)
+}
+
+/// Answers Ready to a snapshot notice and waits for the VM to be restored (or the save
+/// undone): on the same channel, or on a new connection where the VMM resets them (the
+/// old one shut first, so that the runner sees it end); there the Reseed first, fed to
+/// the kernel, then Ready. `false`: the runner closed the channel instead, or sent
+/// something else first (refused).
+fn restore<G: Restorable>(guest: &mut G, channel: &mut G::Channel) -> Result<bool, AgentError> {
+    frame::write(channel, &AgentMessage::Ready)?;
+    if guest.reconnects() {
+        let _ = nix::sys::socket::shutdown(
+            channel.as_fd().as_raw_fd(),
+            nix::sys::socket::Shutdown::Both,
+        );
+        *channel = connect(guest)?;
+    }
+    match frame::read::<_, RunnerMessage>(channel)? {
+        Some(RunnerMessage::Reseed(r)) if r.reseed.len() >= Reseed::MIN_BYTES => {
+            guest.restored(&r).map_err(AgentError::Reseed)?;
+        }
+        Some(_) => {
+            let message = format!(
+                "a restored VM expects a Reseed of at least {} bytes first",
+                Reseed::MIN_BYTES
+            );
+            fail(channel, message)?;
+            return Ok(false);
+        }
+        None => return Ok(false),
+    }
+    frame::write(channel, &AgentMessage::Ready)?;
+    Ok(true)
 }
 
 /// Connects to the runner, trying again while it does not listen.
@@ -312,7 +357,7 @@ enum Next {
     /// The job.
     Job(Box<Job>),
     /// A snapshot is to be taken.
-    Snapshot,
+    Snapshot(Snapshot),
     /// The runner closed the channel (a pooled sandbox being destroyed), or the agent
     /// refused a message and said so.
     Closed,
@@ -334,7 +379,7 @@ fn await_job<C: Read + Write, W: Worker>(
             Some(RunnerMessage::Process(request)) => {
                 frame::write(channel, &worker.process(&request))?;
             }
-            Some(RunnerMessage::Snapshot(_)) => return Ok(Next::Snapshot),
+            Some(RunnerMessage::Snapshot(notice)) => return Ok(Next::Snapshot(notice)),
             Some(RunnerMessage::Reseed(_)) => {
                 fail(channel, "a Reseed outside a restore".into())?;
                 return Ok(Next::Closed);
@@ -383,9 +428,19 @@ fn file<C: Read + Write, W: Worker>(
     }
 }
 
-/// Answers `job` and, while the jobs are a session's, the jobs that follow; after a
-/// one-shot job, waits for the runner to let go of the sandbox.
-fn serve_jobs<C, W>(channel: &mut C, first: Job, worker: &mut W) -> Result<(), AgentError>
+/// What serves a [`Snapshot`] notice between a session's calls: `false` when the
+/// exchange is over.
+type OnSnapshot<'a, C> = dyn FnMut(&mut C, Snapshot) -> Result<bool, AgentError> + 'a;
+
+/// Answers `job` and, while the jobs are a session's, the jobs that follow (and the
+/// snapshots between them, with `on_snapshot`); after a one-shot job, waits for the
+/// runner to let go of the sandbox.
+fn serve_jobs<C, W>(
+    channel: &mut C,
+    first: Job,
+    worker: &mut W,
+    on_snapshot: &mut OnSnapshot<'_, C>,
+) -> Result<(), AgentError>
 where
     C: Read + Write + AsFd,
     W: Worker,
@@ -405,6 +460,11 @@ where
                 Some(RunnerMessage::File(request)) => file(channel, worker, &request)?,
                 Some(RunnerMessage::Process(request)) => {
                     frame::write(channel, &worker.process(&request))?;
+                }
+                Some(RunnerMessage::Snapshot(notice)) => {
+                    if !on_snapshot(channel, notice)? {
+                        return Ok(());
+                    }
                 }
                 other => break other,
             }

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 /// A runner stand-in's address, and what the agent fed its "kernel".
 struct Host {
     socket: PathBuf,
+    /// New connections after a restore (vsock), or the same channel (a serial port).
+    reconnects: bool,
     connects: usize,
     reseeded: Vec<u8>,
     clock: u64,
@@ -22,6 +24,9 @@ impl Restorable for Host {
         let channel = UnixStream::connect(&self.socket)?;
         self.connects += 1;
         Ok(channel)
+    }
+    fn reconnects(&self) -> bool {
+        self.reconnects
     }
     fn restored(&mut self, fresh: &Reseed) -> io::Result<()> {
         self.reseeded.extend_from_slice(&fresh.reseed);
@@ -87,11 +92,19 @@ fn expect(channel: &mut UnixStream, want: &AgentMessage) {
 type Agent = std::thread::JoinHandle<(Result<(), AgentError>, Host)>;
 
 fn serve_in_background(dir: &std::path::Path) -> (UnixListener, Agent) {
+    serve_restorable_in_background(dir, true)
+}
+
+fn serve_restorable_in_background(
+    dir: &std::path::Path,
+    reconnects: bool,
+) -> (UnixListener, Agent) {
     let socket = dir.join("agent.sock");
     let listener = UnixListener::bind(&socket).unwrap();
     let agent = std::thread::spawn(move || {
         let mut host = Host {
             socket,
+            reconnects,
             connects: 0,
             reseeded: Vec::new(),
             clock: 0,
@@ -112,7 +125,10 @@ fn temp_dir(name: &str) -> PathBuf {
 fn snapshot_template(listener: &UnixListener) -> UnixStream {
     let (mut template, _) = listener.accept().unwrap();
     expect(&mut template, &AgentMessage::Ready);
-    let notice = RunnerMessage::Snapshot(Snapshot { snapshot: true });
+    let notice = RunnerMessage::Snapshot(Snapshot {
+        snapshot: true,
+        session: false,
+    });
     frame::write(&mut template, &notice).unwrap();
     expect(&mut template, &AgentMessage::Ready);
     template
@@ -160,7 +176,12 @@ fn a_restored_agent_refuses_a_job_before_its_reseed() {
         unix_time_ms: 1,
     });
     frame::write(&mut restored, &short).unwrap();
-    let got: AgentMessage = frame::read(&mut restored).unwrap().unwrap();
+    refused_for_want_of_a_reseed(&mut restored, agent, &dir);
+}
+
+/// The agent refuses what came instead of its Reseed, and ends with nothing applied.
+fn refused_for_want_of_a_reseed(channel: &mut UnixStream, agent: Agent, dir: &std::path::Path) {
+    let got: AgentMessage = frame::read(channel).unwrap().unwrap();
     assert!(
         matches!(&got, AgentMessage::Failed { message } if message.contains("Reseed")),
         "{got:?}"
@@ -168,13 +189,20 @@ fn a_restored_agent_refuses_a_job_before_its_reseed() {
     let (result, host) = agent.join().unwrap();
     result.unwrap();
     assert!(host.reseeded.is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_sandbox_served_without_restore_refuses_a_snapshot_and_a_reseed() {
     for message in [
-        RunnerMessage::Snapshot(Snapshot { snapshot: true }),
+        RunnerMessage::Snapshot(Snapshot {
+            snapshot: true,
+            session: false,
+        }),
+        RunnerMessage::Snapshot(Snapshot {
+            snapshot: true,
+            session: true,
+        }),
         RunnerMessage::Reseed(Reseed {
             reseed: vec![0; Reseed::MIN_BYTES],
             unix_time_ms: 1,
@@ -278,4 +306,106 @@ fn a_streamed_job_s_output_comes_before_its_answer_and_an_unstreamed_one_s_never
     expect(&mut runner, &done("quiet"));
     drop(runner);
     agent.join().unwrap().unwrap();
+}
+
+/// Sends `message` and expects `answer`.
+fn call(channel: &mut UnixStream, message: &RunnerMessage, answer: &AgentMessage) {
+    frame::write(channel, message).unwrap();
+    expect(channel, answer);
+}
+
+/// A session on a serial port (no reconnection) that has served its first job.
+fn one_job_served(dir: &std::path::Path) -> (UnixListener, Agent, UnixStream) {
+    let (listener, agent) = serve_restorable_in_background(dir, false);
+    let (mut runner, _) = listener.accept().unwrap();
+    expect(&mut runner, &AgentMessage::Ready);
+    call(&mut runner, &session_job("one"), &done("one"));
+    (listener, agent, runner)
+}
+
+fn reseed(first: u8, unix_time_ms: u64) -> RunnerMessage {
+    RunnerMessage::Reseed(Reseed {
+        reseed: (first..first + Reseed::MIN_BYTES as u8).collect(),
+        unix_time_ms,
+    })
+}
+
+fn session_snapshot() -> RunnerMessage {
+    RunnerMessage::Snapshot(Snapshot {
+        snapshot: true,
+        session: true,
+    })
+}
+
+/// A session's VM saved between its calls, twice, on a serial port (QEMU): the same
+/// channel on, Ready to the notice, the Reseed applied before the next job is served.
+#[test]
+fn a_session_saved_on_its_port_takes_a_reseed_before_its_next_call_each_time() {
+    let dir = temp_dir("session-port");
+    let (_listener, agent, mut runner) = one_job_served(&dir);
+    for (round, time) in [(1u8, 1_800_000_000_000), (100, 1_900_000_000_000)] {
+        call(&mut runner, &session_snapshot(), &AgentMessage::Ready);
+        call(&mut runner, &reseed(round, time), &AgentMessage::Ready);
+        call(&mut runner, &session_job("after"), &done("after"));
+    }
+    drop(runner);
+    let (result, host) = agent.join().unwrap();
+    result.unwrap();
+    assert_eq!(host.connects, 1, "a serial port is opened once");
+    assert_eq!(host.reseeded.len(), 2 * Reseed::MIN_BYTES);
+    assert_eq!(host.clock, 1_900_000_000_000);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same over vsock (Firecracker): the agent lets the old connection go and serves
+/// the restored session on a new one; a session saved before its first job too.
+#[test]
+fn a_session_saved_over_vsock_reconnects_and_serves_on() {
+    let dir = temp_dir("session-vsock");
+    let (listener, agent) = serve_restorable_in_background(&dir, true);
+    let (mut runner, _) = listener.accept().unwrap();
+    expect(&mut runner, &AgentMessage::Ready);
+    call(&mut runner, &session_snapshot(), &AgentMessage::Ready);
+    assert!(frame::read::<_, AgentMessage>(&mut runner)
+        .unwrap()
+        .is_none());
+    let (mut restored, _) = listener.accept().unwrap();
+    call(&mut restored, &reseed(1, 5), &AgentMessage::Ready);
+    call(&mut restored, &session_job("one"), &done("one"));
+    call(&mut restored, &session_snapshot(), &AgentMessage::Ready);
+    let (mut again, _) = listener.accept().unwrap();
+    call(&mut again, &reseed(50, 6), &AgentMessage::Ready);
+    call(&mut again, &session_job("two"), &done("two"));
+    drop(again);
+    let (result, host) = agent.join().unwrap();
+    result.unwrap();
+    assert_eq!(host.connects, 3);
+    assert_eq!(host.clock, 6);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// After a session's snapshot notice the restored VM serves nothing before its Reseed,
+/// and a template's notice (unmarked) is refused once a job ran.
+#[test]
+fn a_saved_session_refuses_a_call_before_its_reseed_and_a_template_notice() {
+    let dir = temp_dir("session-refusals");
+    let (_listener, agent, mut runner) = one_job_served(&dir);
+    call(&mut runner, &session_snapshot(), &AgentMessage::Ready);
+    frame::write(&mut runner, &session_job("too early")).unwrap();
+    refused_for_want_of_a_reseed(&mut runner, agent, &dir);
+
+    let dir = temp_dir("session-template-notice");
+    let (_listener, agent, mut runner) = one_job_served(&dir);
+    let template = RunnerMessage::Snapshot(Snapshot {
+        snapshot: true,
+        session: false,
+    });
+    frame::write(&mut runner, &template).unwrap();
+    let got: AgentMessage = frame::read(&mut runner).unwrap().unwrap();
+    assert!(
+        matches!(&got, AgentMessage::Failed { message } if message.contains("template")),
+        "{got:?}"
+    );
+    agent.join().unwrap().0.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }

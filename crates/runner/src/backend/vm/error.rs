@@ -1,6 +1,7 @@
 //! Why a VM sandbox could not be made or run: one error type for both VMMs, with a
 //! variant per step that can fail.
 
+use super::qmp::QmpError;
 use crate::backend::cgroup::CgroupError;
 use crate::backend::channel::ChannelError;
 use std::io;
@@ -100,6 +101,23 @@ pub enum VmError {
     /// The VM has no channel to its agent (it never became ready).
     #[error("the VM has no channel to its agent")]
     NoChannel,
+    /// An exchange with QEMU's machine protocol failed.
+    #[error(transparent)]
+    Qmp(#[from] QmpError),
+    /// The VMM's migration of the VM to or from its saved state failed.
+    #[error("the VMM's migration of the VM's state {0}")]
+    Migration(String),
+    /// Saving the VM took too long.
+    #[error("saving the VM took over {0:?}")]
+    SaveTimeout(Duration),
+    /// A saved folder holds no VM this runner can restore.
+    #[error("{dir} cannot be restored here: {why}")]
+    NotRestorable {
+        /// The saved folder.
+        dir: PathBuf,
+        /// Why not.
+        why: String,
+    },
 }
 
 /// Maps an `io::Error` of `action` on `path` to [`VmError::Io`].

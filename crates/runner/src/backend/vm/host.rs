@@ -4,9 +4,10 @@
 //! that starts again first removes what a dead one left (cgroups, folders).
 
 use super::error::io_error;
-use super::sandbox::Leftovers;
+use super::sandbox::{Leftovers, VmSandbox};
 use super::{BootError, VmConfig, VmError, VmImage, VMM_UIDS};
 use crate::backend::cgroup::{self, Hierarchy};
+use sandbox_protocol::Lang;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -86,6 +87,17 @@ impl Host {
             procs,
             user,
         })
+    }
+
+    /// Waits for `sandbox`'s agent's Ready, then with `prepare` for its interpreter to
+    /// wait for the program (a Python one having imported the warm imports).
+    pub(super) async fn ready(
+        &self,
+        sandbox: &mut VmSandbox,
+        prepare: Option<&Lang>,
+    ) -> Result<(), VmError> {
+        let language = self.config.language(prepare);
+        sandbox.ready(language, &self.config.warm_imports).await
     }
 
     /// The guest kernel's command line, without the VMM's own part.

@@ -20,12 +20,21 @@
 //! - `host.rs`: the runner's VM folders and, per VM, an id, a folder, a cgroup and a uid,
 //!   and starting the VMM inside them;
 //! - `sandbox.rs`: [`VmSandbox`]: reaching the agent within the boot timeout, the job,
-//!   destroying the VM.
+//!   destroying the VM;
+//! - `saved.rs`: a VM saved whole, as a folder: the machine it was (`vm.json`), which a
+//!   restore must match, and what a restored guest gets first (entropy, the time);
+//! - `qmp.rs`: QEMU's machine protocol, by which a QEMU VM is saved and restored.
+//!
+//! A VM can be saved whole into a folder ([`VmSandbox::save`]) and restored from it
+//! ([`VmBackend::restore`]), by each VMM's own means (QEMU's migration to a file,
+//! Firecracker's snapshot API): its memory, processes and devices, with fresh entropy
+//! and the host's time in every restored guest.
 //!
 //! Each VMM, a type of its own:
 //! - `qemu/`: [`qemu::Qemu`], QEMU's `microvm` under KVM or TCG (the accelerator probe,
-//!   the boot; `command.rs`, its command line); the agent channel is a virtio serial
-//!   port QEMU connects to a unix socket the runner listens on;
+//!   the boot; `command.rs`, its command line; `save.rs`, save and restore); the agent
+//!   channel is a virtio serial port QEMU connects to a unix socket the runner listens
+//!   on, QMP another;
 //! - `firecracker/`: [`firecracker::Firecracker`], under its jailer, configured over its
 //!   API, refilled from a snapshot template; the agent channel is vsock.
 
@@ -34,7 +43,9 @@ pub mod firecracker;
 mod host;
 mod image;
 pub mod qemu;
+mod qmp;
 mod sandbox;
+mod saved;
 
 pub use error::{ApiError, BootError, VmError};
 pub use image::VmImage;
@@ -45,8 +56,9 @@ use crate::languages::{Language, Languages};
 use firecracker::Firecracker;
 use host::Host;
 use qemu::Qemu;
+use sandbox::Control;
 use sandbox_protocol::Lang;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -164,6 +176,17 @@ impl VmBackend {
         }
     }
 
+    /// A VM restored from what [`VmSandbox::save`] wrote in `dir` (only read: a fork
+    /// restores one folder several times at once), with fresh entropy and the host's
+    /// time, within the boot timeout; refused if this backend would not make the same
+    /// machine (VMM, accelerator, guest memory, image).
+    pub async fn restore(&self, dir: &Path) -> Result<VmSandbox, VmError> {
+        match &self.vmm {
+            Monitor::Qemu(qemu) => qemu.restore(&self.host, dir).await,
+            Monitor::Firecracker(firecracker) => firecracker.restore(&self.host, dir).await,
+        }
+    }
+
     /// Kills every VMM process of this runner (their runs fail at once).
     pub fn kill_all(&self) {
         self.host.kill_all();
@@ -173,5 +196,23 @@ impl VmBackend {
     /// destroyed first).
     pub fn shutdown(&self) {
         self.host.shutdown();
+    }
+}
+
+impl VmSandbox {
+    /// Saves the VM whole (the guest's memory and devices, with its VMM's own
+    /// snapshot) into `dir`, a folder of the runner's, empty: the bytes written. The VM
+    /// is spent after it. After an error a QEMU VM runs on as it was (the save is undone)
+    /// and a Firecracker one is spent. `None`: this VM cannot be saved (nothing done).
+    pub async fn save(&mut self, dir: &Path) -> Result<Option<u64>, VmError> {
+        match self.control.take() {
+            Some(Control::Qmp(qmp)) => qemu::save(self, qmp, dir).await.map(Some),
+            Some(Control::Firecracker { api, root, jailed }) => {
+                firecracker::save(self, &api, &root, jailed, dir)
+                    .await
+                    .map(Some)
+            }
+            None => Ok(None),
+        }
     }
 }

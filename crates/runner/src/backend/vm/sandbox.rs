@@ -1,8 +1,11 @@
 //! One VM sandbox, whichever VMM runs it: reaching its agent within the boot timeout
 //! (accepting the VMM's connection, reading Ready, preparing the interpreter), failing
 //! with what the VMM and the guest's console said, running the job, and destroying the
-//! VM with what it left on the host.
+//! VM with what it left on the host. It keeps what saving it whole takes: the machine
+//! it is ([`Machine`]) and the way to the VMM itself ([`Control`]).
 
+use super::qmp::Qmp;
+use super::saved::Machine;
 use super::{BootError, VmError};
 use crate::backend::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::backend::cgroup::Cgroup;
@@ -52,11 +55,31 @@ impl Drop for Leftovers {
     }
 }
 
+/// How the runner reaches a VM's VMM itself, beside the agent's channel: to save it.
+#[derive(Debug)]
+pub(super) enum Control {
+    /// QEMU's QMP connection.
+    Qmp(Qmp),
+    /// Firecracker's API socket, and the VM's root, where it writes a snapshot.
+    Firecracker {
+        /// The host path of the API socket.
+        api: PathBuf,
+        /// The VM's root (its jail's, or its folder).
+        root: PathBuf,
+        /// Whether the VM runs in the jailer's chroot.
+        jailed: bool,
+    },
+}
+
 /// One warm VM: its VMM process, the channel to its agent, and what to remove.
 pub struct VmSandbox {
     pub(super) id: u64,
     pub(super) child: Child,
     pub(super) channel: Option<UnixStream>,
+    /// The machine it is, which a save records (`None`: it cannot be saved).
+    pub(super) machine: Option<Machine>,
+    /// The way to its VMM, for a save (taken by it).
+    pub(super) control: Option<Control>,
     leftovers: Leftovers,
 }
 
@@ -67,6 +90,8 @@ impl VmSandbox {
             id,
             child,
             channel: None,
+            machine: None,
+            control: None,
             leftovers,
         }
     }
@@ -74,15 +99,24 @@ impl VmSandbox {
     /// Accepts the VMM's connection to the agent's channel; fails early if the VMM
     /// exits.
     pub(super) async fn accept(&mut self, listener: &UnixListener) -> Result<(), VmError> {
+        self.channel = Some(self.accept_control(listener).await?);
+        Ok(())
+    }
+
+    /// Accepts a connection of the VMM on `listener` (its agent's channel, or QMP);
+    /// fails early if the VMM exits.
+    pub(super) async fn accept_control(
+        &mut self,
+        listener: &UnixListener,
+    ) -> Result<UnixStream, VmError> {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             status = self.child.wait() => {
                 return Err(BootError::VmmExited(describe(status)).into());
             }
         };
-        let (channel, _) = accepted.map_err(BootError::Accept)?;
-        self.channel = Some(channel);
-        Ok(())
+        let (stream, _) = accepted.map_err(BootError::Accept)?;
+        Ok(stream)
     }
 
     /// Reads the agent's Ready (twice with `prepare`); fails early if the VMM exits.
@@ -219,7 +253,8 @@ impl VmSandbox {
     }
 }
 
-fn describe(status: io::Result<std::process::ExitStatus>) -> String {
+/// How the VMM's process ended, for an error.
+pub(super) fn describe(status: io::Result<std::process::ExitStatus>) -> String {
     match status {
         Ok(status) => status.to_string(),
         Err(e) => e.to_string(),

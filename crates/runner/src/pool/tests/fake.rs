@@ -24,6 +24,9 @@ pub enum FakeError {
     /// `kill_all` ended the run.
     #[error("fake: the run was killed")]
     Killed,
+    /// A restore of a folder the fake did not save into.
+    #[error("fake: nothing saved there to restore")]
+    Restore,
 }
 
 /// What the fake is told to do, and what it saw.
@@ -37,6 +40,8 @@ pub struct Log {
     pub run_time: Duration,
     /// Runs fail (after `run_time`).
     pub fail_runs: bool,
+    /// Sandboxes are saved whole (as VMs are), rather than not at all (as processes).
+    pub saves_whole: bool,
 
     /// The preparation of every creation asked for, failed or not.
     pub attempts: Vec<Option<Lang>>,
@@ -54,6 +59,10 @@ pub struct Log {
     pub packed: Vec<usize>,
     /// Sandboxes an archive was unpacked into, in order.
     pub unpacked: Vec<usize>,
+    /// Sandboxes saved whole, in order.
+    pub saved: Vec<usize>,
+    /// Sandboxes restored: the saved one's id and the new one's.
+    pub restored: Vec<(usize, usize)>,
     /// Calls to `kill_all`.
     pub kills: usize,
     /// Calls to `shutdown`, each with how many sandboxes were destroyed by then.
@@ -141,6 +150,22 @@ impl SandboxFactory for Fake {
         log.made.push(prepare);
         Ok(FakeSandbox {
             id: log.made.len() - 1,
+            fake: self.clone(),
+            destroyed: false,
+        })
+    }
+
+    /// A new sandbox, with the id of the saved one logged beside it.
+    async fn restore(&self, dir: &std::path::Path) -> Result<FakeSandbox, FakeError> {
+        let text = tokio::fs::read_to_string(dir.join(SAVED_FILE)).await;
+        let saved = text.ok().and_then(|t| t.trim().parse::<usize>().ok());
+        let saved = saved.ok_or(FakeError::Restore)?;
+        let mut log = self.log();
+        log.made.push(None);
+        let id = log.made.len() - 1;
+        log.restored.push((saved, id));
+        Ok(FakeSandbox {
+            id,
             fake: self.clone(),
             destroyed: false,
         })
@@ -270,6 +295,22 @@ impl PooledSandbox for FakeSandbox {
         })
     }
 
+    /// With [`Log::saves_whole`], writes its id into `dir`; the bytes written. Without,
+    /// nothing (as a process sandbox).
+    async fn save(&mut self, dir: &std::path::Path) -> Result<Option<u64>, FakeError> {
+        if !self.fake.log().saves_whole {
+            return Ok(None);
+        }
+        let id = self.id.to_string();
+        match tokio::fs::write(dir.join(SAVED_FILE), &id).await {
+            Ok(()) => {
+                self.fake.log().saved.push(self.id);
+                Ok(Some(id.len() as u64))
+            }
+            Err(_) => Err(FakeError::Run),
+        }
+    }
+
     /// The pool never mounts inline dependencies; the runner's routes do (tested for
     /// real).
     async fn add_deps(&mut self, deps: &crate::backend::DepsMount) -> Result<String, FakeError> {
@@ -282,6 +323,9 @@ impl PooledSandbox for FakeSandbox {
         self.fake.log().destroyed.push((self.id, now));
     }
 }
+
+/// What a saved fake sandbox writes into its folder: its id.
+const SAVED_FILE: &str = "fake.saved";
 
 /// A session archive of an empty session: the folders `home` and `tmp`.
 fn empty_archive() -> Vec<u8> {

@@ -6,7 +6,7 @@ use super::api::Api;
 use super::layout::Layout;
 use super::AGENT_PORT;
 use crate::backend::vm::error::io_error;
-use crate::backend::vm::host::{create_file, kvm_gid, spawn_in_cgroup, Host};
+use crate::backend::vm::host::{create_file, kvm_gid, spawn_in_cgroup, Host, VmmUser};
 use crate::backend::vm::{VmError, VmSandbox};
 use hyper::Method;
 use serde_json::{json, Value};
@@ -24,6 +24,8 @@ pub(super) struct Launched {
     pub(super) listener: UnixListener,
     /// The group every VMM of this backend runs in.
     pub(super) gid: u32,
+    /// The user its VMM runs as.
+    pub(super) user: VmmUser,
 }
 
 /// Allocates a VM, lays out its folder, listens for its agent, starts its VMM and
@@ -56,6 +58,7 @@ pub(super) async fn launch(host: &Host) -> Result<Launched, VmError> {
             layout,
             listener,
             gid,
+            user: vm.user,
         }),
         Err(e) => Err(sandbox.fail(e).await),
     }

@@ -20,16 +20,21 @@
 //!   makes each sandbox (restored or cold) and the template;
 //! - `layout.rs`: the jail (or folder) of one VM, and the jailer's command line;
 //! - `api.rs`: the client of Firecracker's API socket;
-//! - `snapshot.rs`: the template's snapshot, taken and restored, and the reseed;
+//! - `snapshot.rs`: the template's snapshot, taken and restored;
+//! - `save.rs`: a session's VM saved whole and restored (untested without KVM);
 //! - `launch.rs`: starting one VMM, and the API calls of a cold boot.
 
 mod api;
 mod launch;
 mod layout;
+mod save;
 mod snapshot;
+
+pub(super) use save::save;
 
 use super::error::io_error;
 use super::host::{open_kvm, Host};
+use super::saved;
 use super::{AccelChoice, VmConfig, VmError, VmImage, VmSandbox};
 use crate::backend::channel;
 use launch::Launched;
@@ -128,13 +133,18 @@ impl Firecracker {
             None => Start::Cold,
         };
         let timeout = host.config.boot_timeout;
+        let machine = save::machine(host)?;
+        let launched = launch::launch(host).await?;
+        let control = save::control(&launched);
         let Launched {
             mut sandbox,
             mut api,
             layout,
             listener,
             ..
-        } = launch::launch(host).await?;
+        } = launched;
+        sandbox.machine = Some(machine);
+        sandbox.control = Some(control);
         let started = Instant::now();
         let ready = async {
             match start {
@@ -146,16 +156,11 @@ impl Firecracker {
                     template.restore(&mut api, &layout).await?;
                     sandbox.accept(&listener).await?;
                     let channel = sandbox.channel.as_mut().ok_or(VmError::NoChannel)?;
-                    let entropy = snapshot::fresh_entropy()?;
-                    channel::reseed(channel, entropy, snapshot::unix_time_ms()).await?;
+                    let entropy = saved::fresh_entropy()?;
+                    channel::reseed(channel, entropy, saved::unix_time_ms()).await?;
                 }
             }
-            sandbox
-                .ready(
-                    host.config.language(prepare.as_ref()),
-                    &host.config.warm_imports,
-                )
-                .await
+            host.ready(&mut sandbox, prepare.as_ref()).await
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;
@@ -192,13 +197,14 @@ async fn take_template(host: &Host) -> Result<Template, VmError> {
         layout,
         listener,
         gid,
+        ..
     } = launch::launch(host).await?;
     let taken = async {
         launch::boot_cold(host, &mut api, &layout).await?;
         sandbox.accept(&listener).await?;
         sandbox.ready(None, &[]).await?;
         let channel = sandbox.channel.as_mut().ok_or(VmError::NoChannel)?;
-        channel::announce_snapshot(channel).await?;
+        channel::announce_snapshot(channel, false).await?;
         // The agent now keeps reconnecting: nobody listens until a restored VM's
         // runner does.
         sandbox.channel = None;

@@ -16,8 +16,6 @@ use std::time::Instant;
 /// The snapshot files of the template, in the backend's folder and in each VM's root.
 const SNAPSHOT_FILE: &str = "vm.snap";
 const MEMORY_FILE: &str = "vm.mem";
-/// How many random bytes a restored VM's kernel gets.
-const RESEED_BYTES: usize = 64;
 
 /// The template's snapshot, which every restored VM starts from.
 #[derive(Debug)]
@@ -85,22 +83,4 @@ impl Template {
         )
         .await
     }
-}
-
-/// The host's wall-clock time, for a restored guest whose clock stopped at the snapshot.
-pub(super) fn unix_time_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Random bytes from the host's kernel, for a restored guest's entropy pool.
-pub(super) fn fresh_entropy() -> Result<Vec<u8>, VmError> {
-    use std::io::Read;
-    let path = Path::new("/dev/urandom");
-    let mut bytes = vec![0u8; RESEED_BYTES];
-    fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(io_error("reading", path))?;
-    Ok(bytes)
 }

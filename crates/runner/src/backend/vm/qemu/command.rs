@@ -1,5 +1,7 @@
 //! The QEMU command line of one VM sandbox: the `microvm` machine with one vCPU, no
-//! network device, the root image read-only, the agent channel on a virtio serial port.
+//! network device, the root image read-only, the agent channel on a virtio serial port,
+//! QMP on a socket the runner listens on; the same machine, waiting for its state, for
+//! a restore.
 
 use super::Accel;
 use crate::backend::vm::VmImage;
@@ -23,6 +25,10 @@ pub struct QemuSpec<'a> {
     pub memory_mb: u64,
     /// The runner's listening socket, which QEMU connects the agent's port to.
     pub socket: &'a Path,
+    /// The runner's listening socket for QMP.
+    pub qmp: &'a Path,
+    /// Wait for the state of a saved VM (given later over QMP) instead of booting.
+    pub incoming: bool,
     /// Where the guest's serial console is written.
     pub console: &'a Path,
     /// The guest kernel's command line.
@@ -71,7 +77,13 @@ pub fn command(spec: &QemuSpec) -> Command {
         .arg("-chardev")
         .arg(option("socket,id=agent,path=", spec.socket))
         .args(["-device", "virtserialport,chardev=agent,name=agent"])
-        .args(["-device", "virtio-rng-device"]);
+        .args(["-device", "virtio-rng-device"])
+        .arg("-chardev")
+        .arg(option("socket,id=qmp,path=", spec.qmp))
+        .args(["-mon", "chardev=qmp,mode=control"]);
+    if spec.incoming {
+        cmd.args(["-incoming", "defer"]);
+    }
     cmd
 }
 
@@ -87,6 +99,47 @@ fn option(prefix: &str, path: &Path) -> OsString {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(cmd: &Command) -> Vec<String> {
+        cmd.as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_restore_is_the_booted_machine_waiting_for_its_state() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["vmlinux", "initrd.img", "rootfs.ext4"] {
+            std::fs::write(dir.path().join(name), name).unwrap();
+        }
+        let image = VmImage::open(dir.path()).unwrap();
+        let spec = |incoming| QemuSpec {
+            image: &image,
+            accel: Accel::Tcg,
+            memory_mb: 400,
+            socket: Path::new("/vm/1/agent.sock"),
+            qmp: Path::new("/vm/1/qmp.sock"),
+            console: Path::new("/vm/1/console.log"),
+            cmdline: "quiet",
+            incoming,
+        };
+        let booted = args(&command(&spec(false)));
+        let restored = args(&command(&spec(true)));
+        assert_eq!(restored[..booted.len()], booted[..], "the same machine");
+        assert_eq!(restored[booted.len()..], ["-incoming", "defer"]);
+        let qmp = booted
+            .iter()
+            .position(|a| a == "socket,id=qmp,path=/vm/1/qmp.sock");
+        let qmp = qmp.expect("QMP on the runner's socket");
+        assert_eq!(booted[qmp - 1], "-chardev");
+        assert_eq!(
+            booted[qmp + 1..qmp + 3],
+            ["-mon", "chardev=qmp,mode=control"]
+        );
+        // The seccomp sandbox stays: a save goes through a descriptor, never `exec:`.
+        assert!(booted.iter().any(|a| a.contains("spawn=deny")));
+    }
 
     #[test]
     fn commas_in_paths_are_escaped() {

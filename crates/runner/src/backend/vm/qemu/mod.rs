@@ -1,16 +1,22 @@
 //! QEMU: each VM is QEMU's `microvm` machine, under KVM or TCG, started directly as the
 //! VM's own uid (`command.rs` builds its command line). The agent channel is a virtio
 //! serial port that QEMU connects to a unix socket the runner listens on, in the VM's
-//! folder beside the console log and QEMU's own messages.
+//! folder beside the console log and QEMU's own messages; QMP, the way to QEMU itself,
+//! is another such socket. A VM can be saved whole and restored (`save.rs`).
 //!
 //! With `--accel auto` the first VM is a probe: KVM if /dev/kvm opens and a guest boots
 //! with it in time, TCG otherwise. TCG guests are told the host's TSC rate (see
 //! [`tsc_cmdline`]).
 
 mod command;
+mod save;
+
+pub(super) use save::save;
 
 use super::error::io_error;
 use super::host::{create_file, kvm_gid, open_kvm, spawn_in_cgroup, Host};
+use super::qmp::Qmp;
+use super::sandbox::Control;
 use super::{AccelChoice, VmConfig, VmError, VmSandbox};
 use sandbox_protocol::Lang;
 use std::fs;
@@ -30,6 +36,24 @@ pub enum Accel {
     Kvm,
     /// QEMU's emulator.
     Tcg,
+}
+
+impl Accel {
+    /// QEMU's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// The runner's listening sockets of a VM whose QEMU has started.
+struct Listeners {
+    /// For the agent's channel.
+    agent: UnixListener,
+    /// For QMP.
+    qmp: UnixListener,
 }
 
 /// The QEMU side of the backend: the accelerator, once chosen, and the TCG guests'
@@ -77,9 +101,14 @@ impl Qemu {
         host: &Host,
         prepare: Option<Lang>,
     ) -> Result<VmSandbox, VmError> {
-        let accel = *self.accel.get_or_init(|| self.detect_accel(host)).await;
+        let accel = self.accel(host).await;
         self.boot(host, accel, host.config.boot_timeout, prepare)
             .await
+    }
+
+    /// The accelerator, chosen at the first VM.
+    async fn accel(&self, host: &Host) -> Accel {
+        *self.accel.get_or_init(|| self.detect_accel(host)).await
     }
 
     /// For `--accel auto`: KVM if /dev/kvm opens and a guest boots with it in time.
@@ -115,6 +144,34 @@ impl Qemu {
         timeout: Duration,
         prepare: Option<Lang>,
     ) -> Result<VmSandbox, VmError> {
+        let (mut sandbox, listeners) = self.start(host, accel, false).await?;
+        let started = Instant::now();
+        let ready = async {
+            sandbox.accept(&listeners.agent).await?;
+            let qmp = sandbox.accept_control(&listeners.qmp).await?;
+            sandbox.control = Some(Control::Qmp(Qmp::new(qmp)));
+            host.ready(&mut sandbox, prepare.as_ref()).await
+        };
+        let outcome = tokio::time::timeout(timeout, ready).await;
+        let sandbox = sandbox.booted(outcome, timeout).await?;
+        tracing::debug!(
+            vm = sandbox.id,
+            ?accel,
+            boot_ms = started.elapsed().as_millis() as u64,
+            "VM ready"
+        );
+        Ok(sandbox)
+    }
+
+    /// Starts one VM's QEMU (waiting for a saved state with `incoming`): its id, cgroup,
+    /// uid and folder, the runner's sockets, and the machine it is.
+    async fn start(
+        &self,
+        host: &Host,
+        accel: Accel,
+        incoming: bool,
+    ) -> Result<(VmSandbox, Listeners), VmError> {
+        let machine = save::machine(host, accel)?;
         let gid = match accel {
             Accel::Kvm => kvm_gid()?,
             Accel::Tcg => host.config.vmm_uid_base,
@@ -122,9 +179,15 @@ impl Qemu {
         let vm = host
             .allocate(|name| host.instance_dir.join(name), gid)
             .await?;
-        let socket = vm.dir.join("agent.sock");
-        let listener = UnixListener::bind(&socket).map_err(io_error("listening on", &socket))?;
-        vm.user.own(&socket)?;
+        let listen = |name: &str| {
+            let socket = vm.dir.join(name);
+            let listener =
+                UnixListener::bind(&socket).map_err(io_error("listening on", &socket))?;
+            vm.user.own(&socket)?;
+            Ok::<_, VmError>((socket, listener))
+        };
+        let (socket, agent) = listen("agent.sock")?;
+        let (qmp_socket, qmp) = listen("qmp.sock")?;
         let console = vm.dir.join("console.log");
         let cmdline = self.cmdline(host, accel);
         let spec = command::QemuSpec {
@@ -132,32 +195,17 @@ impl Qemu {
             accel,
             memory_mb: host.config.guest_memory_mb,
             socket: &socket,
+            qmp: &qmp_socket,
             console: &console,
             cmdline: &cmdline,
+            incoming,
         };
         let cmd = command::command(&spec);
         let log = Stdio::from(create_file(&vm.dir.join("vmm.log"))?);
         let child = spawn_in_cgroup(cmd, &vm.procs, Some(vm.user), Stdio::null(), log)?;
         let mut sandbox = VmSandbox::started(vm.id, child, vm.leftovers);
-        let started = Instant::now();
-        let ready = async {
-            sandbox.accept(&listener).await?;
-            sandbox
-                .ready(
-                    host.config.language(prepare.as_ref()),
-                    &host.config.warm_imports,
-                )
-                .await
-        };
-        let outcome = tokio::time::timeout(timeout, ready).await;
-        let sandbox = sandbox.booted(outcome, timeout).await?;
-        tracing::debug!(
-            vm = vm.id,
-            ?accel,
-            boot_ms = started.elapsed().as_millis() as u64,
-            "VM ready"
-        );
-        Ok(sandbox)
+        sandbox.machine = Some(machine);
+        Ok((sandbox, Listeners { agent, qmp }))
     }
 
     /// The guest kernel's command line: the common part, TCG's clock settings, and the
