@@ -8,7 +8,7 @@ use crate::deps::InlineDeps;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
 use crate::pool::{Pool, SandboxFactory};
-use crate::session::{Acquire, Sessions};
+use crate::session::{Acquire, Restore, Sessions};
 use crate::store::{PausedRecord, Store};
 use sandbox_protocol::Lang;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,8 +85,21 @@ impl<B: SandboxFactory> AppState<B> {
                 Box::pin(async move { Ok(pool.acquire(&Lang::BASH).await?.keep()) })
             })
         };
+        let restore: Restore<B::Sandbox> = {
+            let pool = pool.clone();
+            Arc::new(move |dir| {
+                let pool = pool.clone();
+                Box::pin(async move { pool.restore(&dir).await.map_err(|e| e.to_string()) })
+            })
+        };
         AppState {
-            sessions: Arc::new(Sessions::new(config.sessions, store, acquire, paused)),
+            sessions: Arc::new(Sessions::new(
+                config.sessions,
+                store,
+                acquire,
+                restore,
+                paused,
+            )),
             config,
             pool,
             base,

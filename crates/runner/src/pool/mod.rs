@@ -292,6 +292,12 @@ impl<B: SandboxFactory> Pool<B> {
         })
     }
 
+    /// A sandbox its backend restores from what it saved whole in `dir`
+    /// ([`PooledSandbox::save`]), kept for good as [`Lease::keep`]'s are (a session's).
+    pub async fn restore(&self, dir: &std::path::Path) -> Result<B::Sandbox, B::Error> {
+        self.shared.backend.restore(dir).await
+    }
+
     /// Takes a warm sandbox for a job in `lang`, waiting in the queue if none is free.
     pub async fn acquire(&self, lang: &Lang) -> Result<Lease<B>, AcquireError> {
         let shared = &self.shared;

@@ -65,8 +65,9 @@ impl<S: PooledSandbox> Sessions<S> {
             session_id: String::new(),
             created_at_ms: epoch_ms(SystemTime::now()),
             bytes: 0,
+            memory: false,
         };
-        self.store.commit_snapshot(incoming, &mut record)?;
+        self.store.commit_snapshot(&incoming, &mut record)?;
         Ok(ImportAnswer {
             snapshot_id,
             bytes: record.bytes,

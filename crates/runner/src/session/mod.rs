@@ -51,6 +51,14 @@ pub const FILE_ANSWER_WAIT: Duration = Duration::from_secs(30);
 pub type Acquire<S> =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<S, AcquireError>> + Send>> + Send + Sync>;
 
+/// How sessions get a sandbox back that its backend saved whole (`PooledSandbox::save`)
+/// in a folder: the backend's restore, or why it failed.
+pub type Restore<S> = Arc<
+    dyn Fn(std::path::PathBuf) -> Pin<Box<dyn Future<Output = Result<S, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The sessions of one runner.
 pub struct Sessions<S> {
     config: SessionConfig,
@@ -61,15 +69,18 @@ pub struct Sessions<S> {
     store: Arc<Store>,
     /// Where sandboxes come from.
     acquire: Acquire<S>,
+    /// How a saved sandbox comes back.
+    restore: Restore<S>,
 }
 
 impl<S: PooledSandbox> Sessions<S> {
     /// The sessions `paused` (found in the store by a runner starting on it), each
-    /// woken by its first call; sandboxes from `acquire`.
+    /// woken by its first call; sandboxes from `acquire`, saved ones back by `restore`.
     pub fn new(
         config: SessionConfig,
         store: Arc<Store>,
         acquire: Acquire<S>,
+        restore: Restore<S>,
         paused: Vec<PausedRecord>,
     ) -> Self {
         let table = paused
@@ -85,6 +96,7 @@ impl<S: PooledSandbox> Sessions<S> {
             opening: Mutex::new(0),
             store,
             acquire,
+            restore,
         }
     }
 
@@ -113,12 +125,12 @@ impl<S: PooledSandbox> Sessions<S> {
     where
         S::Error: std::fmt::Display + Send,
     {
-        let archive = match &request.from_snapshot {
-            Some(id) => Some(self.snapshot_archive(id)?),
+        let from = match &request.from_snapshot {
+            Some(id) => Some(self.snapshot_folder(id)?),
             None => None,
         };
         let sessions = self.clone();
-        tokio::spawn(async move { sessions.make(request, archive).await })
+        tokio::spawn(async move { sessions.make(request, from).await })
             .await
             .map_err(|e| {
                 SessionError::Sandbox(format!("the task making the session failed: {e}"))
@@ -128,7 +140,7 @@ impl<S: PooledSandbox> Sessions<S> {
     async fn make(
         &self,
         request: CreateSession,
-        archive: Option<std::path::PathBuf>,
+        from: Option<std::path::PathBuf>,
     ) -> Result<SessionInfo, SessionError>
     where
         S::Error: std::fmt::Display + Send,
@@ -147,11 +159,35 @@ impl<S: PooledSandbox> Sessions<S> {
         )?;
         let _opening = self.reserve()?;
         let id = crate::lifecycle::random_id().map_err(SessionError::Random)?;
-        let sandbox = self.sandbox_with(archive.as_deref()).await?;
+        let (sandbox, _) = self.sandbox_from(from.as_deref()).await?;
         let session = Arc::new(Session::new(id.clone(), idle, ttl, Slot::Active(sandbox)));
         let info = session.info(self.config.paused_ttl);
         lock(&self.table).insert(id, session);
         Ok(info)
+    }
+
+    /// A session's sandbox from a stored `folder` (a paused session's, a snapshot's):
+    /// restored whole where its backend saved it so (false: nothing was lost), else one
+    /// from the pool with the folder's files (true: what ran in it is lost); from the
+    /// pool, empty, without a folder.
+    async fn sandbox_from(
+        &self,
+        folder: Option<&std::path::Path>,
+    ) -> Result<(S, bool), SessionError>
+    where
+        S::Error: std::fmt::Display + Send,
+    {
+        if let Some(saved) = folder.and_then(Store::saved_in) {
+            match (self.restore)(saved).await {
+                Ok(sandbox) => return Ok((sandbox, false)),
+                Err(error) => tracing::warn!(
+                    %error,
+                    "a saved sandbox could not be restored: its files go into a fresh one"
+                ),
+            }
+        }
+        let archive = folder.map(|folder| folder.join("files.tar"));
+        Ok((self.sandbox_with(archive.as_deref()).await?, true))
     }
 
     /// A sandbox from the pool, with `archive`'s files if one is given, frozen.

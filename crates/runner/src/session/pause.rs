@@ -13,7 +13,7 @@
 use super::{lock, Held, Pause, Session, SessionError, Sessions, Slot};
 use crate::backend::ArchiveRefusal;
 use crate::pool::PooledSandbox;
-use crate::store::{from_epoch_ms, PausedRecord};
+use crate::store::{from_epoch_ms, Incoming, PausedRecord};
 use sandbox_protocol::snapshot::{PauseInfo, SessionState};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -132,9 +132,20 @@ impl<S: PooledSandbox> Sessions<S> {
             Ok(Err(refusal)) => return Err(self.refusal(refusal)),
             Err(e) => return self.fail(&session.id, guard, e.to_string()).await,
         }
+        let memory = save_whole(sandbox, &incoming).await?;
         let at = SystemTime::now();
-        let mut record = session.record(at);
-        self.store.commit_session(incoming, &mut record)?;
+        let mut record = session.record(at, memory);
+        if let Err(e) = self.store.commit_session(&incoming, &mut record) {
+            if !memory {
+                return Err(e.into()); // the session goes on as it was
+            }
+            // The sandbox is spent: keep its files at least.
+            incoming.drop_saved();
+            record.memory = false;
+            if let Err(e) = self.store.commit_session(&incoming, &mut record) {
+                return self.fail(&session.id, guard, e.to_string()).await;
+            }
+        }
         if let Some(sandbox) = guard.take() {
             sandbox.destroy().await;
         }
@@ -147,8 +158,9 @@ impl<S: PooledSandbox> Sessions<S> {
         Ok(paused_info(&session))
     }
 
-    /// Wakes the held session if it is paused: a sandbox from the pool, its files
-    /// restored, its TTL counted again from now. One that cannot be woken stays paused.
+    /// Wakes the held session if it is paused: its sandbox restored whole where its
+    /// backend saved it so, else one from the pool with its files; its TTL counted again
+    /// from now. One that cannot be woken stays paused.
     pub(super) async fn wake_held(
         &self,
         session: &Session<S>,
@@ -161,11 +173,11 @@ impl<S: PooledSandbox> Sessions<S> {
             return Ok(());
         }
         let _waking = self.reserve()?;
-        let archive = self.store.session_archive(&session.id);
-        let sandbox = self.sandbox_with(Some(&archive)).await?;
+        let folder = self.store.session_folder(&session.id);
+        let (sandbox, lost) = self.sandbox_from(Some(&folder)).await?;
         **guard = Slot::Active(sandbox);
         *lock(&session.paused) = None;
-        *lock(&session.woken) = Some(true);
+        *lock(&session.woken) = Some(lost);
         *lock(&session.deadline) = (
             Instant::now() + session.ttl,
             SystemTime::now() + session.ttl,
@@ -183,6 +195,35 @@ impl<S: PooledSandbox> Sessions<S> {
                 "the session's files take more than the {limit} bytes left of the runner's storage (RUNNER_MAX_STORED_BYTES); delete snapshots or paused sessions"
             )),
             other => SessionError::Archive(format!("the session's files could not be packed: {other}")),
+        }
+    }
+}
+
+/// Saves the sandbox whole beside its packed files in `incoming`, where its backend can
+/// (a VM: its memory and devices); whether it did (the sandbox is then spent). A save
+/// that fails leaves the files alone kept (a QEMU VM runs on as it was; a Firecracker
+/// one is spent, which a pause does not mind and a snapshot repairs).
+pub(super) async fn save_whole<S: PooledSandbox>(
+    sandbox: &mut S,
+    incoming: &Incoming,
+) -> Result<bool, SessionError>
+where
+    S::Error: std::fmt::Display,
+{
+    let dir = incoming.saved()?;
+    match sandbox.save(&dir).await {
+        Ok(Some(bytes)) => {
+            tracing::info!(bytes, "sandbox saved whole");
+            Ok(true)
+        }
+        Ok(None) => {
+            incoming.drop_saved();
+            Ok(false)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the sandbox could not be saved whole: its files are kept alone");
+            incoming.drop_saved();
+            Ok(false)
         }
     }
 }

@@ -7,9 +7,10 @@
 //! held, its processes, if any run, going on meanwhile) and the session goes on; of a
 //! paused one, its stored archive is copied.
 
+use super::pause::save_whole;
 use super::{lock, paused_session, Held, SessionError, Sessions, Slot, HOLD_WAIT};
 use crate::pool::PooledSandbox;
-use crate::store::{epoch_ms, from_epoch_ms, Incoming, SnapshotRecord};
+use crate::store::{epoch_ms, from_epoch_ms, Incoming, SnapshotRecord, Store};
 use sandbox_protocol::snapshot::{ForkedSession, SnapshotInfo};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -36,8 +37,9 @@ impl<S: PooledSandbox> Sessions<S> {
                     session_id: session.id.clone(),
                     created_at_ms: epoch_ms(SystemTime::now()),
                     bytes: 0,
+                    memory: Store::saved_in(incoming.folder()).is_some(),
                 };
-                sessions.store.commit_snapshot(incoming, &mut record)?;
+                sessions.store.commit_snapshot(&incoming, &mut record)?;
                 Ok(sessions.snapshot_info(&record))
             },
         )
@@ -89,10 +91,10 @@ impl<S: PooledSandbox> Sessions<S> {
             .ok_or_else(|| SessionError::SnapshotNotFound(id.to_owned()))
     }
 
-    /// A snapshot's archive, or [`SessionError::SnapshotNotFound`].
-    pub(super) fn snapshot_archive(&self, id: &str) -> Result<PathBuf, SessionError> {
+    /// A snapshot's folder, or [`SessionError::SnapshotNotFound`].
+    pub(super) fn snapshot_folder(&self, id: &str) -> Result<PathBuf, SessionError> {
         self.snapshot_record(id)?;
-        Ok(self.store.snapshot_archive(id))
+        Ok(self.store.snapshot_folder(id))
     }
 
     /// Every snapshot, oldest first.
@@ -125,19 +127,21 @@ impl<S: PooledSandbox> Sessions<S> {
         }
     }
 
-    /// The held session's files as an archive in a fresh incoming folder: packed by its
-    /// sandbox (the session going on as it was), or copied from its stored archive.
+    /// The held session as a fresh incoming folder: its files packed by its sandbox, and
+    /// the sandbox saved whole where its backend can (then restored from that save for
+    /// the session to go on), or a copy of what a paused session has stored.
     async fn pack_held(&self, id: &str, mut guard: Held<S>) -> Result<Incoming, SessionError>
     where
         S::Error: std::fmt::Display + Send,
     {
         let incoming = self.store.incoming()?;
-        let awake = self.get(id)?.processes.load(Ordering::SeqCst) > 0;
+        let session = self.get(id)?;
+        let awake = session.processes.load(Ordering::SeqCst) > 0;
         let sandbox = match &mut *guard {
             Slot::Active(sandbox) => sandbox,
             Slot::Paused => {
                 self.store
-                    .copy_into(&self.store.session_archive(id), &incoming)?;
+                    .copy_into(&self.store.session_folder(id), &incoming)?;
                 return Ok(incoming);
             }
             Slot::Ended => return Err(SessionError::NotFound(id.to_owned())),
@@ -146,8 +150,25 @@ impl<S: PooledSandbox> Sessions<S> {
             .session_pack(&incoming.archive(), self.store.remaining(), awake)
             .await;
         match packed {
-            Ok(Ok(_)) => Ok(incoming),
-            Ok(Err(refusal)) => Err(self.refusal(refusal)),
+            Ok(Ok(_)) => {}
+            Ok(Err(refusal)) => return Err(self.refusal(refusal)),
+            Err(e) => return self.fail(id, guard, e.to_string()).await,
+        }
+        if !save_whole(sandbox, &incoming).await? {
+            return Ok(incoming);
+        }
+        // The saved sandbox is spent: the session goes on in one restored from the save.
+        if let Some(spent) = guard.take() {
+            spent.destroy().await;
+        }
+        match self.sandbox_from(Some(incoming.folder())).await {
+            Ok((sandbox, lost)) => {
+                *guard = Slot::Active(sandbox);
+                if lost {
+                    *lock(&session.woken) = Some(true);
+                }
+                Ok(incoming)
+            }
             Err(e) => self.fail(id, guard, e.to_string()).await,
         }
     }
@@ -159,13 +180,13 @@ impl<S: PooledSandbox> Sessions<S> {
         packed: &Incoming,
     ) -> Result<ForkedSession, SessionError> {
         let incoming = self.store.incoming()?;
-        self.store.copy_into(&packed.archive(), &incoming)?;
+        self.store.copy_into(packed.folder(), &incoming)?;
         let id = crate::lifecycle::random_id().map_err(SessionError::Random)?;
         let at = SystemTime::now();
-        let mut record = original.record(at);
+        let mut record = original.record(at, Store::saved_in(packed.folder()).is_some());
         record.id = id.clone();
         record.runs = 0;
-        self.store.commit_session(incoming, &mut record)?;
+        self.store.commit_session(&incoming, &mut record)?;
         let session = paused_session::<S>(&record);
         lock(&self.table).insert(id.clone(), Arc::new(session));
         Ok(ForkedSession {

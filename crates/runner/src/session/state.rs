@@ -142,7 +142,7 @@ impl<S> Session<S> {
     }
 
     /// A paused session's record, for the store.
-    pub(super) fn record(&self, at: SystemTime) -> PausedRecord {
+    pub(super) fn record(&self, at: SystemTime, memory: bool) -> PausedRecord {
         PausedRecord {
             id: self.id.clone(),
             idle_timeout_ms: self.idle.as_millis() as u64,
@@ -150,6 +150,7 @@ impl<S> Session<S> {
             runs: self.runs.load(Ordering::SeqCst),
             paused_at_ms: crate::store::epoch_ms(at),
             bytes: 0,
+            memory,
         }
     }
 }

@@ -66,7 +66,14 @@ async fn start_with(fake: &Fake, config: SessionConfig) -> (Harness, Arc<Session
             Box::pin(async move { Ok(pool.acquire(&Lang::BASH).await?.keep()) })
         })
     };
-    let sessions = Sessions::new(config, Arc::new(store), acquire, found.paused);
+    let restore: Restore<FakeSandbox> = {
+        let pool = pool.clone();
+        Arc::new(move |dir| {
+            let pool = pool.clone();
+            Box::pin(async move { pool.restore(&dir).await.map_err(|e| e.to_string()) })
+        })
+    };
+    let sessions = Sessions::new(config, Arc::new(store), acquire, restore, found.paused);
     (Harness { pool, _data: data }, Arc::new(sessions))
 }
 

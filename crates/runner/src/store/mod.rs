@@ -4,8 +4,9 @@
 //!
 //! ```text
 //! <dir>/lock                      held (flock) by the one runner using the folder
-//! <dir>/sessions/<id>/            a paused session: files.tar, session.json
-//! <dir>/snapshots/<id>/           a snapshot: files.tar, snapshot.json
+//! <dir>/sessions/<id>/            a paused session: files.tar, session.json, and vm/
+//!                                 where its backend saved it whole (a VM's memory)
+//! <dir>/snapshots/<id>/           a snapshot: files.tar, snapshot.json, vm/ likewise
 //! <dir>/incoming/<n>/             being written; renamed into place when complete,
 //!                                 removed on failure and at the next start
 //! ```
@@ -37,6 +38,8 @@ const ARCHIVE: &str = "files.tar";
 const SESSION_RECORD: &str = "session.json";
 /// A snapshot's record.
 const SNAPSHOT_RECORD: &str = "snapshot.json";
+/// The folder where a backend saved a sandbox whole.
+const SAVED: &str = "vm";
 
 /// The data folder's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,27 +99,46 @@ pub struct Store {
 /// A folder being written under `incoming/`: removed when dropped, unless committed.
 pub struct Incoming {
     dir: PathBuf,
-    kept: bool,
+    kept: std::sync::atomic::AtomicBool,
 }
 
 impl Incoming {
+    /// The folder.
+    pub fn folder(&self) -> &Path {
+        &self.dir
+    }
+
     /// Where its archive goes.
     pub fn archive(&self) -> PathBuf {
         self.dir.join(ARCHIVE)
     }
 
-    /// Its archive's bytes.
+    /// Where a backend saves the sandbox whole (made, 0700, by [`Incoming::saved`]).
+    pub fn saved_path(&self) -> PathBuf {
+        self.dir.join(SAVED)
+    }
+
+    /// Makes the folder a backend saves the sandbox in, and gives it.
+    pub fn saved(&self) -> Result<PathBuf, StoreError> {
+        let dir = self.saved_path();
+        make_dir(&dir)?;
+        Ok(dir)
+    }
+
+    /// Removes what a backend saved (the archive stays).
+    pub fn drop_saved(&self) {
+        remove_dir(&self.saved_path());
+    }
+
+    /// The bytes of its archive and what a backend saved.
     pub fn bytes(&self) -> Result<u64, StoreError> {
-        let archive = self.archive();
-        Ok(fs::metadata(&archive)
-            .map_err(io("reading", &archive))?
-            .len())
+        stored_bytes(&self.dir).map_err(io("reading", &self.dir))
     }
 }
 
 impl Drop for Incoming {
     fn drop(&mut self) {
-        if self.kept {
+        if self.kept.load(Ordering::SeqCst) {
             return;
         }
         if let Err(e) = fs::remove_dir_all(&self.dir) {
@@ -131,7 +153,15 @@ impl Store {
     /// Opens (making it, 0700) the folder, takes its lock, removes what a runner that
     /// stopped midway left in `incoming/`, and reads what it keeps.
     pub fn open(config: StoreConfig) -> Result<(Store, Found), StoreError> {
-        for sub in ["", "sessions", "snapshots", "incoming"] {
+        // The folder itself is made 0700 if it is new, and left as it is otherwise: the
+        // default, /var/lib/sandbox-runner, also holds the package store and the VM
+        // images, which others read.
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&config.dir)
+            .map_err(io("making", &config.dir))?;
+        for sub in ["sessions", "snapshots", "incoming"] {
             make_dir(&config.dir.join(sub))?;
         }
         let lock_path = config.dir.join("lock");
@@ -187,12 +217,20 @@ impl Store {
         let n = self.next_incoming.fetch_add(1, Ordering::SeqCst);
         let dir = self.config.dir.join("incoming").join(n.to_string());
         make_dir(&dir)?;
-        Ok(Incoming { dir, kept: false })
+        Ok(Incoming {
+            dir,
+            kept: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// A paused session's folder.
+    pub fn session_folder(&self, id: &str) -> PathBuf {
+        self.config.dir.join("sessions").join(id)
     }
 
     /// A paused session's archive.
     pub fn session_archive(&self, id: &str) -> PathBuf {
-        self.config.dir.join("sessions").join(id).join(ARCHIVE)
+        self.session_folder(id).join(ARCHIVE)
     }
 
     /// A snapshot's record, if it exists.
@@ -209,17 +247,34 @@ impl Store {
         all
     }
 
-    /// A snapshot's archive (the snapshot must exist: see [`snapshot`](Self::snapshot)).
-    pub fn snapshot_archive(&self, id: &str) -> PathBuf {
-        self.config.dir.join("snapshots").join(id).join(ARCHIVE)
+    /// A snapshot's folder (the snapshot must exist: see [`snapshot`](Self::snapshot)).
+    pub fn snapshot_folder(&self, id: &str) -> PathBuf {
+        self.config.dir.join("snapshots").join(id)
     }
 
-    /// Puts a copy of `archive` (a paused session's or a snapshot's) in `incoming`: a
-    /// hard link where it can (archives are never changed once written), else a copy.
-    pub fn copy_into(&self, archive: &Path, incoming: &Incoming) -> Result<(), StoreError> {
-        let to = incoming.archive();
-        if fs::hard_link(archive, &to).is_err() {
-            fs::copy(archive, &to).map_err(io("copying", archive))?;
+    /// A snapshot's archive (the snapshot must exist: see [`snapshot`](Self::snapshot)).
+    pub fn snapshot_archive(&self, id: &str) -> PathBuf {
+        self.snapshot_folder(id).join(ARCHIVE)
+    }
+
+    /// Where a backend saved a stored folder's sandbox whole (`folder` a paused
+    /// session's, a snapshot's or an incoming one's), if it did.
+    pub fn saved_in(folder: &Path) -> Option<PathBuf> {
+        let saved = folder.join(SAVED);
+        saved.is_dir().then_some(saved)
+    }
+
+    /// Puts a copy of `folder`'s archive, and of what a backend saved there, in
+    /// `incoming`: hard links where it can (nothing stored is changed once written),
+    /// else copies.
+    pub fn copy_into(&self, folder: &Path, incoming: &Incoming) -> Result<(), StoreError> {
+        link_or_copy(&folder.join(ARCHIVE), &incoming.archive())?;
+        if let Some(saved) = Store::saved_in(folder) {
+            let to = incoming.saved()?;
+            for entry in fs::read_dir(&saved).map_err(io("reading", &saved))? {
+                let entry = entry.map_err(io("reading", &saved))?;
+                link_or_copy(&entry.path(), &to.join(entry.file_name()))?;
+            }
         }
         Ok(())
     }
@@ -228,7 +283,7 @@ impl Store {
     /// the record's `bytes` are set from the archive.
     pub fn commit_session(
         &self,
-        mut incoming: Incoming,
+        incoming: &Incoming,
         record: &mut PausedRecord,
     ) -> Result<(), StoreError> {
         record.bytes = incoming.bytes()?;
@@ -240,7 +295,7 @@ impl Store {
             "sessions",
             &record.id,
         )?;
-        incoming.kept = true;
+        incoming.kept.store(true, Ordering::SeqCst);
         Ok(())
     }
 
@@ -248,7 +303,7 @@ impl Store {
     /// `bytes` are set from the archive.
     pub fn commit_snapshot(
         &self,
-        mut incoming: Incoming,
+        incoming: &Incoming,
         record: &mut SnapshotRecord,
     ) -> Result<(), StoreError> {
         let id = record.snapshot_id.clone();
@@ -261,7 +316,7 @@ impl Store {
             "snapshots",
             &id,
         )?;
-        incoming.kept = true;
+        incoming.kept.store(true, Ordering::SeqCst);
         lock_(&self.snapshots).insert(id, record.clone());
         Ok(())
     }
@@ -335,7 +390,7 @@ impl Store {
 
     fn remove(&self, kind: &str, id: &str) {
         let place = self.config.dir.join(kind).join(id);
-        let bytes = fs::metadata(place.join(ARCHIVE)).map_or(0, |m| m.len());
+        let bytes = stored_bytes(&place).unwrap_or(0);
         remove_dir(&place);
         let mut used = lock_(&self.used);
         *used = used.saturating_sub(bytes);
@@ -361,9 +416,10 @@ impl Store {
                 .ok()
                 .and_then(|bytes| serde_json::from_slice::<R>(&bytes).ok())
                 .filter(|record| *id_of(record) == name && valid_id(&name))
-                .zip(fs::metadata(place.join(ARCHIVE)).ok());
+                .filter(|_| place.join(ARCHIVE).is_file())
+                .zip(stored_bytes(&place).ok());
             match read {
-                Some((record, meta)) => found.push((record, meta.len())),
+                Some((record, bytes)) => found.push((record, bytes)),
                 None => {
                     tracing::warn!(place = %place.display(), "removing an unreadable stored folder");
                     remove_dir(&place);
@@ -377,6 +433,40 @@ impl Store {
 /// An id the store may make a folder of: what [`crate::lifecycle::random_id`] draws.
 pub fn valid_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// What a stored folder counts against the bound: its archive, and what a backend saved
+/// (its record, a few hundred bytes, is not counted).
+fn stored_bytes(folder: &Path) -> std::io::Result<u64> {
+    let archive = fs::symlink_metadata(folder.join(ARCHIVE))?.len();
+    let saved = match Store::saved_in(folder) {
+        Some(saved) => folder_bytes(&saved)?,
+        None => 0,
+    };
+    Ok(archive + saved)
+}
+
+/// The bytes of the regular files in `dir` and its folders (the store's own: no link is
+/// followed).
+fn folder_bytes(dir: &Path) -> std::io::Result<u64> {
+    let mut total = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.path().symlink_metadata()?;
+        if meta.is_dir() {
+            total += folder_bytes(&entry.path())?;
+        } else if meta.is_file() {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}
+
+fn link_or_copy(from: &Path, to: &Path) -> Result<(), StoreError> {
+    if fs::hard_link(from, to).is_err() {
+        fs::copy(from, to).map_err(io("copying", from))?;
+    }
+    Ok(())
 }
 
 fn make_dir(dir: &Path) -> Result<(), StoreError> {

@@ -18,8 +18,11 @@ pub struct PausedRecord {
     pub runs: u64,
     /// When it was paused, ms since the Unix epoch.
     pub paused_at_ms: u64,
-    /// Its archive's bytes.
+    /// Its folder's bytes.
     pub bytes: u64,
+    /// Its backend saved it whole (a VM's memory too), beside its files.
+    #[serde(default)]
+    pub memory: bool,
 }
 
 /// A snapshot: a session's files, taken at one moment, to start sessions from.
@@ -32,8 +35,11 @@ pub struct SnapshotRecord {
     pub session_id: String,
     /// When it was taken (or imported), ms since the Unix epoch.
     pub created_at_ms: u64,
-    /// Its archive's bytes.
+    /// Its folder's bytes.
     pub bytes: u64,
+    /// Its backend saved the session whole (a VM's memory too), beside its files.
+    #[serde(default)]
+    pub memory: bool,
 }
 
 /// A time as milliseconds since the Unix epoch.

@@ -17,6 +17,7 @@ fn paused(id: &str) -> PausedRecord {
         runs: 3,
         paused_at_ms: 4,
         bytes: 0,
+        memory: false,
     }
 }
 
@@ -38,7 +39,7 @@ fn a_paused_session_is_found_again_by_the_next_runner() {
         assert!(found.paused.is_empty());
         let mut record = paused(ID);
         store
-            .commit_session(incoming_with(&store, 100), &mut record)
+            .commit_session(&incoming_with(&store, 100), &mut record)
             .expect("commit");
         assert_eq!(record.bytes, 100);
         assert_eq!(store.used(), 100);
@@ -61,6 +62,7 @@ fn folders_are_the_runner_s_alone() {
     let root = dir.path().join("data");
     let (store, _) = Store::open(config(&root, 1 << 20)).expect("open");
     for sub in ["", "sessions", "snapshots", "incoming"] {
+        // "": the folder, new here, is made 0700.
         let mode = fs::metadata(root.join(sub))
             .expect("folder")
             .permissions()
@@ -69,7 +71,7 @@ fn folders_are_the_runner_s_alone() {
     }
     let mut record = paused(ID);
     store
-        .commit_session(incoming_with(&store, 1), &mut record)
+        .commit_session(&incoming_with(&store, 1), &mut record)
         .expect("commit");
     let record_mode = fs::metadata(root.join("sessions").join(ID).join(SESSION_RECORD))
         .expect("record")
@@ -95,7 +97,7 @@ fn an_archive_past_the_bound_is_refused_and_removed() {
     let (store, _) = Store::open(config(dir.path(), 150)).expect("open");
     let mut record = paused(ID);
     store
-        .commit_session(incoming_with(&store, 100), &mut record)
+        .commit_session(&incoming_with(&store, 100), &mut record)
         .expect("fits");
     assert_eq!(store.remaining(), 50);
     let mut snapshot = SnapshotRecord {
@@ -103,8 +105,9 @@ fn an_archive_past_the_bound_is_refused_and_removed() {
         session_id: ID.to_owned(),
         created_at_ms: 1,
         bytes: 0,
+        memory: false,
     };
-    match store.commit_snapshot(incoming_with(&store, 51), &mut snapshot) {
+    match store.commit_snapshot(&incoming_with(&store, 51), &mut snapshot) {
         Err(StoreError::Full {
             bytes: 51,
             used: 100,
@@ -148,16 +151,17 @@ fn snapshots_expire_and_copies_share_nothing_the_original_needs() {
         session_id: ID.to_owned(),
         created_at_ms: epoch_ms(std::time::SystemTime::now()),
         bytes: 0,
+        memory: false,
     };
     store
-        .commit_snapshot(incoming_with(&store, 10), &mut snapshot)
+        .commit_snapshot(&incoming_with(&store, 10), &mut snapshot)
         .expect("snapshot");
     let copy = store.incoming().expect("incoming");
     store
-        .copy_into(&store.snapshot_archive(OTHER), &copy)
+        .copy_into(&store.snapshot_folder(OTHER), &copy)
         .expect("copy");
     let mut record = paused(ID);
-    store.commit_session(copy, &mut record).expect("commit");
+    store.commit_session(&copy, &mut record).expect("commit");
     assert_eq!(store.used(), 20);
     let day = std::time::Duration::from_secs(86_400);
     assert_eq!(store.expire_snapshots(std::time::SystemTime::now(), day), 0);
@@ -166,4 +170,18 @@ fn snapshots_expire_and_copies_share_nothing_the_original_needs() {
     assert!(store.snapshot(OTHER).is_none());
     assert_eq!(fs::read(store.session_archive(ID)).expect("copy").len(), 10);
     assert_eq!(store.used(), 10);
+}
+
+#[test]
+fn an_existing_folder_keeps_its_mode_for_what_else_it_holds() {
+    // The default folder, /var/lib/sandbox-runner, also holds the package store, which
+    // an ordinary user's runner reads: opening the store must not close it.
+    let dir = tempfile::tempdir().expect("dir");
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (_store, _) = Store::open(config(dir.path(), 1 << 20)).expect("open");
+    let mode = fs::metadata(dir.path())
+        .expect("folder")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
 }

@@ -221,8 +221,7 @@ async fn a_restore_refuses_a_folder_of_another_machine() {
 /// Through the API: a paused VM session wakes with its variable and its background
 /// process, and `stateLost` false.
 #[tokio::test]
-#[ignore = "needs the lead's session wiring"]
-async fn a_paused_vm_session_wakes_with_its_variables_and_processes() {
+async fn a_paused_vm_session_wakes_with_its_variables_and_processes_and_its_forks_differ() {
     let _serial = SERIAL.lock().await;
     let state = state_dir("pause-vm");
     let runner = vm_runner(1, &state);
@@ -241,4 +240,27 @@ async fn a_paused_vm_session_wakes_with_its_variables_and_processes() {
     assert_eq!(out["stateLost"], false, "{out}");
     let out = runner.ok_in(&id, "bash", CHECK_TICKER).await;
     assert_eq!(stdout(&out), format!("{ticker}\nalive\ngrowing\n"), "{out}");
+
+    // Two forks: each wakes with the variable, and each draws its own random bytes.
+    let (status, forked) = runner
+        .request(
+            "POST",
+            &format!("/sessions/{id}/fork"),
+            Some(&serde_json::json!({"count": 2})),
+        )
+        .await;
+    assert_eq!(status, 201, "{forked}");
+    let mut drawn = Vec::new();
+    for fork in forked["sessions"].as_array().expect("sessions") {
+        let fork = fork["id"].as_str().expect("an id");
+        let code = "import os; print(x + 1, os.urandom(16).hex())";
+        let out = runner.ok_in(fork, "python", code).await;
+        assert_eq!(out["stateLost"], false, "{out}");
+        let seen = stdout(&out).trim().to_owned();
+        assert!(seen.starts_with("42 "), "{out}");
+        drawn.push(seen);
+    }
+    assert_ne!(drawn[0], drawn[1], "two forks drew the same bytes");
+    let out = runner.ok_in(&id, "python", "print(x)").await;
+    assert_eq!(stdout(&out), "41\n", "the original went on: {out}");
 }

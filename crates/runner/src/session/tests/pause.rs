@@ -128,3 +128,41 @@ async fn waking_counts_against_the_maximum_as_opening_does() {
     );
     finish(&fake, pool, &sessions).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_session_its_backend_saves_whole_wakes_restored_with_its_state() {
+    let fake = Fake::new();
+    fake.log().saves_whole = true;
+    let (pool, sessions) = start(&fake).await;
+    let id = open(&pool, &sessions).await.id;
+    sessions.pause(&id).await.expect("paused");
+    let saved = fake.log().saved.clone();
+    assert_eq!(saved.len(), 1, "saved whole beside its files");
+    assert!(Store::saved_in(&sessions.store().session_folder(&id)).is_some());
+
+    let woken = sessions.run(&id, job(), None).await.expect("woken");
+    assert!(woken.resumed, "{woken:?}");
+    assert!(!woken.job.state_lost, "restored whole: nothing lost");
+    assert_eq!(fake.log().restored.len(), 1);
+    assert!(
+        fake.log().unpacked.is_empty(),
+        "no files unpacked into a fresh one"
+    );
+
+    // A fork of an active session saves it, restores the original from the save, and
+    // each fork is restored from its own copy.
+    let forks = sessions.fork(&id, 2).await.expect("forked");
+    assert_eq!(fake.log().saved.len(), 2);
+    assert_eq!(
+        fake.log().restored.len(),
+        2,
+        "the original went on, restored"
+    );
+    for fork in &forks {
+        let woken = sessions.run(&fork.id, job(), None).await.expect("woken");
+        assert!(woken.resumed && !woken.job.state_lost);
+        sessions.close(&fork.id).await.expect("closed"); // two sessions at most
+    }
+    assert_eq!(fake.log().restored.len(), 4);
+    finish(&fake, pool, &sessions).await;
+}
