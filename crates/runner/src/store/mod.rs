@@ -288,7 +288,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         record.bytes = incoming.bytes()?;
         self.commit(
-            &incoming,
+            incoming,
             record.bytes,
             record,
             SESSION_RECORD,
@@ -309,7 +309,7 @@ impl Store {
         let id = record.snapshot_id.clone();
         record.bytes = incoming.bytes()?;
         self.commit(
-            &incoming,
+            incoming,
             record.bytes,
             record,
             SNAPSHOT_RECORD,
