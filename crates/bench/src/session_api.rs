@@ -36,13 +36,7 @@ impl RunnerApi {
         lang: &Lang,
         code: &str,
     ) -> anyhow::Result<RunResponse> {
-        let answer = self.post_session_run(id, lang, code).await?;
-        ensure!(
-            answer.exit_code == 0 && answer.state_lost != Some(true),
-            "{} {code:?} in session {id}: unexpected answer {answer:?}",
-            lang.as_str()
-        );
-        Ok(answer)
+        self.checked_run(id, lang, code, false).await
     }
 
     /// The first run after a pause, which wakes the session: the program must exit 0 and
@@ -54,21 +48,17 @@ impl RunnerApi {
         lang: &Lang,
         code: &str,
     ) -> anyhow::Result<RunResponse> {
-        let answer = self.post_session_run(id, lang, code).await?;
-        ensure!(
-            answer.exit_code == 0 && answer.resumed == Some(true),
-            "{} {code:?} waking session {id}: unexpected answer {answer:?}",
-            lang.as_str()
-        );
-        Ok(answer)
+        self.checked_run(id, lang, code, true).await
     }
 
-    /// `POST /sessions/{id}/run`: the answer, whatever the program did.
-    async fn post_session_run(
+    /// `POST /sessions/{id}/run`, whose program must exit 0; a run that `wakes` the
+    /// session must say `resumed: true`, any other must not have lost its state.
+    async fn checked_run(
         &self,
         id: &str,
         lang: &Lang,
         code: &str,
+        wakes: bool,
     ) -> anyhow::Result<RunResponse> {
         let request = RunRequest {
             lang: lang.to_string(),
@@ -83,7 +73,18 @@ impl RunnerApi {
             .await
             .with_context(|| what.clone())?;
         let response = expect(response, StatusCode::OK, &what).await?;
-        response.json().await.context("reading the answer")
+        let answer: RunResponse = response.json().await.context("reading the answer")?;
+        let expected = if wakes {
+            answer.resumed == Some(true)
+        } else {
+            answer.state_lost != Some(true)
+        };
+        ensure!(
+            answer.exit_code == 0 && expected,
+            "{} {code:?} in session {id}: unexpected answer {answer:?}",
+            lang.as_str()
+        );
+        Ok(answer)
     }
 
     /// `POST /sessions/{id}/pause`: 200, the session `paused`.

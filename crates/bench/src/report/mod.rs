@@ -267,7 +267,7 @@ impl Report {
             );
         }
         let _ = write!(md, "; pool size {}", s.pool_size);
-        if s.sections != Section::DEFAULT {
+        if s.sections != Section::default_run() {
             let names: Vec<String> = s
                 .sections
                 .iter()

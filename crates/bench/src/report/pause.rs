@@ -48,13 +48,8 @@ fn rows_md<'a>(rows: impl Iterator<Item = (String, &'a PauseRow)>, md: &mut Stri
             ("first run `true` (wakes it)", &row.wake, String::new()),
         ];
         for (step, latency, stored) in steps {
-            let _ = writeln!(
-                md,
-                "| {files} | {step} | {} | {} | {} | {stored} |",
-                latency.runs,
-                with_ratio(latency.p50_ms, row.run.p50_ms, 2),
-                with_ratio(latency.p95_ms, row.run.p95_ms, 2),
-            );
+            let cells = cells(latency, &row.run);
+            let _ = writeln!(md, "| {files} | {step} | {cells} | {stored} |");
         }
     }
     md.push('\n');
@@ -82,15 +77,19 @@ fn fork_md(f: &ForkFigures, md: &mut String) {
         ),
     ];
     for (step, latency) in steps {
-        let _ = writeln!(
-            md,
-            "| {step} | {} | {} | {} |",
-            latency.runs,
-            with_ratio(latency.p50_ms, f.create.p50_ms, 2),
-            with_ratio(latency.p95_ms, f.create.p95_ms, 2),
-        );
+        let _ = writeln!(md, "| {step} | {} |", cells(latency, &f.create));
     }
     md.push('\n');
+}
+
+/// `runs | p50 | p95`, each time with its ratio to `base`'s.
+fn cells(latency: &Latency, base: &Latency) -> String {
+    format!(
+        "{} | {} | {}",
+        latency.runs,
+        with_ratio(latency.p50_ms, base.p50_ms, 2),
+        with_ratio(latency.p95_ms, base.p95_ms, 2),
+    )
 }
 
 #[cfg(test)]
