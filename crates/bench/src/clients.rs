@@ -144,8 +144,14 @@ pub struct RunnerApi {
 impl RunnerApi {
     /// A client of the runner at `base` (`http://ADDR`).
     pub fn new(base: &str, token: &str) -> anyhow::Result<RunnerApi> {
+        RunnerApi::with_timeout(base, token, RUN_TIMEOUT)
+    }
+
+    /// A client whose requests may take up to `timeout` (a VM runner under TCG boots
+    /// for seconds).
+    pub fn with_timeout(base: &str, token: &str, timeout: Duration) -> anyhow::Result<RunnerApi> {
         let http = reqwest::Client::builder()
-            .timeout(RUN_TIMEOUT)
+            .timeout(timeout)
             .build()
             .context("building the HTTP client")?;
         Ok(RunnerApi {

@@ -11,7 +11,9 @@
 //! runners, and a runner killed under load (issue 15, see `scale_out`); then the CPU
 //! one run costs, counted by cgroups, next to a direct spawn (see `cpu_cost`); then how long
 //! a program's line takes to reach a client that streams its run (issue 30, see
-//! `live_output`). `--only` picks sections. It writes `bench.json` and `bench.md` to
+//! `live_output`); then what a session's pause, its wake and a fork of 8 cost (issue 31,
+//! see `pause`), and with `--only vm-pause` the same on the vm backend under TCG (see
+//! `vm_pause`). `--only` picks sections. It writes `bench.json` and `bench.md` to
 //! `--out`. It is not a load generator for remote hosts: all traffic stays on loopback
 //! and every phase is bounded in count and time.
 
@@ -24,6 +26,8 @@ mod languages;
 mod live_output;
 mod measure;
 mod memory;
+mod pause;
+mod plan;
 mod pool_watch;
 mod processes;
 mod procfs;
@@ -33,35 +37,23 @@ mod services;
 mod session_api;
 mod sessions;
 mod stats;
+mod vm_pause;
 
 use anyhow::Context;
 use cases::CASES;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use clients::{Clients, McpSession, RunnerApi};
 use measure::REFILL_TIMEOUT;
+pub use plan::Section;
+use plan::{Plan, LEVELS};
 use report::{Report, Setup};
-use serde::Serialize;
 use services::{Binaries, Service};
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Concurrency levels of the throughput figures.
-const LEVELS: [usize; 4] = [1, 2, 4, 8];
-/// Sandboxes of each runner of the scale-out figure.
-const SCALE_OUT_POOL: usize = 4;
-/// Calls in flight at once in the scale-out figure: every sandbox of three runners.
-const SCALE_OUT_CONCURRENCY: usize = 3 * SCALE_OUT_POOL;
-/// Runs in flight at once in the CPU-per-run figure (issue 16's throughput level).
-const CPU_CONCURRENCY: usize = 8;
-/// Lines each run of the live-output figure prints.
-const LIVE_LINES: usize = 50;
 /// How long a full pool is left alone before its sandboxes are measured.
 const SETTLE: Duration = Duration::from_millis(500);
-/// How long a session with a busy loop rests while the loop's CPU time is watched.
-const SESSION_REST: Duration = Duration::from_secs(1);
-/// The same in smoke mode.
-const SMOKE_SESSION_REST: Duration = Duration::from_millis(200);
 
 /// Command-line settings.
 #[derive(Debug, Parser)]
@@ -101,6 +93,19 @@ struct Args {
     /// Runs per path of the live-output figure (each prints 50 lines, 100 ms apart).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     live_runs: u32,
+    /// Measured pause-and-wake rounds per session size (`pause`).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pause_rounds: u32,
+    /// Measured rounds of the fork of 8 (`pause`).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    fork_rounds: u32,
+    /// Measured pause-and-wake rounds on the vm backend (`vm-pause`).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    vm_pause_rounds: u32,
+    /// The VM image `vm-pause` boots; absent: `sandbox-runner image build --out
+    /// OUT/vm-images` makes one (a cache).
+    #[arg(long)]
+    vm_image: Option<PathBuf>,
     /// Only these sections (comma-separated; all when absent).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Section>,
@@ -117,148 +122,6 @@ struct Args {
     /// pandas, matplotlib.pyplot); empty: none.
     #[arg(long)]
     runner_warm_imports: Option<String>,
-}
-
-/// A part of the bench that `--only` can pick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Section {
-    /// A new runner's first run, per language.
-    ColdStart,
-    /// Memory of the warm pool, sequential latency and throughput of the three paths
-    /// (and the targets of issue 5).
-    Paths,
-    /// The runner's sessions (issue 12).
-    Sessions,
-    /// Packages: time to a first pandas + matplotlib plot (issue 13).
-    FirstPlot,
-    /// A hello world per language, next to the direct command on the host (issue 14).
-    Languages,
-    /// Calls/s through one sandbox-mcp in front of 1, 2 and 3 runners, and a runner's
-    /// SIGKILL under load (issue 15).
-    ScaleOut,
-    /// CPU per run, counted by cgroups, next to a direct spawn (issue 16's baseline).
-    CpuPerRun,
-    /// From a program's write to its line at a client streaming the run (issue 30).
-    LiveOutput,
-}
-
-impl Section {
-    const ALL: [Section; 8] = [
-        Section::ColdStart,
-        Section::Paths,
-        Section::Sessions,
-        Section::FirstPlot,
-        Section::Languages,
-        Section::ScaleOut,
-        Section::CpuPerRun,
-        Section::LiveOutput,
-    ];
-}
-
-/// The run's sizes once smoke mode is applied.
-struct Plan {
-    iterations: usize,
-    warmup: usize,
-    throughput_runs: usize,
-    pool_size: usize,
-    session_rest: Duration,
-    plot: first_plot::Sizes,
-    languages: languages::Sizes,
-    scale_out: scale_out::Sizes,
-    cpu: cpu_cost::Sizes,
-    live: live_output::Sizes,
-    sections: Vec<Section>,
-}
-
-impl Plan {
-    /// The plan `args` ask for: the sizes of the flags, or with `--smoke` a few runs of
-    /// everything.
-    fn from(args: &Args) -> Plan {
-        let sections = if args.only.is_empty() {
-            Section::ALL.to_vec()
-        } else {
-            Section::ALL
-                .into_iter()
-                .filter(|s| args.only.contains(s))
-                .collect()
-        };
-        let pool_size = args.pool_size as usize;
-        let plan = Plan {
-            iterations: args.iterations as usize,
-            warmup: (args.iterations as usize / 10).clamp(1, 20),
-            throughput_runs: args.throughput_runs as usize,
-            pool_size,
-            session_rest: SESSION_REST,
-            plot: first_plot::Sizes {
-                rounds: args.plot_rounds as usize,
-                warmup: 1,
-                pool_size,
-            },
-            languages: languages::Sizes {
-                rounds: args.lang_rounds as usize,
-                warmup: (args.lang_rounds as usize / 10).clamp(1, 2),
-                pool_size,
-            },
-            scale_out: scale_out::Sizes {
-                calls: args.scale_calls as usize,
-                warmup: SCALE_OUT_CONCURRENCY,
-                concurrency: SCALE_OUT_CONCURRENCY,
-                pool_size: SCALE_OUT_POOL,
-                failover: scale_out::Phases {
-                    before: Duration::from_secs(3),
-                    down: Duration::from_secs(5),
-                    after: Duration::from_secs(2),
-                },
-            },
-            cpu: cpu_cost::Sizes {
-                runs: args.cpu_runs as usize,
-                concurrency: CPU_CONCURRENCY,
-                pool_size,
-            },
-            live: live_output::Sizes {
-                lines: LIVE_LINES,
-                runs: args.live_runs as usize,
-            },
-            sections,
-        };
-        if args.smoke {
-            plan.smoke()
-        } else {
-            plan
-        }
-    }
-
-    /// The same plan with a few runs of everything (`--smoke`): the pool sizes and the
-    /// concurrency stay.
-    fn smoke(mut self) -> Plan {
-        (self.iterations, self.warmup, self.throughput_runs) = (3, 1, 8);
-        self.session_rest = SMOKE_SESSION_REST;
-        (self.plot.rounds, self.plot.warmup) = (2, 0);
-        (self.languages.rounds, self.languages.warmup) = (1, 1);
-        (self.scale_out.calls, self.scale_out.warmup) = (8, 4);
-        self.scale_out.failover = scale_out::Phases {
-            before: Duration::from_secs(1),
-            down: Duration::from_secs(1),
-            after: Duration::from_millis(200),
-        };
-        self.cpu.runs = 16;
-        self.live = live_output::Sizes { lines: 5, runs: 1 };
-        self
-    }
-
-    fn has(&self, section: Section) -> bool {
-        self.sections.contains(&section)
-    }
-
-    /// The sizes of the session figures: as many rounds as the sequential ones.
-    fn sessions(&self) -> sessions::Sizes {
-        sessions::Sizes {
-            warmup: self.warmup,
-            iterations: self.iterations,
-            rest: self.session_rest,
-        }
-    }
 }
 
 #[tokio::main]
@@ -283,6 +146,8 @@ async fn main() -> anyhow::Result<()> {
         scale_out: None,
         cpu_per_run: None,
         live_output: None,
+        pause: None,
+        vm_pause: None,
         targets: Vec::new(),
     };
     let runner_token = token()?;
@@ -314,6 +179,13 @@ async fn main() -> anyhow::Result<()> {
     if plan.has(Section::LiveOutput) {
         let figure = live_output::measure(&bins, &runner_token, &plan.live).await?;
         report.live_output = Some(figure);
+    }
+    if plan.has(Section::Pause) {
+        report.pause = Some(pause::measure(&bins, &runner_token, &plan.pause).await?);
+    }
+    if plan.has(Section::VmPause) {
+        let figure = vm_pause::measure(&bins, &runner_token, &plan.vm_pause).await?;
+        report.vm_pause = Some(figure);
     }
     if plan.has(Section::Paths) {
         report.check_targets();
@@ -486,33 +358,6 @@ fn write(out: &PathBuf, report: &Report) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn smoke_plan_is_small() {
-        let args = Args::parse_from(["bench", "--smoke"]);
-        let plan = Plan::from(&args);
-        assert!(plan.iterations <= 5 && plan.throughput_runs <= 8);
-        assert!(plan.plot.rounds <= 2 && plan.plot.warmup == 0);
-        assert!(plan.languages.rounds == 1 && plan.languages.warmup == 1);
-        assert!(plan.pool_size >= *LEVELS.iter().max().unwrap_or(&8));
-        assert_eq!(plan.sections, Section::ALL);
-    }
-
-    #[test]
-    fn only_picks_sections_in_bench_order() {
-        let args = Args::parse_from(["bench", "--only", "languages,first-plot,cold-start"]);
-        let plan = Plan::from(&args);
-        assert_eq!(
-            plan.sections,
-            [Section::ColdStart, Section::FirstPlot, Section::Languages]
-        );
-        assert!(plan.has(Section::FirstPlot) && !plan.has(Section::Paths));
-        assert_eq!(plan.plot.rounds, 20);
-        assert_eq!((plan.languages.rounds, plan.languages.warmup), (20, 2));
-        let args = Args::parse_from(["bench", "--only", "languages", "--lang-rounds", "3"]);
-        assert_eq!(Plan::from(&args).languages.warmup, 1);
-        assert!(Args::try_parse_from(["bench", "--only", "nothing"]).is_err());
-    }
 
     #[test]
     fn every_case_has_a_tool() {

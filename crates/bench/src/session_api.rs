@@ -1,11 +1,13 @@
 //! The runner's session endpoints as the bench uses them: `POST /sessions`,
-//! `POST /sessions/{id}/run` and `DELETE /sessions/{id}`, each checked strictly (any
+//! `POST /sessions/{id}/run`, `DELETE /sessions/{id}`, and (issue 31) `POST
+//! /sessions/{id}/pause` and `POST /sessions/{id}/fork`, each checked strictly (any
 //! unexpected status or answer fails the bench).
 
 use crate::clients::RunnerApi;
 use anyhow::{bail, ensure, Context};
 use reqwest::{Method, Response, StatusCode};
 use sandbox_protocol::api::{CreateSession, RunRequest, RunResponse, SessionInfo};
+use sandbox_protocol::snapshot::{ForkAnswer, ForkRequest, PauseInfo, SessionState};
 use sandbox_protocol::Lang;
 use std::future::Future;
 
@@ -34,6 +36,30 @@ impl RunnerApi {
         lang: &Lang,
         code: &str,
     ) -> anyhow::Result<RunResponse> {
+        self.checked_run(id, lang, code, false).await
+    }
+
+    /// The first run after a pause, which wakes the session: the program must exit 0 and
+    /// the answer say `resumed: true` (`stateLost` may be true: files are kept, memory
+    /// only where the backend can).
+    pub async fn session_wake(
+        &self,
+        id: &str,
+        lang: &Lang,
+        code: &str,
+    ) -> anyhow::Result<RunResponse> {
+        self.checked_run(id, lang, code, true).await
+    }
+
+    /// `POST /sessions/{id}/run`, whose program must exit 0; a run that `wakes` the
+    /// session must say `resumed: true`, any other must not have lost its state.
+    async fn checked_run(
+        &self,
+        id: &str,
+        lang: &Lang,
+        code: &str,
+        wakes: bool,
+    ) -> anyhow::Result<RunResponse> {
         let request = RunRequest {
             lang: lang.to_string(),
             code: code.into(),
@@ -48,12 +74,54 @@ impl RunnerApi {
             .with_context(|| what.clone())?;
         let response = expect(response, StatusCode::OK, &what).await?;
         let answer: RunResponse = response.json().await.context("reading the answer")?;
+        let expected = if wakes {
+            answer.resumed == Some(true)
+        } else {
+            answer.state_lost != Some(true)
+        };
         ensure!(
-            answer.exit_code == 0 && answer.state_lost != Some(true),
+            answer.exit_code == 0 && expected,
             "{} {code:?} in session {id}: unexpected answer {answer:?}",
             lang.as_str()
         );
         Ok(answer)
+    }
+
+    /// `POST /sessions/{id}/pause`: 200, the session `paused`.
+    pub async fn pause_session(&self, id: &str) -> anyhow::Result<PauseInfo> {
+        let what = format!("POST /sessions/{id}/pause");
+        let response = self
+            .request(Method::POST, &format!("/sessions/{id}/pause"))
+            .send()
+            .await
+            .with_context(|| what.clone())?;
+        let response = expect(response, StatusCode::OK, &what).await?;
+        let info: PauseInfo = response.json().await.context("reading the pause")?;
+        ensure!(
+            info.id == id && info.state == SessionState::Paused,
+            "{what}: unexpected answer {info:?}"
+        );
+        Ok(info)
+    }
+
+    /// `POST /sessions/{id}/fork` with `{count}`: 201, the new sessions' ids (as many
+    /// as asked).
+    pub async fn fork_session(&self, id: &str, count: u64) -> anyhow::Result<Vec<String>> {
+        let what = format!("POST /sessions/{id}/fork");
+        let response = self
+            .request(Method::POST, &format!("/sessions/{id}/fork"))
+            .json(&ForkRequest { count: Some(count) })
+            .send()
+            .await
+            .with_context(|| what.clone())?;
+        let response = expect(response, StatusCode::CREATED, &what).await?;
+        let answer: ForkAnswer = response.json().await.context("reading the forks")?;
+        ensure!(
+            answer.sessions.len() as u64 == count,
+            "{what}: {} sessions, not {count}",
+            answer.sessions.len()
+        );
+        Ok(answer.sessions.into_iter().map(|s| s.id).collect())
     }
 
     /// [`RunnerApi::session_run`] whose output must be `stdout`.

@@ -3,7 +3,7 @@
 //!
 //! This module holds the report, its targets and the tables of the paths (latency,
 //! throughput, memory, cold start); each later section's table is a module of its own
-//! (`sessions`, `first_plot`, `languages`, `cpu`, `live`; the scale-out section's is
+//! (`sessions`, `first_plot`, `languages`, `cpu`, `live`, `pause`; the scale-out section's is
 //! `scale_out::markdown`), and `cells` how a figure is written in one.
 
 mod cells;
@@ -11,6 +11,7 @@ mod cpu;
 mod first_plot;
 mod languages;
 mod live;
+mod pause;
 mod sessions;
 
 use crate::clients::Via;
@@ -20,9 +21,11 @@ use crate::languages::LanguageFigures;
 use crate::live_output::LiveFigures;
 use crate::measure::{ColdStart, LangLatency, Rate};
 use crate::memory::{IdleInterpreter, SandboxMemory};
+use crate::pause::PauseFigures;
 use crate::scale_out::ScaleOutFigures;
 use crate::sessions::SessionFigures;
 use crate::stats::{ratio, Latency};
+use crate::vm_pause::VmPauseFigures;
 use crate::Section;
 use cells::{dedup, with_ratio, MIB};
 use sandbox_protocol::Lang;
@@ -97,6 +100,10 @@ pub struct Report {
     pub cpu_per_run: Option<CpuFigures>,
     /// From a program's write to its line at a streaming client (issue 30).
     pub live_output: Option<LiveFigures>,
+    /// A session's pause, wake and fork (issue 31).
+    pub pause: Option<PauseFigures>,
+    /// Pause and wake on the vm backend under TCG (issue 31).
+    pub vm_pause: Option<VmPauseFigures>,
     /// The targets of issue 5.
     pub targets: Vec<Target>,
 }
@@ -235,6 +242,12 @@ impl Report {
         if let Some(live) = &self.live_output {
             live::markdown(live, &mut md);
         }
+        if let Some(figures) = &self.pause {
+            pause::markdown(figures, &mut md);
+        }
+        if let Some(figures) = &self.vm_pause {
+            pause::vm_markdown(figures, &mut md);
+        }
         if !self.targets.is_empty() {
             self.targets_md(&mut md);
         }
@@ -254,7 +267,7 @@ impl Report {
             );
         }
         let _ = write!(md, "; pool size {}", s.pool_size);
-        if s.sections.len() < Section::ALL.len() {
+        if s.sections != Section::default_run() {
             let names: Vec<String> = s
                 .sections
                 .iter()
