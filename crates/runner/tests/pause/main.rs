@@ -49,6 +49,28 @@ fn cgroup_folders(pid: &str) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// Waits (15 s at most) until session `id` answers 404.
+async fn until_gone(runner: &Runner, id: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, _) = runner
+            .request("GET", &format!("/sessions/{id}"), None)
+            .await;
+        if status == 404 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what} never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Opens a session and runs `code` in it (it must succeed); its id.
+async fn session_with(runner: &Runner, code: &str) -> String {
+    let id = runner.open_session(json!({})).await;
+    sh(runner, &id, code).await;
+    id
+}
+
 /// A bash run in session `id` that must succeed; its stdout.
 async fn sh(runner: &Runner, id: &str, code: &str) -> String {
     let answer = runner.ok_in(id, "bash", code).await;
@@ -225,17 +247,7 @@ async fn with_on_idle_end_an_idle_session_ends() {
     let data = tempfile::tempdir().expect("data folder");
     let runner = runner_on(data.path(), &[("RUNNER_SESSION_ON_IDLE", "end")]);
     let id = runner.open_session(json!({"idleTimeoutMs": 300})).await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let (status, _) = runner
-            .request("GET", &format!("/sessions/{id}"), None)
-            .await;
-        if status == 404 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never ended");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gone(&runner, &id, "the idle session").await;
 }
 
 #[tokio::test]
@@ -245,17 +257,7 @@ async fn a_paused_session_ends_at_the_paused_ttl() {
     let id = runner.open_session(json!({})).await;
     let (status, _) = post(&runner, &format!("/sessions/{id}/pause")).await;
     assert_eq!(status, 200);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let (status, _) = runner
-            .request("GET", &format!("/sessions/{id}"), None)
-            .await;
-        if status == 404 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the paused session never ended");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gone(&runner, &id, "the paused session").await;
     let left = std::fs::read_dir(data.path().join("sessions"))
         .expect("sessions")
         .count();

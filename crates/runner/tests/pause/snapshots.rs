@@ -1,6 +1,6 @@
 //! Snapshots, forks, and moving a snapshot to another runner.
 
-use super::{post, runner_on, sh};
+use super::{post, runner_on, session_with, sh};
 use crate::common::{Runner, TOKEN};
 use serde_json::{json, Value};
 
@@ -47,10 +47,8 @@ async fn snapshot(runner: &Runner, id: &str) -> Value {
 async fn a_session_starts_from_a_snapshot_and_the_original_goes_on() {
     let data = tempfile::tempdir().expect("data folder");
     let runner = runner_on(data.path(), &[]);
-    let id = runner.open_session(json!({})).await;
-    sh(
+    let id = session_with(
         &runner,
-        &id,
         "echo one > f.txt && mkdir -p /tmp/d && echo t > /tmp/d/t",
     )
     .await;
@@ -160,13 +158,8 @@ async fn four_forks_are_independent() {
 async fn a_snapshot_moves_to_another_runner() {
     let data = tempfile::tempdir().expect("data folder");
     let runner = runner_on(data.path(), &[]);
-    let id = runner.open_session(json!({})).await;
-    sh(
-        &runner,
-        &id,
-        "mkdir -p a/b && echo moved > a/b/c && ln -s a/b/c link && chmod 0700 a",
-    )
-    .await;
+    let code = "mkdir -p a/b && echo moved > a/b/c && ln -s a/b/c link && chmod 0700 a";
+    let id = session_with(&runner, code).await;
     let taken = snapshot(&runner, &id).await;
     let (status, archive) = export(&runner, taken["snapshotId"].as_str().unwrap()).await;
     assert_eq!(status, 200);

@@ -8,27 +8,18 @@ async fn a_paused_vm_session_wakes_in_a_fresh_vm_with_its_files() {
     let _serial = SERIAL.lock().await;
     let state = state_dir("pause");
     let runner = vm_runner(1, &state);
-    let (status, info) = runner.request("POST", "/sessions", None).await;
-    assert_eq!(status, 201, "{info}");
-    let id = info["id"].as_str().unwrap().to_owned();
-    let run = |code: &'static str| {
-        let body = serde_json::json!({"lang": "bash", "code": code});
-        let path = format!("/sessions/{id}/run");
-        let runner = &runner;
-        async move {
-            let (status, out) = runner.request("POST", &path, Some(&body)).await;
-            assert_eq!(status, 200, "{out}");
-            out
-        }
-    };
-    run("mkdir -p d && echo kept > d/f && ln -s d/f link && chmod 0700 d && echo t > /tmp/t").await;
+    let id = runner.open_session(serde_json::json!({})).await;
+    let made = "mkdir -p d && echo kept > d/f && ln -s d/f link && chmod 0700 d && echo t > /tmp/t";
+    runner.ok_in(&id, "bash", made).await;
     let (status, paused) = runner
         .request("POST", &format!("/sessions/{id}/pause"), None)
         .await;
     assert_eq!(status, 200, "{paused}");
     assert_eq!(paused["state"], "paused");
     assert!(paused["bytes"].as_u64().unwrap_or(0) > 0, "{paused}");
-    let out = run("cat link /tmp/t; stat -c %a d; readlink link").await;
+    let out = runner
+        .ok_in(&id, "bash", "cat link /tmp/t; stat -c %a d; readlink link")
+        .await;
     assert_eq!(stdout(&out), "kept\nt\n700\nd/f\n", "{out}");
     assert_eq!(out["resumed"], true, "{out}");
     let (status, _) = runner
