@@ -10,7 +10,7 @@ use super::error::ApiError;
 use super::sessions::SessionPath;
 use super::state::AppState;
 use crate::pool::SandboxFactory;
-use crate::session::{SessionError, MAX_FORKS};
+use crate::session::SessionError;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -144,12 +144,8 @@ async fn fork<B: SandboxFactory>(
     } else {
         decode_object(&body, r#"{"count"?: integer} (or an empty body)"#)?
     };
+    // The count is checked by `Sessions::fork` (400 `bad_request` outside 1..=16).
     let count = request.count.unwrap_or(1);
-    if !(1..=MAX_FORKS).contains(&count) {
-        return Err(ApiError::BadRequest(format!(
-            "count must be between 1 and {MAX_FORKS}, not {count}"
-        )));
-    }
     let sessions = state.sessions.fork(&id, count).await?;
     tracing::info!(session = %id, count, "session forked");
     Ok((StatusCode::CREATED, Json(ForkAnswer { sessions })))

@@ -36,6 +36,12 @@ pub async fn import(runner: &Runner, archive: Vec<u8>) -> (u16, Value) {
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+/// `POST /sessions` from snapshot `id`: status and answer.
+async fn from_snapshot(runner: &Runner, id: &str) -> (u16, Value) {
+    let body = json!({ "fromSnapshot": id });
+    runner.request("POST", "/sessions", Some(&body)).await
+}
+
 /// A snapshot of session `id` (201): its id.
 async fn snapshot(runner: &Runner, id: &str) -> Value {
     let (status, taken) = post(runner, &format!("/sessions/{id}/snapshots")).await;
@@ -69,13 +75,7 @@ async fn a_session_starts_from_a_snapshot_and_the_original_goes_on() {
         .collect();
     assert_eq!(ids, [snapshot_id.as_str()]);
 
-    let (status, made) = runner
-        .request(
-            "POST",
-            "/sessions",
-            Some(&json!({"fromSnapshot": snapshot_id})),
-        )
-        .await;
+    let (status, made) = from_snapshot(&runner, &snapshot_id).await;
     assert_eq!(status, 201, "{made}");
     let copy = made["id"].as_str().expect("an id");
     assert_eq!(sh(&runner, copy, "cat f.txt /tmp/d/t").await, "one\nt\n");
@@ -90,13 +90,7 @@ async fn a_session_starts_from_a_snapshot_and_the_original_goes_on() {
     let (status, body) = runner.request("DELETE", &path, None).await;
     assert_eq!(status, 404);
     assert_eq!(body["error"]["code"], "snapshot_not_found");
-    let (status, body) = runner
-        .request(
-            "POST",
-            "/sessions",
-            Some(&json!({"fromSnapshot": snapshot_id})),
-        )
-        .await;
+    let (status, body) = from_snapshot(&runner, &snapshot_id).await;
     assert_eq!(status, 404, "{body}");
     assert_eq!(body["error"]["code"], "snapshot_not_found");
     assert_eq!(
@@ -173,13 +167,7 @@ async fn a_snapshot_moves_to_another_runner() {
     assert_eq!(status, 201, "{imported}");
     let snapshot_id = imported["snapshotId"].as_str().expect("an id");
     assert!(imported["bytes"].as_u64().unwrap() > 0);
-    let (status, made) = other
-        .request(
-            "POST",
-            "/sessions",
-            Some(&json!({"fromSnapshot": snapshot_id})),
-        )
-        .await;
+    let (status, made) = from_snapshot(&other, snapshot_id).await;
     assert_eq!(status, 201, "{made}");
     let there = made["id"].as_str().unwrap();
     let seen = sh(&other, there, "cat link; stat -c %a a; readlink link").await;
