@@ -185,6 +185,7 @@ impl RunnerApi {
             lang: lang.to_string(),
             code: code.into(),
             timeout_ms: None,
+            tools: None,
         };
         let response = self
             .http

@@ -64,6 +64,7 @@ impl RunnerApi {
             lang: lang.to_string(),
             code: code.into(),
             timeout_ms: None,
+            tools: None,
         };
         let what = format!("POST /sessions/{id}/run");
         let response = self

@@ -8,7 +8,10 @@
 //!    again once the interpreter waits for its program;
 //! 3. runner -> agent: one [`Job`];
 //! 4. agent -> runner: [`AgentMessage::Done`] or [`AgentMessage::Failed`]; before it, for
-//!    a job marked [`Job::stream`], [`AgentMessage::Output`] frames as the program writes.
+//!    a job marked [`Job::stream`], [`AgentMessage::Output`] frames as the program writes,
+//!    and for a job that offers [`Job::tools`], an [`AgentMessage::ToolCall`] for each call
+//!    the program makes, which the runner answers (meanwhile, in any order) with a
+//!    [`RunnerMessage::ToolReply`]. A reply that comes after the job's answer is dropped.
 //!
 //! Steps 2 and 3 travel as a [`RunnerMessage`].
 //!
@@ -45,6 +48,7 @@ use crate::files::OutputFile;
 pub use crate::files::{FileEntry, FileKind};
 use crate::language::{self, Recipe};
 use crate::process::{ProcessAnswer, ProcessRequest, Stream};
+use crate::tools::{ToolCall, ToolReply, ToolsOffer};
 use crate::Lang;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -89,6 +93,11 @@ pub struct Job {
     /// answer), as well as in the answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+    /// The tools the program may call ([`crate::tools`]): the agent writes the `tools`
+    /// module for them, listens on [`SOCKET`](crate::tools::SOCKET) while the job runs,
+    /// and sends each call as an [`AgentMessage::ToolCall`]; only for a streamed job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsOffer>,
 }
 
 impl Job {
@@ -247,8 +256,8 @@ pub fn decode_bytes(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
     base64::engine::general_purpose::STANDARD.decode(text)
 }
 
-/// What the runner sends: a [`Prepare`], a [`Job`], a [`Snapshot`], a [`Reseed`] or a
-/// [`FileRequest`] (told apart by their fields, so a plain Job frame is a valid
+/// What the runner sends: a [`Prepare`], a [`Job`], a [`Snapshot`], a [`Reseed`], a
+/// [`ToolReply`] or a [`FileRequest`] (told apart by their fields, so a plain Job frame is a valid
 /// RunnerMessage).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -263,6 +272,9 @@ pub enum RunnerMessage {
     Snapshot(Snapshot),
     /// Mix this into the kernel's random pool (after a restore).
     Reseed(Reseed),
+    /// The answer to a program's call ([`AgentMessage::ToolCall`]), while its job runs
+    /// (or, late, after it ended: the agent then drops it).
+    ToolReply(ToolReply),
     /// Run this.
     Job(Job),
 }
@@ -339,6 +351,9 @@ pub enum AgentMessage {
         /// The bytes, as base64 ([`encode_bytes`]), at most [`OUTPUT_CHUNK_BYTES`].
         data: String,
     },
+    /// A call the program made to an offered tool ([`Job::tools`]), before the job's
+    /// answer; the runner answers with a [`RunnerMessage::ToolReply`] of the same id.
+    ToolCall(ToolCall),
 }
 
 /// The most bytes one [`AgentMessage::Output`] carries.
@@ -461,6 +476,7 @@ mod tests {
             outputs: None,
             python_paths: Vec::new(),
             stream: false,
+            tools: None,
         };
         let text = serde_json::to_string(&RunnerMessage::Job(job.clone())).unwrap();
         assert_eq!(decode(&text), RunnerMessage::Job(job));

@@ -23,6 +23,11 @@ pub struct RunRequest {
     /// Wall-clock limit in milliseconds; the runner's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Tools the program may call (Python, TypeScript and Node programs, through their
+    /// `tools` module): only with a streamed answer, which then carries a `toolCall` line
+    /// for each call, answered at `POST /runs/{runId}/tool-results/{id}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<crate::tools::ToolsOffer>,
 }
 
 /// The 200 answer of `POST /run`: what the program did.

@@ -98,6 +98,7 @@ mod tests {
             outputs: None,
             python_paths: Vec::new(),
             stream: false,
+            tools: None,
         };
         let bytes = encode(&job).unwrap();
         let back: Job = read(&mut bytes.as_slice()).unwrap().unwrap();

@@ -10,6 +10,7 @@
 //! - [`media`]: the media type of a file a sandbox hands back;
 //! - [`process`]: a session's processes, as the agent keeps them and as the API shows
 //!   them;
+//! - [`tools`]: tools a run's caller offers its program, and the calls on their way;
 //! - [`Lang`]: a language's name; [`language`]: how a sandbox runs one, and how a
 //!   runner lists those it offers.
 //!
@@ -24,6 +25,7 @@ pub mod language;
 pub mod media;
 pub mod process;
 pub mod snapshot;
+pub mod tools;
 
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

@@ -331,6 +331,13 @@ pub enum StreamLine<R> {
         #[serde(rename = "exitCode")]
         exit_code: i32,
     },
+    /// A program called an offered tool: `{"toolCall": {runId, id, server, tool,
+    /// arguments}}`; the caller answers at `POST /runs/{runId}/tool-results/{id}`.
+    ToolCall {
+        /// The call.
+        #[serde(rename = "toolCall")]
+        tool_call: crate::tools::ToolCallLine,
+    },
     /// A streamed run ended: `{"result": {...}}`, exactly the plain answer.
     Result {
         /// The answer.

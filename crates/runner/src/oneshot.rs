@@ -68,6 +68,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
         lang: args.lang,
         code,
         timeout_ms: args.timeout_ms,
+        tools: None,
     };
     let job = Jobs::command(&config)
         .job(request, Place::OneShot)

@@ -77,7 +77,7 @@ fn take_line(line: &[u8], tail: &OutputTail) -> Result<Option<RunResponse>, Runn
             error.message,
             None,
         )),
-        StreamLine::Exit { .. } => Err(RunnerError::Malformed(
+        StreamLine::Exit { .. } | StreamLine::ToolCall { .. } => Err(RunnerError::Malformed(
             "a run's streamed answer carried a process's exit line".into(),
         )),
     }

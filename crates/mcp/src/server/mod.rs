@@ -303,6 +303,7 @@ impl SandboxServer {
             lang: lang.to_string(),
             code: args.code,
             timeout_ms: Some(args.timeout_ms),
+            tools: None,
         };
         let started = Instant::now();
         let progress = Progress::asked(&ctx, run_time, place);

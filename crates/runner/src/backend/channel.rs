@@ -394,6 +394,7 @@ fn unexpected(got: &AgentMessage, expected: &'static str) -> ChannelError {
         | AgentMessage::FileFailed { .. } => "a file answer",
         AgentMessage::Process { .. } => "a process answer",
         AgentMessage::Output { .. } => "output",
+        AgentMessage::ToolCall(_) => "a tool call",
         AgentMessage::ArchiveChunk { .. } => "a piece of an archive",
         AgentMessage::Packed { .. } | AgentMessage::Unpacked { .. } => "an archive's answer",
     };

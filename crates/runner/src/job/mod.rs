@@ -119,6 +119,7 @@ impl<'a> Jobs<'a> {
             outputs: self.outputs,
             python_paths: Vec::new(),
             stream: false,
+            tools: request.tools,
         })
     }
 

@@ -35,6 +35,7 @@ fn request(lang: &str, code: &str, timeout_ms: Option<u64>) -> RunRequest {
         lang: lang.into(),
         code: code.into(),
         timeout_ms,
+        tools: None,
     }
 }
 

@@ -51,6 +51,7 @@ pub(crate) fn job(lang: Lang) -> Job {
         outputs: None,
         python_paths: Vec::new(),
         stream: false,
+        tools: None,
     }
 }
 

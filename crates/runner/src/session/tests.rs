@@ -112,6 +112,7 @@ fn job() -> Job {
         outputs: None,
         python_paths: Vec::new(),
         stream: false,
+        tools: None,
     }
 }
 

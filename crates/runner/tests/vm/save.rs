@@ -64,6 +64,7 @@ fn session_job(config: &sandbox_runner::config::SandboxConfig, lang: Lang, code:
         outputs: None,
         python_paths: Vec::new(),
         stream: false,
+        tools: None,
     }
 }
 

@@ -380,6 +380,8 @@ fn await_job<C: Read + Write, W: Worker>(
                 frame::write(channel, &worker.process(&request))?;
             }
             Some(RunnerMessage::Snapshot(notice)) => return Ok(Next::Snapshot(notice)),
+            // The answer to a call of a job that has ended: nobody waits for it.
+            Some(RunnerMessage::ToolReply(_)) => {}
             Some(RunnerMessage::Reseed(_)) => {
                 fail(channel, "a Reseed outside a restore".into())?;
                 return Ok(Next::Closed);

@@ -56,6 +56,7 @@ fn job() -> Job {
         outputs: None,
         python_paths: Vec::new(),
         stream: false,
+        tools: None,
     }
 }
 
