@@ -3,6 +3,7 @@
 
 use super::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::languages::Language;
+use crate::live::tools::ToolLink;
 use crate::live::{Allowance, Chunk, LiveOutput};
 use sandbox_archive::{Limits, BLOCK};
 use sandbox_protocol::agent::{
@@ -151,26 +152,50 @@ pub async fn run_job<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Sends the job, then reads its output (a streamed job's) until its outcome.
+/// Sends the job, then reads its output (a streamed job's) until its outcome; a job
+/// whose program may call tools takes the exchange of [`tools`].
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     job: &Job,
     live: Option<&LiveOutput>,
 ) -> Result<JobOutcome, ChannelError> {
+    let tools = live.and_then(LiveOutput::tools);
     let job = Job {
         stream: live.is_some(),
+        tools: job.tools.clone().filter(|_| tools.is_some()),
         ..job.clone()
     };
+    if let (Some(live), Some(link)) = (live, tools) {
+        return tools::exchange(s, &job, live, link).await;
+    }
     send(s, &RunnerMessage::Job(job.clone())).await?;
-    let mut allowance = Allowance::of(&job);
+    read_outcome(s, &job, live, None).await
+}
+
+/// Reads the agent's frames until the job's outcome: its output (a streamed job's) goes
+/// to `live`, within the job's caps; its tool calls (with `tools`) to `live` too, once
+/// admitted (a refused one is answered at once).
+async fn read_outcome<R: AsyncRead + Unpin>(
+    r: &mut R,
+    job: &Job,
+    live: Option<&LiveOutput>,
+    tools: Option<&ToolLink>,
+) -> Result<JobOutcome, ChannelError> {
+    let mut allowance = Allowance::of(job);
     loop {
-        match read(s).await? {
+        match read(r).await? {
             Some(AgentMessage::Output { stream, data }) if job.stream => {
                 let bytes =
                     decode_bytes(&data).map_err(|e| ChannelError::BadOutput(e.to_string()))?;
                 let bytes = allowance.take(stream, bytes);
                 if let (Some(live), false) = (live, bytes.is_empty()) {
                     live.send(Chunk { stream, bytes });
+                }
+            }
+            Some(AgentMessage::ToolCall(call)) if tools.is_some() => {
+                let admitted = tools.and_then(|link| link.admit(call));
+                if let (Some(live), Some(line)) = (live, admitted) {
+                    live.tool_call(line);
                 }
             }
             Some(AgentMessage::Done(outcome)) => return Ok(outcome),
@@ -424,6 +449,8 @@ fn unresponsive(limit: Duration) -> JobOutcome {
     }
 }
 
+mod tools;
+
 #[cfg(test)]
 mod archive_tests;
 
@@ -491,7 +518,10 @@ mod tests {
         assert!(agent.await.expect("the agent").stream, "asked to stream");
         drop(live);
         let mut got = Vec::new();
-        while let Some(chunk) = chunks.recv().await {
+        while let Some(event) = chunks.recv().await {
+            let crate::live::Event::Output(chunk) = event else {
+                panic!("not output: {event:?}");
+            };
             got.push((chunk.stream, chunk.bytes));
         }
         assert_eq!(

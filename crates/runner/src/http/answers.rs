@@ -111,6 +111,14 @@ errors!(
     ForkErrors = [PROTECTED, BODY, SESSION, STORING]
 );
 errors!(
+    /// `POST /runs/{runId}/tool-results/{id}`'s errors.
+    ToolResultErrors = [
+        PROTECTED,
+        BODY,
+        &[codes::RUN_NOT_FOUND, codes::TOOL_CALL_NOT_FOUND]
+    ]
+);
+errors!(
     /// What an operation behind the token alone can answer.
     ProtectedErrors = [PROTECTED]
 );

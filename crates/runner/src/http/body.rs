@@ -38,13 +38,19 @@ pub fn code_limit(config: &RunnerConfig) -> impl FnOnce() -> String + '_ {
 /// Decodes a run's body (`POST /run`, a session's run) and makes it the job for the
 /// agent ([`Jobs`]), to run at `place`.
 pub fn parse_run(body: &[u8], config: &RunnerConfig, place: Place) -> Result<Job, ApiError> {
-    Ok(Jobs::api(config).job(decode(body)?, place)?)
+    let request = decode(body)?;
+    if let Some(offer) = &request.tools {
+        offer
+            .check()
+            .map_err(|e| ApiError::BadRequest(format!("`tools`: {e}")))?;
+    }
+    Ok(Jobs::api(config).job(request, place)?)
 }
 
 fn decode(body: &[u8]) -> Result<RunRequest, ApiError> {
     decode_object(
         body,
-        r#"{"lang": string, "code": string, "timeoutMs"?: integer}"#,
+        r#"{"lang": string, "code": string, "timeoutMs"?: integer, "tools"?: {"servers": [...]}}"#,
     )
 }
 

@@ -173,6 +173,19 @@ pub const SNAPSHOT_NOT_FOUND: ErrorCode = code(
     "snapshot_not_found",
     "no snapshot on this runner has this id (never taken here, deleted, or expired)",
 );
+/// 404: no run of this id is waiting for tool results.
+pub const RUN_NOT_FOUND: ErrorCode = code(
+    StatusCode::NOT_FOUND,
+    "run_not_found",
+    "no run with this id is streaming its answer: it ended (or never offered tools)",
+);
+/// 404: the run has no call of this id waiting.
+pub const TOOL_CALL_NOT_FOUND: ErrorCode = code(
+    StatusCode::NOT_FOUND,
+    "tool_call_not_found",
+    "the run has no tool call with this id waiting for its result (answered already, \
+     refused by the runner, or never made)",
+);
 /// 507: the runner's storage for paused sessions and snapshots is full.
 pub const STORAGE_FULL: ErrorCode = code(
     StatusCode::INSUFFICIENT_STORAGE,

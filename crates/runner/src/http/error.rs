@@ -4,6 +4,7 @@
 
 use super::codes::{self, ErrorCode};
 use crate::job::RequestError;
+use crate::live::tools::AnswerError;
 use crate::pool::AcquireError;
 use crate::session::SessionError;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -62,6 +63,9 @@ pub enum ApiError {
     /// The program's inline dependencies were refused (nothing ran).
     #[error(transparent)]
     Deps(#[from] crate::deps::DepsRefusal),
+    /// A tool call's answer found no run or no call waiting for it (404).
+    #[error(transparent)]
+    ToolAnswer(#[from] AnswerError),
 }
 
 impl ApiError {
@@ -88,6 +92,8 @@ impl ApiError {
             ApiError::MethodNotAllowed => codes::METHOD_NOT_ALLOWED,
             ApiError::Session(e) => session_code(e),
             ApiError::Deps(e) => return e.status_and_code(),
+            ApiError::ToolAnswer(AnswerError::RunNotFound(_)) => codes::RUN_NOT_FOUND,
+            ApiError::ToolAnswer(AnswerError::CallNotFound { .. }) => codes::TOOL_CALL_NOT_FOUND,
         };
         (known.status, known.code)
     }

@@ -34,6 +34,7 @@ mod run;
 mod sessions;
 mod snapshots;
 mod state;
+mod tool_results;
 pub use body::{body_bytes, code_limit, decode_object, parse_run};
 pub use error::ApiError;
 pub use state::{refuse_when_draining, AppState, Base};
@@ -49,7 +50,8 @@ pub fn router<B: SandboxFactory>(state: Arc<AppState<B>>) -> Router {
         .route("/run", post(run::run::<B>))
         .merge(sessions::routes::<B>(state.config.sessions.file_cap_bytes))
         .merge(processes::routes::<B>())
-        .merge(snapshots::routes::<B>());
+        .merge(snapshots::routes::<B>())
+        .merge(tool_results::routes::<B>());
     if let Some(token) = &state.config.token {
         let token = Token(Arc::from(token.as_str()));
         protected = protected.route_layer(middleware::from_fn_with_state(token, require_bearer));

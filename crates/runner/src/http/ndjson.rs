@@ -5,6 +5,9 @@
 //! - `{"stream": "stdout"|"stderr", "data": "..."}` as the program writes: its chunks
 //!   ([`crate::live`]) as UTF-8 text, a character split between chunks kept whole for the
 //!   next line ([`Utf8Carry`]), at most [`OUTPUT_CHUNK_BYTES`] of text a line;
+//! - `{"toolCall": {"runId", "id", "server", "tool", "arguments"}}` for each call of a
+//!   program offered tools ([`crate::live::tools`]), which the caller answers at
+//!   `POST /runs/{runId}/tool-results/{id}`;
 //! - then one last line: `{"result": {...}}`, the plain answer's body, or, when the run
 //!   failed after the answer began, `{"error": {"code", "message"}}`, the plain answer's
 //!   error body.
@@ -18,7 +21,7 @@
 use super::error::ApiError;
 use crate::lifecycle::InFlight;
 use crate::live::text::{pieces, Utf8Carry};
-use crate::live::{Chunk, LiveChunks};
+use crate::live::{Chunk, Event, LiveChunks};
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -130,13 +133,13 @@ impl Writer {
         let outcome = loop {
             tokio::select! {
                 biased;
-                Some(chunk) = chunks.recv() => self.output(chunk).await,
+                Some(event) = chunks.recv() => self.event(event).await,
                 outcome = &mut run => break outcome,
             }
         };
         // What the agent sent before its outcome is all in the channel by now.
-        while let Ok(chunk) = chunks.try_recv() {
-            self.output(chunk).await;
+        while let Ok(event) = chunks.try_recv() {
+            self.event(event).await;
         }
         for stream in [Stream::Stdout, Stream::Stderr] {
             let rest = self.texts[index(stream)].finish();
@@ -149,6 +152,17 @@ impl Writer {
             }),
         };
         self.send(last, true).await;
+    }
+
+    /// Sends an event as its line (a chunk as output lines).
+    async fn event(&mut self, event: Event) {
+        match event {
+            Event::Output(chunk) => self.output(chunk).await,
+            Event::ToolCall(tool_call) => {
+                let call = line(&StreamLine::<RunResponse>::ToolCall { tool_call });
+                self.send(call, false).await;
+            }
+        }
     }
 
     /// Sends a chunk as text: what of it makes whole characters.
@@ -188,7 +202,8 @@ fn index(stream: Stream) -> usize {
 
 /// A line's JSON and its newline.
 fn line(value: &StreamLine<RunResponse>) -> Bytes {
-    // A line holds strings, numbers and booleans only: it always serializes.
+    // A line holds strings, numbers, booleans and JSON values that came as JSON: it
+    // always serializes.
     let mut bytes = serde_json::to_vec(value).unwrap_or_default();
     bytes.push(b'\n');
     Bytes::from(bytes)

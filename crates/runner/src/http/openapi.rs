@@ -52,6 +52,7 @@ serves with `--no-auth`, on loopback).";
         super::snapshots::remove,
         super::snapshots::export,
         super::snapshots::import,
+        super::tool_results::answer,
         super::health::health,
         super::health::live,
         super::health::metrics,
@@ -63,6 +64,7 @@ serves with `--no-auth`, on loopback).";
         (name = "runs", description = "A program in a fresh sandbox, destroyed after it"),
         (name = "sessions", description = "Sandboxes that live across runs: their runs and files"),
         (name = "processes", description = "Commands that keep running in a session's sandbox between calls: their output, input and signals"),
+        (name = "tools", description = "Tools a run's caller offers its program: the answers to its calls"),
         (name = "snapshots", description = "Sessions' files kept on the runner's disk to start sessions from, moved between runners as tar archives"),
         (name = "service", description = "Health, metrics and this document (no token)"),
     )

@@ -6,9 +6,10 @@ use super::body::{body_bytes, code_limit, parse_run};
 use super::error::ApiError;
 use super::ndjson;
 use super::state::{refuse_when_draining, AppState};
+use super::tool_results::ToolRun;
 use crate::backend::{DepsMount, RunOutcome};
 use crate::job::{self, Place};
-use crate::live::{self, LiveOutput};
+use crate::live::LiveOutput;
 use crate::metrics::Outcome;
 use crate::pool::{Lease, SandboxFactory};
 use axum::body::Bytes;
@@ -87,12 +88,13 @@ pub(super) async fn run<B: SandboxFactory>(
         state.base.metrics.record(&lang, Outcome::Draining, None);
         return Err(e);
     }
+    let tools = ToolRun::of(&state, &job, &headers)?;
     let id = state.next_request();
     let span = tracing::info_span!(target: LOG, "run", id, %lang);
     async move {
         let admitted = admit(&state, &job).await?;
         if ndjson::wanted(&headers) {
-            return Ok(stream(state, admitted, job));
+            return Ok(stream(state, admitted, job, tools));
         }
         Ok(execute(&state, admitted, job).await?.into_response())
     }
@@ -159,12 +161,22 @@ async fn execute<B: SandboxFactory>(
 }
 
 /// Answers at once with the streamed answer, whose task awaits the job's run; a client
-/// that goes away (it drops the answer's body) ends the run.
-fn stream<B: SandboxFactory>(state: Arc<AppState<B>>, admitted: Admitted<B>, job: Job) -> Response {
-    let (live, chunks) = live::channel();
+/// that goes away (it drops the answer's body) ends the run. A run with `tools` takes
+/// answers to its calls until its last line.
+fn stream<B: SandboxFactory>(
+    state: Arc<AppState<B>>,
+    admitted: Admitted<B>,
+    job: Job,
+    tools: Option<ToolRun>,
+) -> Response {
+    let (live, chunks, registered) = ToolRun::live(tools);
     let (writer, response) = ndjson::answer(state.base.lifecycle.enter());
     let running = admitted.start(job, Some(live), writer.gone());
-    let ended = async move { running.answer(&state).await };
+    let ended = async move {
+        let answer = running.answer(&state).await;
+        drop(registered);
+        answer
+    };
     tokio::spawn(writer.relay(chunks, ended).in_current_span());
     response
 }

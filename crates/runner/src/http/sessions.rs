@@ -14,9 +14,9 @@ use super::body::{body_bytes, code_limit, decode_object, parse_run};
 use super::error::ApiError;
 use super::ndjson;
 use super::state::{refuse_when_draining, AppState};
+use super::tool_results::ToolRun;
 use crate::backend::RunOutcome;
 use crate::job::{self, Place};
-use crate::live;
 use crate::metrics::Outcome;
 use crate::pool::SandboxFactory;
 use crate::session::{check_path, SessionError};
@@ -299,16 +299,18 @@ async fn run<B: SandboxFactory>(
     let job = parse_run(&body, &state.config, Place::Session)?;
     let lang = job.lang.clone();
     let started = Instant::now();
+    let tools = ToolRun::of(&state, &job, &headers)?;
     let deps = state.base.deps.resolve(&job).await?;
     if !ndjson::wanted(&headers) {
         let result = state.sessions.run(&id, job, deps).await;
         return Ok(Json(conclude(&state, &lang, started, result)?).into_response());
     }
-    let (live, chunks) = live::channel();
+    let (live, chunks, registered) = ToolRun::live(tools);
     let run = state.sessions.start_run(&id, job, deps, Some(live)).await?;
     let (writer, response) = ndjson::answer(state.base.lifecycle.enter());
     let ended = async move {
         let result = run.outcome().await;
+        drop(registered);
         conclude(&state, &lang, started, result)
     };
     tokio::spawn(writer.relay(chunks, ended));

@@ -6,6 +6,7 @@ use crate::backend::Backend;
 use crate::config::RunnerConfig;
 use crate::deps::InlineDeps;
 use crate::lifecycle::Lifecycle;
+use crate::live::tools::ToolRuns;
 use crate::metrics::Metrics;
 use crate::pool::{Pool, SandboxFactory};
 use crate::session::{Acquire, Restore, Sessions};
@@ -63,6 +64,8 @@ pub struct AppState<B: SandboxFactory = Backend> {
     pub backend: &'static str,
     /// The sessions.
     pub sessions: Arc<Sessions<B::Sandbox>>,
+    /// The runs whose programs may call tools, while their answers stream.
+    pub tool_runs: Arc<ToolRuns>,
     next_request: AtomicU64,
 }
 
@@ -104,6 +107,7 @@ impl<B: SandboxFactory> AppState<B> {
             pool,
             base,
             backend,
+            tool_runs: Arc::default(),
             next_request: AtomicU64::new(1),
         }
     }

@@ -1,24 +1,27 @@
 //! Live output of a run: what the agent of a streamed job sends while the program runs
-//! ([`AgentMessage::Output`](sandbox_protocol::agent::AgentMessage::Output)), on its way
-//! to the caller.
+//! ([`AgentMessage::Output`](sandbox_protocol::agent::AgentMessage::Output), and the
+//! calls of a program that was offered tools), on its way to the caller.
 //!
-//! The caller makes a [`channel`] and hands its [`LiveOutput`] down with the job (a run's
-//! lease, a session's run); the agent channel's exchange
-//! ([`run_job`](crate::backend::channel::run_job)) asks the agent to stream only when it
-//! has one, and sends it each chunk, within the job's caps ([`Allowance`]), before the
-//! job's outcome comes back. The caller reads the chunks from the other end and makes
-//! them text ([`text`]). A VM sandbox streams nothing: its caller gets no chunk, only the
-//! outcome.
+//! The caller makes a [`channel`] (or, for a run with tools, [`channel_with_tools`]) and
+//! hands its [`LiveOutput`] down with the job (a run's lease, a session's run); the agent
+//! channel's exchange ([`run_job`](crate::backend::channel::run_job)) asks the agent to
+//! stream only when it has one, and sends it each chunk, within the job's caps
+//! ([`Allowance`]), and each tool call it lets through ([`tools`]), before the job's
+//! outcome comes back. The caller reads the [`Event`]s from the other end and makes them
+//! lines ([`text`]).
 //!
 //! The channel is unbounded so that the exchange never waits for a slow caller (the
 //! agent would wait for the exchange, and the program for the agent); what it can hold
-//! is bounded by the job's caps.
+//! is bounded by the job's caps (and a run's calls by [`tools`]' bounds).
 
 pub mod text;
+pub mod tools;
 
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::process::Stream;
+use sandbox_protocol::tools::ToolCallLine;
 use tokio::sync::mpsc;
+use tools::ToolLink;
 
 /// Bytes a program wrote to one of its streams.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,24 +32,64 @@ pub struct Chunk {
     pub bytes: Vec<u8>,
 }
 
-/// Where a streamed job's output goes as it comes. Cheap to clone.
+/// What the exchange hands the caller while a job runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Output.
+    Output(Chunk),
+    /// A call of the program to an offered tool, to answer at
+    /// `POST /runs/{runId}/tool-results/{id}`.
+    ToolCall(ToolCallLine),
+}
+
+/// Where a streamed job's output (and its tool calls) go as they come. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct LiveOutput(mpsc::UnboundedSender<Chunk>);
+pub struct LiveOutput {
+    events: mpsc::UnboundedSender<Event>,
+    tools: Option<ToolLink>,
+}
 
 /// The receiving end of a [`LiveOutput`]: it ends once every sender is dropped (the run
 /// is over).
-pub type LiveChunks = mpsc::UnboundedReceiver<Chunk>;
+pub type LiveChunks = mpsc::UnboundedReceiver<Event>;
 
-/// A live output and the end its chunks come out of.
+/// A live output and the end its events come out of.
 pub fn channel() -> (LiveOutput, LiveChunks) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    (LiveOutput(tx), rx)
+    let (events, rx) = mpsc::unbounded_channel();
+    (
+        LiveOutput {
+            events,
+            tools: None,
+        },
+        rx,
+    )
+}
+
+/// A live output for a run whose program may call the tools of `link`, and the end its
+/// events come out of.
+pub fn channel_with_tools(link: ToolLink) -> (LiveOutput, LiveChunks) {
+    let (events, rx) = mpsc::unbounded_channel();
+    let live = LiveOutput {
+        events,
+        tools: Some(link),
+    };
+    (live, rx)
 }
 
 impl LiveOutput {
     /// Hands on a chunk; one the caller no longer reads is dropped.
     pub fn send(&self, chunk: Chunk) {
-        let _ = self.0.send(chunk);
+        let _ = self.events.send(Event::Output(chunk));
+    }
+
+    /// Hands on a tool call let through (see [`ToolLink::admit`]).
+    pub fn tool_call(&self, line: ToolCallLine) {
+        let _ = self.events.send(Event::ToolCall(line));
+    }
+
+    /// The run's tool calls, if its program was offered tools.
+    pub fn tools(&self) -> Option<&ToolLink> {
+        self.tools.as_ref()
     }
 }
 
@@ -107,8 +150,8 @@ mod tests {
         drop(live);
         clone.send(chunk.clone());
         drop(clone);
-        assert_eq!(chunks.recv().await, Some(chunk.clone()));
-        assert_eq!(chunks.recv().await, Some(chunk));
+        assert_eq!(chunks.recv().await, Some(Event::Output(chunk.clone())));
+        assert_eq!(chunks.recv().await, Some(Event::Output(chunk)));
         assert_eq!(chunks.recv().await, None);
     }
 }

@@ -126,3 +126,65 @@ async fn a_client_that_leaves_a_streamed_run_stops_it_and_it_counts_in_flight_ti
     }
     assert!(fake.log().finished.is_empty(), "the run was stopped");
 }
+
+fn tools_body() -> String {
+    json!({
+        "lang": "python",
+        "code": "1",
+        "tools": {"servers": [{"name": "docs", "tools": [{"name": "find"}]}]}
+    })
+    .to_string()
+}
+
+fn post_answer(path: &str, body: &str) -> Request<Body> {
+    Request::post(path)
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_owned()))
+        .expect("a request")
+}
+
+#[tokio::test]
+async fn a_run_offering_tools_must_be_streamed_and_its_offer_well_formed() {
+    let fake = Fake::new();
+    let router = router_with(&fake, 1, 4).await;
+    let (status, _, body) = send(&router, post_run(&tools_body(), Some(TOKEN))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("application/x-ndjson")));
+    let bad = tools_body().replace("\"docs\"", "\"not-a-name\"");
+    let (status, _, body) = send(&router, streamed(post_run(&bad, Some(TOKEN)))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let got = lines(&router, streamed(post_run(&tools_body(), Some(TOKEN)))).await;
+    assert!(got.last().expect("a last line")["result"].is_object());
+}
+
+#[tokio::test]
+async fn answers_for_no_run_or_no_call_are_404_and_bad_answers_400() {
+    let fake = Fake::new();
+    let router = router_with(&fake, 1, 4).await;
+    let path = "/runs/run_0/tool-results/1";
+    let (status, _, body) = send(&router, post_answer(path, r#"{"result": 1}"#)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "run_not_found");
+    for bad in [
+        r#"{}"#,
+        r#"{"result": 1, "error": "x"}"#,
+        r#"{"other": 1}"#,
+        "[]",
+    ] {
+        let (status, _, body) = send(&router, post_answer(path, bad)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+    let big = json!({"result": "x".repeat(2 << 20)}).to_string();
+    let (status, _, _) = send(&router, post_answer(path, &big)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let unauthorized = Request::post(path)
+        .body(Body::from(r#"{"result": 1}"#))
+        .expect("a request");
+    assert_eq!(
+        send(&router, unauthorized).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+}
