@@ -51,6 +51,7 @@ mod resident;
 mod serve;
 mod sink;
 pub mod start;
+mod tools;
 mod tree;
 mod watch;
 
