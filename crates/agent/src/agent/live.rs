@@ -208,4 +208,47 @@ mod tests {
         assert!(matches!(frames.finish(), Err(FrameError::Io(_))));
         assert_eq!(channel.left, 0);
     }
+
+    #[test]
+    fn calls_go_out_as_frames_and_their_answers_come_back() {
+        use sandbox_protocol::tools::ToolAnswer;
+        use std::os::unix::net::UnixStream;
+        let (mut agent, mut runner) = UnixStream::pair().unwrap();
+        let mut frames = OutputFrames::new(&mut agent);
+        let call = ToolCall {
+            id: "1-1".into(),
+            server: "tracker".into(),
+            tool: "search".into(),
+            arguments: serde_json::json!({"q": 1}),
+        };
+        assert!(frames.call(&call));
+        let got: AgentMessage = frame::read(&mut runner).unwrap().unwrap();
+        assert_eq!(got, AgentMessage::ToolCall(call));
+        let reply = ToolReply {
+            tool_result: "1-1".into(),
+            answer: ToolAnswer::error("no"),
+        };
+        frame::write(&mut runner, &RunnerMessage::ToolReply(reply.clone())).unwrap();
+        let prepare = sandbox_protocol::agent::Prepare {
+            prepare: sandbox_protocol::Lang::BASH,
+            recipe: sandbox_protocol::language::Recipe {
+                file: "main.sh".into(),
+                compile: Vec::new(),
+                run: Vec::new(),
+                env: Default::default(),
+                compile_timeout_ms: 0,
+                loader: None,
+                memory_mb: None,
+            },
+            warm_imports: Vec::new(),
+        };
+        frame::write(&mut runner, &RunnerMessage::Prepare(prepare)).unwrap();
+        drop(runner);
+        assert!(frames.replies().is_some());
+        assert_eq!(frames.reply(), Some(reply));
+        assert_eq!(frames.reply(), None, "anything else is dropped");
+        assert!(frames.replies().is_some());
+        assert_eq!(frames.reply(), None);
+        assert!(frames.replies().is_none(), "the channel ended: nothing to poll");
+    }
 }

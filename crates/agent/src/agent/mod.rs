@@ -42,7 +42,7 @@ mod job;
 #[cfg(feature = "embedded-python")]
 pub(crate) mod keeper;
 mod launch;
-mod live;
+pub(crate) mod live;
 pub(crate) mod loader;
 mod outputs;
 mod process;

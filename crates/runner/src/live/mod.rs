@@ -7,8 +7,8 @@
 //! ([`run_job`](crate::backend::channel::run_job)) asks the agent to stream only when it
 //! has one, and sends it each chunk, within the job's caps ([`Allowance`]), before the
 //! job's outcome comes back. The caller reads the chunks from the other end and makes
-//! them text ([`text`]). A VM sandbox streams nothing: its caller gets no chunk, only the
-//! outcome.
+//! them text ([`text`]). A VM sandbox streams as a process sandbox does: its guest's
+//! init relays the agent's frames while the job runs.
 //!
 //! The channel is unbounded so that the exchange never waits for a slow caller (the
 //! agent would wait for the exchange, and the program for the agent); what it can hold
