@@ -116,7 +116,7 @@ pub fn run_job(
         .map(|offer| kept.tools.relay(offer))
         .transpose()
         .map_err(JobError::Tools)?;
-    let job = &with_tools_path(job, calls.is_some().then(|| &kept.tools));
+    let job = &with_tools_path(job, calls.is_some().then_some(&kept.tools));
     let file = write_code(job)?;
     // Where the home folder cannot be opened (a program that took its own rights away),
     // there is no outputs folder to make, and no output to collect.

@@ -249,6 +249,9 @@ mod tests {
         assert_eq!(frames.reply(), None, "anything else is dropped");
         assert!(frames.replies().is_some());
         assert_eq!(frames.reply(), None);
-        assert!(frames.replies().is_none(), "the channel ended: nothing to poll");
+        assert!(
+            frames.replies().is_none(),
+            "the channel ended: nothing to poll"
+        );
     }
 }

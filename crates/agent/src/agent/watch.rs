@@ -311,7 +311,11 @@ impl Watch {
             _ => (Vec::new(), None),
         };
         let calls_from = fds.len();
-        fds.extend(relay.iter().map(|(_, fd, events)| PollFd::new(*fd, *events)));
+        fds.extend(
+            relay
+                .iter()
+                .map(|(_, fd, events)| PollFd::new(*fd, *events)),
+        );
         if let Some(channel) = live {
             fds.push(PollFd::new(channel, flags));
         }

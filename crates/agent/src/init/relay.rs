@@ -175,6 +175,9 @@ mod tests {
         assert_eq!(refused.tool_result, "1-1");
         assert!(refused.answer.error.is_some());
         drop(agent);
-        assert!(init.join().unwrap().is_err(), "the agent ended without answering");
+        assert!(
+            init.join().unwrap().is_err(),
+            "the agent ended without answering"
+        );
     }
 }

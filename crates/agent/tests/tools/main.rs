@@ -113,7 +113,10 @@ fn python_node_and_typescript_programs_call_the_offered_tools() {
         assert_eq!(out[0], queries, "{lang}: {ran:?}");
         assert_eq!(out[1], json!(["error", "upstream: it broke"]), "{lang}");
         assert_eq!(out[2], json!(["search-issues", "fail"]), "{lang}");
-        assert_eq!(ran.live_stdout, ran.outcome.stdout, "{lang}: streamed as it came");
+        assert_eq!(
+            ran.live_stdout, ran.outcome.stdout,
+            "{lang}: streamed as it came"
+        );
         let ids: Vec<&str> = ran.calls.iter().map(|c| c.id.as_str()).collect();
         let count = if lang == "python" { 3 } else { 5 };
         assert_eq!(ids.len(), count, "{lang}: {ids:?}");
@@ -131,7 +134,11 @@ fn python_node_and_typescript_programs_call_the_offered_tools() {
     let ran = sandbox.run(job("typescript", TYPESCRIPT, offered()), &mut answering);
     let out = lines(&ran.outcome.stdout);
     assert_eq!(out[0], json!(["typed"]), "{ran:?}");
-    assert_eq!(out[1], json!(["error", "upstream: it broke", true]), "{ran:?}");
+    assert_eq!(
+        out[1],
+        json!(["error", "upstream: it broke", true]),
+        "{ran:?}"
+    );
 }
 
 #[test]
@@ -226,7 +233,11 @@ fn a_session_sees_each_run_s_offer_and_none_without_one() {
                 session(lang, code, Some(offer(server, &["search"]))),
                 &mut echo,
             );
-            let text = ran.outcome.stdout.trim().trim_matches(|c| "[]'".contains(c));
+            let text = ran
+                .outcome
+                .stdout
+                .trim()
+                .trim_matches(|c| "[]'".contains(c));
             assert_eq!(text, server, "{lang}: {ran:?}");
         }
         let ran = sandbox.run(session(lang, code, None), &mut echo);
@@ -250,14 +261,14 @@ fn a_run_ends_on_time_with_calls_waiting_and_a_late_reply_is_dropped() {
         job.timeout_ms = timeout_ms;
         job
     };
-    let mut hold: Box<dyn FnMut(&ToolCall) -> Option<ToolAnswer>> = Box::new(|_| None);
+    let mut hold = |_: &ToolCall| None;
     let exits = r#"
 import threading, tools
 threading.Thread(target=lambda: tools.tracker.search(query="never"), daemon=True).start()
 import time; time.sleep(0.5)
 print("leaving")
 "#;
-    let ran = sandbox.run(session(exits, 10_000), &mut *hold);
+    let ran = sandbox.run(session(exits, 10_000), &mut hold);
     assert_eq!(ran.outcome.stdout, "leaving\n", "{ran:?}");
     assert_eq!(ran.calls.len(), 1);
     assert!(ran.took < Duration::from_secs(5), "{ran:?}");
@@ -267,12 +278,15 @@ import tools
 print("asking", flush=True)
 tools.tracker.search(query="forever")
 "#;
-    let ran = sandbox.run(session(waits, 2_000), &mut *hold);
+    let ran = sandbox.run(session(waits, 2_000), &mut hold);
     assert!(ran.outcome.timed_out, "{ran:?}");
     assert!(ran.took < Duration::from_secs(6), "{ran:?}");
     let answering: Answering<'_> = &mut echo;
     let ran = sandbox.run(
-        session("import tools\nprint(tools.tracker.search(query='after')['args'])", 5_000),
+        session(
+            "import tools\nprint(tools.tracker.search(query='after')['args'])",
+            5_000,
+        ),
         answering,
     );
     assert_eq!(ran.outcome.stdout, "{'query': 'after'}\n", "{ran:?}");

@@ -4,7 +4,9 @@
 //! and answers each tool call the program makes (or holds it).
 
 use sandbox_jail::{HostIds, JailSpec, JAIL_ARG};
-use sandbox_protocol::agent::{decode_bytes, AgentMessage, Job, JobOutcome, Prepare, RunnerMessage};
+use sandbox_protocol::agent::{
+    decode_bytes, AgentMessage, Job, JobOutcome, Prepare, RunnerMessage,
+};
 use sandbox_protocol::frame;
 use sandbox_protocol::language::{Loader, LoaderKind, Recipe};
 use sandbox_protocol::process::Stream;
@@ -221,7 +223,10 @@ pub fn recipe(lang: &str) -> Recipe {
         "typescript" => (
             "main.ts",
             Vec::new(),
-            loader(LoaderKind::Typescript, &["node", "-e", "{loader}", "typescript"]),
+            loader(
+                LoaderKind::Typescript,
+                &["node", "-e", "{loader}", "typescript"],
+            ),
             20_000,
         ),
         other => panic!("no recipe for {other}"),

@@ -135,7 +135,10 @@ impl Modules {
         let socket = self.folder.socket();
         let socket = socket.to_string_lossy();
         make_folder(&self.folder.python())?;
-        write_file(&self.folder.python().join("tools.py"), &python::module(offer, &socket))?;
+        write_file(
+            &self.folder.python().join("tools.py"),
+            &python::module(offer, &socket),
+        )?;
         let package = self.folder.package();
         make_folder(&package)?;
         let files = [

@@ -19,8 +19,8 @@ use super::connection::{Connection, Received, State, MAX_LINE};
 use crate::agent::live::LiveOutput;
 use nix::poll::PollFlags;
 use sandbox_protocol::tools::{
-    ProgramCall, ToolAnswer, ToolCall, ToolReply, ToolsOffer, MAX_CALLS_PER_RUN,
-    MAX_CALLS_WAITING, MAX_RESULT_BYTES,
+    ProgramCall, ToolAnswer, ToolCall, ToolReply, ToolsOffer, MAX_CALLS_PER_RUN, MAX_CALLS_WAITING,
+    MAX_RESULT_BYTES,
 };
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -172,7 +172,9 @@ impl Relay {
     /// refused.
     fn call(&mut self, line: &[u8], live: &mut dyn LiveOutput) -> Result<String, String> {
         let call: ProgramCall = serde_json::from_slice(line).map_err(|e| {
-            format!("tools: a call is one line of JSON {{\"server\", \"tool\", \"arguments\"}} ({e})")
+            format!(
+                "tools: a call is one line of JSON {{\"server\", \"tool\", \"arguments\"}} ({e})"
+            )
         })?;
         let offered = self
             .offered

@@ -23,7 +23,10 @@ pub(super) struct Parameter {
 /// The parameters of `tool`: the required ones first, each group in the schema's order
 /// of property names.
 pub(super) fn parameters(tool: &OfferedTool) -> Vec<Parameter> {
-    let Some(properties) = tool.input_schema.get("properties").and_then(Value::as_object)
+    let Some(properties) = tool
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
     else {
         return Vec::new();
     };
@@ -152,10 +155,7 @@ mod tests {
             doc(&tool(" Finds issues. ", schema)),
             "Finds issues.\n\nParameters:\n  query (string, required): What."
         );
-        assert_eq!(
-            doc(&tool("", Value::Null)),
-            "The tool \"search-issues\"."
-        );
+        assert_eq!(doc(&tool("", Value::Null)), "The tool \"search-issues\".");
     }
 
     #[test]

@@ -9,8 +9,7 @@ use crate::agent::live::LiveOutput;
 use nix::poll::{poll, PollFd, PollTimeout};
 use sandbox_protocol::process::Stream;
 use sandbox_protocol::tools::{
-    OfferedServer, OfferedTool, ToolAnswer, ToolCall, ToolReply, ToolsOffer,
-    MAX_CALLS_PER_RUN,
+    OfferedServer, OfferedTool, ToolAnswer, ToolCall, ToolReply, ToolsOffer, MAX_CALLS_PER_RUN,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -277,7 +276,11 @@ except TypeError as e:
     );
     assert_eq!(lines[8][0], "TypeError");
     let ids: Vec<&str> = runner.calls.iter().map(|c| c.id.as_str()).collect();
-    assert_eq!(ids, ["1-1", "1-2", "1-3", "1-4"], "the TypeError never called");
+    assert_eq!(
+        ids,
+        ["1-1", "1-2", "1-3", "1-4"],
+        "the TypeError never called"
+    );
 }
 
 #[test]
@@ -299,9 +302,8 @@ const main = async () => {
   }
 };
 "#;
-    let cjs = format!(
-        "const tools = require('tools');\nconst {{ tracker }} = tools;\n{common}main();\n"
-    );
+    let cjs =
+        format!("const tools = require('tools');\nconst {{ tracker }} = tools;\n{common}main();\n");
     let esm = format!(
         "import tools, {{ tracker, list }} from 'tools';\n{common}await main();\n\
          console.log(JSON.stringify(list === tools.list));\n"
@@ -318,7 +320,11 @@ const main = async () => {
             "{file}"
         );
         if file == "main.mjs" {
-            assert_eq!(lines[4], json!(true), "the ES module's names are the package's");
+            assert_eq!(
+                lines[4],
+                json!(true),
+                "the ES module's names are the package's"
+            );
         }
     }
     assert_eq!(runner.calls.len(), 12);
@@ -335,7 +341,8 @@ fn exchange(relay: &mut Relay, runner: &mut Runner, socket: &Path, line: &[u8]) 
             let _ = conn.write_all(&line);
         })
     };
-    conn.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+    conn.set_read_timeout(Some(Duration::from_millis(5)))
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut answer = Vec::new();
     while !answer.ends_with(b"\n") {
@@ -388,7 +395,10 @@ fn calls_that_are_not_offered_or_not_calls_are_refused_without_reaching_the_runn
         &socket,
         b"{\"server\": \"docs\", \"tool\": \"import\"}\n",
     );
-    assert_eq!(answer["result"]["tool"], "import", "a call still goes through");
+    assert_eq!(
+        answer["result"]["tool"], "import",
+        "a call still goes through"
+    );
     // A reply to no waiting call is dropped.
     relay.answer(ToolReply {
         tool_result: "1-1".into(),
@@ -450,7 +460,10 @@ except tools.ToolError as e:
     let out = serve(&mut relay, &mut runner, place.python(&code));
     assert_eq!(runner.calls.len(), MAX_CALLS_PER_RUN);
     let refusal = stdout(&out)[0].as_str().unwrap().to_owned();
-    assert!(refusal.contains(&MAX_CALLS_PER_RUN.to_string()), "{refusal}");
+    assert!(
+        refusal.contains(&MAX_CALLS_PER_RUN.to_string()),
+        "{refusal}"
+    );
 }
 
 #[test]
@@ -488,7 +501,11 @@ fn modules_follow_the_offer_and_go_without_one() {
     let mut place = Place::new(&offer());
     let first = place.modules.generation();
     place.modules.write(Some(&offer())).unwrap();
-    assert_eq!(place.modules.generation(), first, "the same offer: unchanged");
+    assert_eq!(
+        place.modules.generation(),
+        first,
+        "the same offer: unchanged"
+    );
     let mut smaller = offer();
     smaller.servers.truncate(1);
     place.modules.write(Some(&smaller)).unwrap();

@@ -31,7 +31,11 @@ export declare function list(): { server: string; tools: ListedTool[] }[];
 pub(super) fn index_d_ts(offer: &ToolsOffer) -> String {
     let mut text = String::from(PREAMBLE);
     for server in &offer.servers {
-        let _ = writeln!(text, "/** The tools of the server {}. */", comment(&server.name));
+        let _ = writeln!(
+            text,
+            "/** The tools of the server {}. */",
+            comment(&server.name)
+        );
         let _ = writeln!(text, "export declare const {}: {{", server.name);
         for tool in &server.tools {
             text.push_str(&function(tool));
@@ -79,7 +83,11 @@ fn function(tool: &OfferedTool) -> String {
         text,
         "  {}(args{}: {{ {} }}): Promise<any>;",
         function_name(&tool.name),
-        if parameters.iter().any(|p| p.required) { "" } else { "?" },
+        if parameters.iter().any(|p| p.required) {
+            ""
+        } else {
+            "?"
+        },
         fields(&parameters)
     );
     text
@@ -148,7 +156,11 @@ mod tests {
             }],
         };
         let text = index_d_ts(&offer);
-        assert_eq!(text.matches("*/").count(), text.matches("/**").count(), "{text}");
+        assert_eq!(
+            text.matches("*/").count(),
+            text.matches("/**").count(),
+            "{text}"
+        );
         assert!(text.contains("   * Reads. *\\/ export const x = 1; /*\n   * Second line\n"));
         assert!(text.contains("   * @param args.url (string, required): The page *\\/ here\n"));
         assert!(text.contains(
