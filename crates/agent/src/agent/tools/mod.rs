@@ -32,7 +32,7 @@ mod typescript;
 pub(crate) use relay::{Relay, Slot};
 
 use sandbox_jail::layout::TOOLS;
-use sandbox_protocol::tools::{ToolsOffer, SOCKET};
+use sandbox_protocol::tools::ToolsOffer;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -60,13 +60,10 @@ impl Folder {
         self.root.join("node_modules").join("tools")
     }
 
-    /// The agent's socket.
+    /// The agent's socket (in the sandbox's folder,
+    /// [`SOCKET`](sandbox_protocol::tools::SOCKET)).
     pub(crate) fn socket(&self) -> PathBuf {
-        if self.root == Path::new(TOOLS) {
-            SOCKET.into()
-        } else {
-            self.root.join("socket")
-        }
+        self.root.join("socket")
     }
 }
 
@@ -192,3 +189,23 @@ fn make_folder(path: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod places {
+    use super::*;
+    use sandbox_jail::layout::{TOOLS_NODE_MODULES, TOOLS_PYTHON};
+    use sandbox_protocol::tools::{MODULES, SOCKET};
+
+    /// The jail's folders and the protocol's names are one place.
+    #[test]
+    fn the_sandbox_folder_is_where_the_protocol_says() {
+        let folder = Folder::sandbox();
+        assert_eq!(TOOLS, MODULES);
+        assert_eq!(folder.socket(), Path::new(SOCKET));
+        assert_eq!(folder.python(), Path::new(TOOLS_PYTHON));
+        assert_eq!(
+            folder.package().parent(),
+            Some(Path::new(TOOLS_NODE_MODULES))
+        );
+    }
+}

@@ -8,7 +8,7 @@
 //! [`Relay::serve`] does what poll found ready. Bounds: at most [`MAX_CALLS_WAITING`]
 //! connections open at once (the listener is not polled while they are: the next
 //! connections wait in its backlog), a call's line at most
-//! [`MAX_LINE`](super::connection::MAX_LINE), at most [`MAX_CALLS_PER_RUN`] calls a run
+//! [`MAX_LINE`], at most [`MAX_CALLS_PER_RUN`] calls a run
 //! (the next are refused at once). A call that is not one, or names a tool the offer
 //! does not, is refused on its connection and never reaches the runner. When the relay
 //! is let go (the job's end, however it ended), every call still waiting is answered

@@ -158,6 +158,14 @@ impl Place {
     }
 }
 
+/// The modules of [`offer`] in a folder of their own, the relay listening there, and
+/// the runner's stand-in.
+fn set_up() -> (Place, Relay, Runner) {
+    let mut place = Place::new(&offer());
+    let relay = place.relay();
+    (place, relay, Runner::new())
+}
+
 /// Serves `relay` for `child` until it exits (at most 30 s), answering each call as
 /// [`Runner::answer`] does unless the runner holds them; the child's output.
 fn serve(relay: &mut Relay, runner: &mut Runner, mut child: Child) -> Output {
@@ -228,9 +236,7 @@ fn listed() -> Value {
 
 #[test]
 fn a_python_program_calls_with_keywords_or_a_dict_and_reads_its_tools() {
-    let mut place = Place::new(&offer());
-    let mut relay = place.relay();
-    let mut runner = Runner::new();
+    let (place, mut relay, mut runner) = set_up();
     let code = r#"
 import inspect, json, tools
 f = tools.tracker.search_issues
@@ -285,9 +291,7 @@ except TypeError as e:
 
 #[test]
 fn node_requires_and_imports_the_tools_and_calls_them_at_once() {
-    let mut place = Place::new(&offer());
-    let mut relay = place.relay();
-    let mut runner = Runner::new();
+    let (place, mut relay, mut runner) = set_up();
     let common = r#"
 const out = (v) => console.log(JSON.stringify(v));
 const main = async () => {
@@ -361,10 +365,8 @@ fn exchange(relay: &mut Relay, runner: &mut Runner, socket: &Path, line: &[u8]) 
 
 #[test]
 fn calls_that_are_not_offered_or_not_calls_are_refused_without_reaching_the_runner() {
-    let mut place = Place::new(&offer());
+    let (place, mut relay, mut runner) = set_up();
     let socket = place.modules.folder().socket();
-    let mut relay = place.relay();
-    let mut runner = Runner::new();
     let refusals: [&[u8]; 5] = [
         b"{\"server\": \"tracker\", \"tool\": \"delete-all\", \"arguments\": {}}\n",
         b"{\"server\": \"nope\", \"tool\": \"fail\"}\n",
@@ -409,10 +411,8 @@ fn calls_that_are_not_offered_or_not_calls_are_refused_without_reaching_the_runn
 
 #[test]
 fn idle_connections_block_nobody_but_their_own_program() {
-    let mut place = Place::new(&offer());
+    let (place, mut relay, mut runner) = set_up();
     let socket = place.modules.folder().socket();
-    let mut relay = place.relay();
-    let mut runner = Runner::new();
     // Fewer than the cap stay open and silent, or write half a line and stop.
     let mut idle: Vec<UnixStream> = (0..8)
         .map(|_| UnixStream::connect(&socket).unwrap())
@@ -443,9 +443,7 @@ fn idle_connections_block_nobody_but_their_own_program() {
 
 #[test]
 fn a_run_makes_at_most_its_budget_of_calls() {
-    let mut place = Place::new(&offer());
-    let mut relay = place.relay();
-    let mut runner = Runner::new();
+    let (place, mut relay, mut runner) = set_up();
     let code = format!(
         r#"
 import json, tools
@@ -468,10 +466,8 @@ except tools.ToolError as e:
 
 #[test]
 fn a_call_waiting_when_the_run_ends_fails_and_the_socket_goes() {
-    let mut place = Place::new(&offer());
+    let (place, mut relay, mut runner) = set_up();
     let socket = place.modules.folder().socket();
-    let mut relay = place.relay();
-    let mut runner = Runner::new();
     runner.hold = true;
     let code = r#"
 import json, tools
