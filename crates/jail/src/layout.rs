@@ -20,6 +20,20 @@ pub const IMAGE_SHARED_PATHS: &str = "/etc/sandbox-shared-paths";
 /// A link at the root to the package set's `node_modules`, where Node's module
 /// resolution (CommonJS and ES modules alike) looks last.
 pub const NODE_MODULES: &str = "/node_modules";
+/// The folder of the `tools` modules (a program's calls to the tools its run offers):
+/// a small tmpfs of the sandbox's own, sandbox root's (the agent writes there, a program
+/// only reads), holding [`TOOLS_PYTHON`], [`TOOLS_NODE_MODULES`] and the agent's socket.
+/// The same path as `sandbox_protocol::tools::MODULES`.
+pub const TOOLS: &str = "/run/sandbox-tools";
+/// Python's `tools.py` folder, which the agent puts on a Python program's import path
+/// for a run that offers tools.
+pub const TOOLS_PYTHON: &str = "/run/sandbox-tools/python";
+/// The `node_modules` folder of Node's `tools` package.
+pub const TOOLS_NODE_MODULES: &str = "/run/sandbox-tools/node_modules";
+/// A link to [`TOOLS_NODE_MODULES`] in the home folder's parent: Node's resolution from
+/// a program in [`HOME`] (`require` and ES module `import` alike, which ignores
+/// `NODE_PATH`) walks up to it, before the package set's [`NODE_MODULES`].
+pub const HOME_NODE_MODULES: &str = "/home/node_modules";
 /// Where a program's inline dependencies are mounted, read-only, each set in a
 /// folder of its own (`DEPS/<key>/python`).
 pub const DEPS: &str = "/opt/deps";

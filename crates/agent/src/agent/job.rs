@@ -9,11 +9,13 @@ use super::live::LiveOutput;
 use super::outputs::{self, Seen};
 use super::process::Process;
 use super::resident::Resident;
+use super::tools::{Modules, Relay};
 use super::tree::{end_tree, exit_code, reap_exited};
 use super::watch::{CompileReport, Compiled, End, Watch};
 use nix::unistd::Pid;
 use sandbox_jail::layout::HOME;
 use sandbox_protocol::agent::{Job, JobOutcome};
+use std::borrow::Cow;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -44,16 +46,20 @@ pub enum JobError {
     /// Watching the program failed.
     #[error("watching the program: {0}")]
     Watch(io::Error),
+    /// The `tools` modules could not be written, or the socket made.
+    #[error("offering the tools to the program: {0}")]
+    Tools(io::Error),
 }
 
 /// What the agent keeps between the jobs of its sandbox: the loader started ahead of
-/// the first job, a session's resident interpreters, and the output files already
-/// handed back.
+/// the first job, a session's resident interpreters, the output files already handed
+/// back, and the `tools` modules as last written.
 #[derive(Default)]
 pub struct Kept {
     prepared: Option<Prepared>,
     residents: Vec<Resident>,
     seen: Seen,
+    tools: Modules,
 }
 
 impl Kept {
@@ -96,12 +102,21 @@ impl Kept {
 /// Runs `job` to its end and reports what happened: in the loader started ahead when it
 /// is of the job's language; a session's programs in the session's resident interpreter
 /// of their language when it has one (Python, Node, TypeScript). What the program (and
-/// its compile step) writes goes to `live` as it is read, within the job's caps.
+/// its compile step) writes goes to `live` as it is read, within the job's caps, and so
+/// do the calls of a program whose (streamed) job offers tools, whose modules are
+/// written first (a job without tools removes them).
 pub fn run_job(
     job: &Job,
     kept: &mut Kept,
     live: &mut dyn LiveOutput,
 ) -> Result<JobOutcome, JobError> {
+    let offer = job.tools.as_ref().filter(|_| job.stream);
+    kept.tools.write(offer).map_err(JobError::Tools)?;
+    let calls = offer
+        .map(|offer| kept.tools.relay(offer))
+        .transpose()
+        .map_err(JobError::Tools)?;
+    let job = &with_tools_path(job, calls.is_some().then_some(&kept.tools));
     let file = write_code(job)?;
     // Where the home folder cannot be opened (a program that took its own rights away),
     // there is no outputs folder to make, and no output to collect.
@@ -115,16 +130,28 @@ pub fn run_job(
         .as_ref()
         .is_some_and(|l| l.kind.resident());
     let mut outcome = if job.session && resident {
-        run_resident(job, &file, kept, live)?
+        run_resident(job, &file, kept, calls, live)?
     } else {
         let prepared = kept.prepared_for(job);
-        run_spawned(job, &file, prepared, live)?
+        run_spawned(job, &file, prepared, calls, live)?
     };
     if let (Some(caps), Some(home)) = (job.outputs, &home) {
         (outcome.outputs, outcome.outputs_truncated) =
             outputs::collect(home.as_fd(), caps, &mut kept.seen);
     }
     Ok(outcome)
+}
+
+/// `job`, with the folder of Python's `tools` module on its import path where it offers
+/// tools (`modules`).
+fn with_tools_path<'a>(job: &'a Job, modules: Option<&Modules>) -> Cow<'a, Job> {
+    let Some(modules) = modules else {
+        return Cow::Borrowed(job);
+    };
+    let mut job = job.clone();
+    let folder = modules.folder().python();
+    job.python_paths.push(folder.to_string_lossy().into_owned());
+    Cow::Owned(job)
 }
 
 /// A compile step's output, which the program's follows.
@@ -141,6 +168,7 @@ fn run_spawned(
     job: &Job,
     file: &Path,
     prepared: Option<Prepared>,
+    calls: Option<Relay>,
     live: &mut dyn LiveOutput,
 ) -> Result<JobOutcome, JobError> {
     let started = Instant::now();
@@ -174,7 +202,8 @@ fn run_spawned(
             .map(CompileReport::new)
             .transpose()
             .map_err(JobError::Watch)?;
-        return watch_spawned(job, child, report, Before::default(), started, live);
+        let before = Before::default();
+        return watch_spawned(job, child, report, before, started, calls, live);
     }
     let mut before = Before::default();
     if !job.recipe.compile.is_empty() {
@@ -196,7 +225,7 @@ fn run_spawned(
         job.stream,
     )
     .map_err(spawn_error(program))?;
-    watch_spawned(job, child, None, before, started, live)
+    watch_spawned(job, child, None, before, started, calls, live)
 }
 
 /// Runs the compile command to its end, within the compile timeout: its output, or the
@@ -249,20 +278,24 @@ fn watch_of(child: &mut Process, job: &Job, before: Before) -> Result<Watch, Job
         stdout: Capture::after(stdout, job.stdout_cap, before.stdout),
         stderr: Capture::after(stderr, job.stderr_cap, before.stderr),
         status: None,
+        calls: None,
     })
 }
 
 /// Watches a spawned program to its end: a compiling loader's compile first (within
-/// the compile timeout), then the program within the job's timeout.
+/// the compile timeout), then the program within the job's timeout, serving its
+/// `calls`.
 fn watch_spawned(
     job: &Job,
     mut child: Process,
     report: Option<CompileReport>,
     before: Before,
     started: Instant,
+    calls: Option<Relay>,
     live: &mut dyn LiveOutput,
 ) -> Result<JobOutcome, JobError> {
     let mut watch = watch_of(&mut child, job, before)?;
+    watch.calls = calls;
     let mut compile_error = false;
     let end = match report {
         Some(mut report) => {
@@ -319,11 +352,13 @@ fn watch_spawned(
     Ok(outcome)
 }
 
-/// Runs a session's program in the resident interpreter of its language.
+/// Runs a session's program in the resident interpreter of its language, serving its
+/// `calls`.
 fn run_resident(
     job: &Job,
     file: &Path,
     kept: &mut Kept,
+    calls: Option<Relay>,
     live: &mut dyn LiveOutput,
 ) -> Result<JobOutcome, JobError> {
     let program = || format!("the {} interpreter", job.lang);
@@ -335,8 +370,9 @@ fn run_resident(
             source,
         })?;
     let path = file.to_string_lossy();
+    let tools = kept.tools.generation();
     if resident
-        .request(&path, &job.python_paths, job.stream)
+        .request(&path, &job.python_paths, job.stream, tools)
         .is_err()
     {
         // It died between the check and the request: start another, once.
@@ -348,7 +384,7 @@ fn run_resident(
                 source,
             })?;
         resident
-            .request(&path, &job.python_paths, job.stream)
+            .request(&path, &job.python_paths, job.stream, tools)
             .map_err(|source| JobError::Spawn {
                 program: program(),
                 source,
@@ -367,6 +403,7 @@ fn run_resident(
         stdout: Capture::new(stdout, job.stdout_cap),
         stderr: Capture::new(stderr, job.stderr_cap),
         status: None,
+        calls,
     };
     let started = Instant::now();
     let deadline = started + Duration::from_millis(job.timeout_ms);

@@ -7,7 +7,9 @@
 //! home folder, runs the language's loader, interpreter or compiler on it as the sandbox
 //! user with an empty, fixed environment (`launch.rs`, `environment.rs`), captures
 //! standard output and error separately up to their caps (a streamed job's also sent to
-//! the runner as it comes, `live.rs`), enforces the timeout on the whole process tree,
+//! the runner as it comes, `live.rs`; a job that offers tools gets the `tools` modules
+//! and its program's calls relayed to the runner, `tools/`), enforces the timeout on the
+//! whole process tree,
 //! reaps every child, collects the files of `outputs/`, and answers with Done (or
 //! Failed). A session's file operations (`files/`) and the outputs
 //! (`outputs/`) are done from the home folder's descriptor (`home.rs`), never through a
@@ -42,7 +44,7 @@ mod job;
 #[cfg(feature = "embedded-python")]
 pub(crate) mod keeper;
 mod launch;
-mod live;
+pub(crate) mod live;
 pub(crate) mod loader;
 mod outputs;
 mod process;
@@ -51,6 +53,7 @@ mod resident;
 mod serve;
 mod sink;
 pub mod start;
+mod tools;
 mod tree;
 mod watch;
 

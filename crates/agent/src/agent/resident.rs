@@ -3,7 +3,7 @@
 //! functions, imports) the next one sees.
 //!
 //! Its loader (`loader/`) reads one request line per run on descriptor 3
-//! (`{"path": ..., "session": true}`) and, when the program is done, writes
+//! (`{"path": ..., "session": true, "tools": N}`) and, when the program is done, writes
 //! `{"exit": CODE, "run": N}` on descriptor 4, N being the request's `run`. Standard output and error are the same pipes for
 //! the interpreter's whole life; by the time the report arrives, everything the
 //! program wrote is in them (the loader flushes first), so a run's output is what the
@@ -86,11 +86,14 @@ impl Resident {
     /// Asks the interpreter to run the program at `path`. Its report must carry the
     /// run's number: one left from an earlier run (whose program wrote a report of its
     /// own on descriptor 4 and so ended its run early) is not taken for this run's.
+    /// `tools` numbers the state of the `tools` modules: an interpreter that finds it
+    /// changed since its last run forgets the module it imported.
     pub(crate) fn request(
         &mut self,
         path: &str,
         python_paths: &[String],
         streamed: bool,
+        tools: u64,
     ) -> io::Result<()> {
         self.run += 1;
         let mut request = serde_json::json!({
@@ -98,6 +101,7 @@ impl Resident {
             "session": true,
             "run": self.run,
             "paths": python_paths,
+            "tools": tools,
         });
         if streamed {
             request["stream"] = true.into();

@@ -1,12 +1,15 @@
 //! Watching a running program: reading its output up to the caps (handing what is kept
-//! to the job's [`LiveOutput`] after each read), noticing its end (its process exiting, or
-//! its resident interpreter reporting), enforcing the deadline.
+//! to the job's [`LiveOutput`] after each read), serving its calls to the tools its job
+//! offers (the job's [`Relay`], and the answers the runner sends on the channel),
+//! noticing its end (its process exiting, or its resident interpreter reporting),
+//! enforcing the deadline.
 
 use super::capture::Capture;
 use super::ended::Ended;
 use super::live::LiveOutput;
 use super::resident::{Report, Resident};
 use super::sink;
+use super::tools::{Relay, Slot};
 use super::tree::{kill_all, reap_exited};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::unistd::Pid;
@@ -27,6 +30,9 @@ pub(crate) struct Watch {
     pub(crate) stdout: Capture<ChildStdout>,
     pub(crate) stderr: Capture<ChildStderr>,
     pub(crate) status: Option<Ended>,
+    /// The program's calls to the tools its job offers, served while it runs (not
+    /// during a compile, nor after its end); let go with the watch.
+    pub(crate) calls: Option<Relay>,
 }
 
 /// How a program's run ended.
@@ -96,6 +102,10 @@ struct Ready {
     stdout: bool,
     stderr: bool,
     report: bool,
+    /// The relay's slots with events.
+    calls: Vec<Slot>,
+    /// The runner's channel holds a message (an answer to a call).
+    replies: bool,
 }
 
 impl Watch {
@@ -117,8 +127,9 @@ impl Watch {
             }
             let wait = (deadline - now).min(REAP_TICK);
             let done = resident.as_deref().map(|r| r.done());
-            let ready = self.poll(Some(wait), true, done)?;
+            let ready = self.poll(Some(wait), true, done, Some(&*live))?;
             self.read_ready(&ready, &mut buf, live)?;
+            self.serve_calls(&ready, live);
             if let Some(resident) = resident.as_deref_mut().filter(|_| ready.report) {
                 if let Some(report) = resident.read_report()? {
                     return Ok(End::Reported(report));
@@ -147,7 +158,7 @@ impl Watch {
                 return Ok(Compiled::TimedOut);
             }
             let wait = (deadline - now).min(REAP_TICK);
-            let ready = self.poll(Some(wait), true, Some(report.pipe.as_fd()))?;
+            let ready = self.poll(Some(wait), true, Some(report.pipe.as_fd()), None)?;
             self.read_ready(&ready, &mut buf, live)?;
             if ready.report {
                 if let Some(compiled) = report.read()? {
@@ -174,7 +185,7 @@ impl Watch {
             if now >= limit {
                 break;
             }
-            let ready = self.poll(Some(limit - now), false, None)?;
+            let ready = self.poll(Some(limit - now), false, None, None)?;
             self.read_ready(&ready, &mut buf, live)?;
         }
         Ok(())
@@ -185,7 +196,7 @@ impl Watch {
     pub(crate) fn drain_written(&mut self, live: &mut dyn LiveOutput) -> io::Result<()> {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let ready = self.poll(Some(Duration::ZERO), false, None)?;
+            let ready = self.poll(Some(Duration::ZERO), false, None, None)?;
             if !ready.stdout && !ready.stderr {
                 return Ok(());
             }
@@ -254,14 +265,31 @@ impl Watch {
         Ok(())
     }
 
+    /// Answers the calls `ready` says have something to do, and the runner's answer
+    /// waiting on the channel.
+    fn serve_calls(&mut self, ready: &Ready, live: &mut dyn LiveOutput) {
+        let Some(relay) = &mut self.calls else {
+            return;
+        };
+        if ready.replies {
+            if let Some(reply) = live.reply() {
+                relay.answer(reply);
+            }
+        }
+        relay.serve(&ready.calls, live);
+    }
+
+    /// Polls the streams (and the exit, a report pipe; with `live`, the job's calls and
+    /// the runner's answers) for at most `wait`.
     fn poll(
         &self,
         wait: Option<Duration>,
         with_exit: bool,
         report: Option<BorrowedFd<'_>>,
+        live: Option<&dyn LiveOutput>,
     ) -> io::Result<Ready> {
         let flags = PollFlags::POLLIN;
-        let mut fds = Vec::with_capacity(4);
+        let mut fds = Vec::with_capacity(8);
         let mut slots = [None, None, None];
         if let Some(p) = self.stdout.pipe() {
             slots[0] = Some(fds.len());
@@ -278,6 +306,19 @@ impl Watch {
         if with_exit {
             fds.push(PollFd::new(self.exited.as_fd(), flags));
         }
+        let (relay, live) = match (&self.calls, live) {
+            (Some(relay), Some(live)) => (relay.interest(), live.replies()),
+            _ => (Vec::new(), None),
+        };
+        let calls_from = fds.len();
+        fds.extend(
+            relay
+                .iter()
+                .map(|(_, fd, events)| PollFd::new(*fd, *events)),
+        );
+        if let Some(channel) = live {
+            fds.push(PollFd::new(channel, flags));
+        }
         let timeout = match wait {
             Some(Duration::ZERO) => PollTimeout::ZERO,
             Some(d) => {
@@ -293,10 +334,18 @@ impl Watch {
             slot.and_then(|i| fds[i].revents())
                 .is_some_and(|r| !r.is_empty())
         };
+        let calls = relay
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| is_ready(Some(calls_from + i)))
+            .map(|(_, (slot, ..))| *slot)
+            .collect();
         Ok(Ready {
             stdout: is_ready(slots[0]),
             stderr: is_ready(slots[1]),
             report: is_ready(slots[2]),
+            calls,
+            replies: live.is_some() && is_ready(Some(fds.len() - 1)),
         })
     }
 }

@@ -36,6 +36,7 @@
 mod boot;
 mod error;
 mod host;
+mod relay;
 mod sandbox;
 mod settings;
 

@@ -8,8 +8,9 @@
 //! read-only overlays, masked `/proc`, no `/sys`, seccomp, the sandbox user) and
 //! becomes its agent. The init then stands in for the runner towards that agent
 //! ([`Jailed`] is the [`Worker`] of the init's exchange with the runner): it forwards
-//! Prepare and the Job, and adds to the answer whether the sandbox's cgroup saw an OOM
-//! kill, which only it can read.
+//! Prepare and the Job, relays while the job runs what a streamed job sends (its output,
+//! its program's tool calls) up and the calls' answers down (`relay.rs`), and adds to
+//! the answer whether the sandbox's cgroup saw an OOM kill, which only it can read.
 //!
 //! A session's sandbox is frozen between its calls by the init, which relays every call
 //! and so knows where each ends: it thaws the sandbox's cgroup before it forwards a
@@ -21,6 +22,7 @@
 //! frozen with the rest; the init, outside, is not.
 
 use super::error::InitError;
+use super::relay::relay_job;
 use super::settings::Settings;
 use crate::agent::{AgentError, LiveOutput, Worker};
 use sandbox_archive::Limits;
@@ -157,20 +159,12 @@ impl Jailed {
             .map_err(|e| format!("freezing the sandbox between calls: {e}"))
     }
 
-    /// Forwards the job to the agent; its answer, with whether the cgroup saw an OOM
-    /// kill meanwhile.
-    fn relay(&mut self, job: &Job) -> AgentMessage {
+    /// Forwards the job to the agent, relays what it sends while the job runs (its
+    /// output and calls to `live`, the calls' answers back, `relay.rs`); its answer, with
+    /// whether the cgroup saw an OOM kill meanwhile.
+    fn relay(&mut self, job: &Job, live: &mut dyn LiveOutput) -> AgentMessage {
         let before = self.oom_kills;
-        // Output sent as it comes is not relayed: the host's runner asks a VM for none.
-        let answer = self
-            .send(&RunnerMessage::Job(job.clone()))
-            .and_then(|()| loop {
-                match self.answer() {
-                    Ok(AgentMessage::Output { .. }) => continue,
-                    other => break other,
-                }
-            });
-        match answer {
+        match relay_job(&mut self.channel, job, live) {
             Ok(AgentMessage::Done(mut outcome)) => {
                 let now = self.cgroup.oom_kills().ok();
                 outcome.oom_killed = now.map(|n| n > before);
@@ -290,15 +284,14 @@ impl Worker for Jailed {
         }
     }
 
-    /// Output sent as it comes is not relayed (`_live` gets none): the runner asks a VM
-    /// for none.
-    fn run(&mut self, job: &Job, _live: &mut dyn LiveOutput) -> AgentMessage {
+    /// A streamed job's output and its program's calls go to `live` as they come.
+    fn run(&mut self, job: &Job, live: &mut dyn LiveOutput) -> AgentMessage {
         if job.session {
             if let Err(message) = self.thaw() {
                 return AgentMessage::Failed { message };
             }
         }
-        let answer = self.relay(job);
+        let answer = self.relay(job, live);
         match answer {
             AgentMessage::Done(ref outcome) if job.session && outcome.processes_running == 0 => {
                 match self.freeze() {

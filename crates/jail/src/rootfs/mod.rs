@@ -21,7 +21,8 @@
 //!   host's system folders as read-only overlays (a private view of shared files: their
 //!   inodes, and so their `flock` locks, belong to this sandbox alone), a generated
 //!   `/etc`, a new `/proc` with the host-wide information files masked, a minimal
-//!   `/dev`, and size-capped `/tmp` and home.
+//!   `/dev`, size-capped `/tmp` and home, and the small folder of the `tools` modules
+//!   ([`TOOLS`]), which only the agent writes.
 
 mod host;
 mod proc;
@@ -32,7 +33,10 @@ use host::SharedPath;
 pub use shown::ShownFolders;
 
 use crate::error::JailError;
-use crate::layout::{self, DEPS, HOME, NODE_MODULES, PACKAGES, SANDBOX_UID};
+use crate::layout::{
+    self, DEPS, HOME, HOME_NODE_MODULES, NODE_MODULES, PACKAGES, SANDBOX_UID, TOOLS,
+    TOOLS_NODE_MODULES, TOOLS_PYTHON,
+};
 use crate::spec::JailSpec;
 use nix::mount::{mount, MsFlags};
 use nix::sys::stat::{mknod, Mode, SFlag};
@@ -200,7 +204,24 @@ pub fn build_root(
         "size={},nr_inodes=16384,mode=0700,uid={SANDBOX_UID},gid={SANDBOX_UID}",
         spec.home_bytes
     );
-    mount_tmpfs(&home, &home_opts, private)
+    mount_tmpfs(&home, &home_opts, private)?;
+    build_tools(&root)
+}
+
+/// The folder of the `tools` modules at [`TOOLS`]: a small tmpfs of the sandbox's own,
+/// owned by sandbox root (the agent writes a run's modules and makes its socket there;
+/// a program, the sandbox user, reads them and connects, and can write nothing there),
+/// with its two module folders made now, because an interpreter started ahead of the
+/// job caches its import path; and the link by which Node finds `tools` from the home
+/// folder. It stays writable when `/` is made read-only (a mount of its own).
+fn build_tools(root: &Path) -> Result<(), JailError> {
+    let tools = under(root, TOOLS);
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount_tmpfs(&tools, "size=8m,nr_inodes=256,mode=0755", flags)?;
+    make_dir(&under(root, TOOLS_PYTHON), 0o755)?;
+    make_dir(&under(root, TOOLS_NODE_MODULES), 0o755)?;
+    let link = under(root, HOME_NODE_MODULES);
+    symlink(TOOLS_NODE_MODULES, &link).map_err(|source| prepare(&link, source))
 }
 
 /// A read-only overlay of `lower` on `target`. Its inodes are this mount's own, so a

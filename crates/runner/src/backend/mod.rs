@@ -121,8 +121,8 @@ impl Backend {
 }
 
 impl Sandbox {
-    /// Runs the job, its output sent to `live` as it comes (a VM's is not: its init
-    /// relays no output before the answer, so `live` gets nothing). The sandbox is spent
+    /// Runs the job, its output sent to `live` as it comes (a VM's too: its init relays
+    /// the agent's frames while the job runs). The sandbox is spent
     /// whatever happened: [`destroy`](Self::destroy) must follow (it may, after the
     /// answer is out).
     pub async fn run(
@@ -132,7 +132,7 @@ impl Sandbox {
     ) -> Result<RunOutcome, BackendError> {
         match self {
             Sandbox::Process(s) => Ok(s.run(job, live.as_ref()).await?),
-            Sandbox::Vm(s) => Ok(s.run(job).await?),
+            Sandbox::Vm(s) => Ok(s.run(job, live.as_ref()).await?),
         }
     }
 

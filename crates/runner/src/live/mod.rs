@@ -8,7 +8,8 @@
 //! stream only when it has one, and sends it each chunk, within the job's caps
 //! ([`Allowance`]), and each tool call it lets through ([`tools`]), before the job's
 //! outcome comes back. The caller reads the [`Event`]s from the other end and makes them
-//! lines ([`text`]).
+//! lines ([`text`]). A VM sandbox streams as a process sandbox does: its guest's init
+//! relays the agent's frames (output, calls and their answers) while the job runs.
 //!
 //! The channel is unbounded so that the exchange never waits for a slow caller (the
 //! agent would wait for the exchange, and the program for the agent); what it can hold

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod firecracker;
+mod live;
 mod packages;
 mod pause;
 mod save;

@@ -7,6 +7,9 @@
 // requests, child processes; not listening servers), then writes {"exit": CODE, "run": N} on
 // descriptor 4 and waits for the next request. A program with import/export or
 // top-level await runs as an ES module instead (only globalThis persists from it).
+// A request's "tools" numbers the state of the `tools` package the agent wrote: when it
+// changed since the last run, `require("tools")` loads it afresh (its entries leave the
+// require cache); an ES module `import` of it stays cached for the interpreter's life.
 // `node -e LOADER typescript`: the same for TypeScript. The compiler is loaded (and
 // warmed up) while the loader waits; a program's types are stripped (transpiled to
 // CommonJS, not checked) before it runs. One-shot: {"compiled": true|false} goes on
@@ -167,6 +170,22 @@
     setImmediate(check);
   });
 
+  // The `tools` package: its files leave the require cache (and the cache of resolved
+  // paths) when the agent says it changed.
+  let toolsSeen;
+  const forgetTools = (job) => {
+    if (job.tools === toolsSeen) return;
+    toolsSeen = job.tools;
+    const sep = nodePath.sep;
+    const ours = (file) => typeof file === 'string' && file.includes(`${sep}node_modules${sep}tools${sep}`);
+    for (const file of Object.keys(Module._cache)) {
+      if (ours(file)) delete Module._cache[file];
+    }
+    for (const [key, file] of Object.entries(Module._pathCache || {})) {
+      if (ours(file)) delete Module._pathCache[key];
+    }
+  };
+
   // Set when the current run's program did not compile (TypeScript).
   let compileError = false;
   const run = async (path) => {
@@ -214,6 +233,7 @@
       // Keeps the event loop alive while the run settles; counted in the baseline.
       const alive = setInterval(() => {}, 1 << 30);
       const before = counts();
+      forgetTools(job);
       try {
         await run(job.path);
       } catch (e) {

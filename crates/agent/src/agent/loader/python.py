@@ -14,7 +14,9 @@
 # if the program loaded it; an error there is printed, the exit code stays), then
 # writes {"exit": CODE, "run": N} (N from the request) on descriptor 4 and waits for
 # the next request; an uncaught exception or SystemExit ends the run, not the
-# interpreter.
+# interpreter. A request's "tools" numbers the state of the `tools` module the agent
+# wrote: when it changed since the last run, the module is forgotten (sys.modules, the
+# import system's caches), so that the program's `import tools` reads the new one.
 def _sandbox_warm(modules, stop=None):
     # Imports MODULES (comma-separated) silently, skipping any that fails, until
     # stop() says to (a request waiting), then hides what they made from the collector.
@@ -75,6 +77,7 @@ def _sandbox_loader():
     from importlib.machinery import SourceFileLoader
 
     pending = bytearray()
+    tools_seen = None
 
     def request():
         while b"\n" not in pending:
@@ -86,6 +89,14 @@ def _sandbox_loader():
         line, _, rest = bytes(pending).partition(b"\n")
         pending[:] = rest
         return json.loads(line)
+
+    def forget_tools(job):
+        nonlocal tools_seen
+        if job.get("tools") != tools_seen:
+            tools_seen = job.get("tools")
+            sys.modules.pop("tools", None)
+            import importlib
+            importlib.invalidate_caches()
 
     def load(job, fresh):
         path = job["path"]
@@ -182,6 +193,7 @@ def _sandbox_loader():
     while job:
         status = 0
         try:
+            forget_tools(job)
             code, namespace = load(job, fresh)
             fresh = False
             exec(code, namespace)

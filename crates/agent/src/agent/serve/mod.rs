@@ -468,6 +468,8 @@ where
                         return Ok(());
                     }
                 }
+                // The answer to a call of the job that has just ended: nobody waits.
+                Some(RunnerMessage::ToolReply(_)) => {}
                 other => break other,
             }
         };
@@ -485,7 +487,8 @@ where
 }
 
 /// Runs the job and answers, watching meanwhile for the runner going away. A streamed
-/// job's output goes to the channel as it comes, before the answer.
+/// job's output and its program's tool calls go to the channel as they come, before the
+/// answer, and the calls' answers are read from it meanwhile.
 fn answer<C, W>(channel: &mut C, job: &Job, worker: &mut W) -> Result<(), AgentError>
 where
     C: Read + Write + AsFd,

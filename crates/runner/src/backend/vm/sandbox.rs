@@ -12,6 +12,7 @@ use crate::backend::cgroup::Cgroup;
 use crate::backend::channel;
 use crate::backend::RunOutcome;
 use crate::languages::Language;
+use crate::live::LiveOutput;
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::process::ProcessRequest;
 use std::fs;
@@ -192,11 +193,16 @@ impl VmSandbox {
             .join(" | ")
     }
 
-    /// Sends the job and waits for the result. The VM is spent: destroy must follow. Its
-    /// output is not streamed (the guest's init relays none before the answer).
-    pub async fn run(&mut self, job: Job) -> Result<RunOutcome, VmError> {
+    /// Sends the job and waits for the result, its output sent to `live` as it comes
+    /// (the guest's init relays the agent's frames while the job runs). The VM is spent:
+    /// destroy must follow.
+    pub async fn run(
+        &mut self,
+        job: Job,
+        live: Option<&LiveOutput>,
+    ) -> Result<RunOutcome, VmError> {
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
-        let job = channel::run_job(channel, &job, REPORT_GRACE, None).await?;
+        let job = channel::run_job(channel, &job, REPORT_GRACE, live).await?;
         // The agent is alone in its kernel: its count of OOM kills is exact.
         let oom_killed = job.oom_killed.unwrap_or(false);
         Ok(RunOutcome {
