@@ -114,6 +114,9 @@ def main() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
+    # Listening before the port is printed: a client may connect at once (uvicorn's own
+    # listen() on the same socket changes nothing).
+    sock.listen(128)
     app = secured(server.streamable_http_app(), args.secret)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     print(f"tracker listening on {sock.getsockname()[1]}", flush=True)

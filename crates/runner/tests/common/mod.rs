@@ -5,6 +5,7 @@
 
 pub mod index;
 pub mod programs;
+pub mod tools;
 
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};

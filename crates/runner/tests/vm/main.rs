@@ -12,6 +12,7 @@ mod packages;
 mod pause;
 mod save;
 mod sessions;
+mod tools;
 
 use common::programs::{
     broken, forever, hello, hog, start_in_background, BUSY_PAIR, COMPILED, LANGUAGES,
