@@ -39,6 +39,7 @@
 //! ```
 
 pub mod catalog;
+pub mod code_tools;
 pub mod config;
 pub mod handle;
 pub mod health;
@@ -56,11 +57,13 @@ pub mod sandbox_args;
 pub mod sandbox_call;
 pub mod sandbox_report;
 pub mod sandbox_tools;
+pub mod search_tool;
 pub mod server;
 pub mod snapshot_report;
 pub mod snapshot_tools;
 pub mod stdio;
 pub mod tools;
+pub mod upstreams;
 pub mod wording;
 
 mod accept;

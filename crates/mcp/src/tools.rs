@@ -31,17 +31,21 @@ pub enum ToolKind {
     Process(ProcessTool),
     /// One of the tools that pause, snapshot and fork sandboxes.
     Snapshot(SnapshotTool),
+    /// `search_tools` (where upstreams are configured).
+    SearchTools,
 }
 
 impl ToolKind {
     /// The tool a name stands for, among the run tools of `languages`, the sandbox tools,
-    /// the tools that pause, snapshot and fork them, and the process tools.
+    /// the tools that pause, snapshot and fork them, the process tools and
+    /// `search_tools`.
     pub fn of(name: &str, languages: &[LanguageInfo]) -> Option<Self> {
         lang_of(name, languages)
             .map(ToolKind::Run)
             .or_else(|| SandboxTool::of(name).map(ToolKind::Sandbox))
             .or_else(|| SnapshotTool::of(name).map(ToolKind::Snapshot))
             .or_else(|| ProcessTool::of(name).map(ToolKind::Process))
+            .or_else(|| (name == crate::search_tool::NAME).then_some(ToolKind::SearchTools))
     }
 }
 
@@ -450,6 +454,10 @@ mod tests {
             let kind = ToolKind::of(tool.name(), &languages);
             assert_eq!(kind, Some(ToolKind::Snapshot(tool)));
         }
+        assert_eq!(
+            ToolKind::of("search_tools", &languages),
+            Some(ToolKind::SearchTools)
+        );
         assert_eq!(lang_of("run_ruby", &languages), None);
         assert_eq!(ToolKind::of("run_ruby", &languages), None);
         let ruby = [info("ruby", None, "ruby main.rb")];
