@@ -3,6 +3,9 @@
 //! bounded), and when the connection drops or cannot be made, try again with backoff,
 //! for as long as sandbox-mcp runs. Meanwhile its tools are absent.
 //!
+//! An upstream that says its tool list changed (`notifications/tools/list_changed`) is
+//! listed again.
+//!
 //! A child process gets an environment built from an empty one (PATH and HOME alone:
 //! never sandbox-mcp's token or secrets), starts in the file's folder, has its stderr
 //! copied to the log line by line, and is killed when its connection is dropped (when it
@@ -14,11 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{PaginatedRequestParams, Tool};
-use rmcp::service::RunningService;
+use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{Peer, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use tokio::io::AsyncReadExt;
+use tokio::sync::Notify;
 
 use super::config::{Transport, UpstreamConfig};
 use super::listed::{allowed, AllowedTool};
@@ -42,7 +46,23 @@ const MAX_LOG_LINE_BYTES: usize = 2048;
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// A client of one upstream.
-type Service = RunningService<RoleClient, ()>;
+type Service = RunningService<RoleClient, Listener>;
+
+/// Hears an upstream's notifications: a changed tool list is to be listed again.
+#[derive(Debug, Clone, Default)]
+struct Listener {
+    tools_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Listener {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.tools_changed.notify_one();
+        std::future::ready(())
+    }
+}
 
 /// Why an upstream could not be connected.
 #[derive(Debug, thiserror::Error)]
@@ -81,11 +101,10 @@ pub(super) async fn keep(upstream: Arc<Upstream>, first: tokio::sync::oneshot::S
         match connected {
             Ok((service, tools)) => {
                 tracing::info!(server = %name, tools = tools.len(), "upstream connected");
-                let live = Live {
+                upstream.set_live(Some(Live {
                     peer: service.peer().clone(),
                     tools: tools.into(),
-                };
-                upstream.set_live(Some(live));
+                }));
                 first.take().map(|f| f.send(()));
                 backoff = MIN_BACKOFF;
                 watch(service, &upstream).await;
@@ -103,16 +122,33 @@ pub(super) async fn keep(upstream: Arc<Upstream>, first: tokio::sync::oneshot::S
     }
 }
 
-/// Waits until the connection ends, or a call found it broken (then ends it).
+/// Waits until the connection ends, or a call found it broken (then ends it); lists the
+/// tools again whenever the upstream says they changed.
 async fn watch(service: Service, upstream: &Upstream) {
+    let peer = service.peer().clone();
+    let changed = service.service().tools_changed.clone();
     let stop = service.cancellation_token();
     let ended = service.waiting();
     tokio::pin!(ended);
-    tokio::select! {
-        _ = &mut ended => {}
-        () = upstream.broken.notified() => {
-            stop.cancel();
-            let _ = ended.await;
+    loop {
+        tokio::select! {
+            _ = &mut ended => return,
+            () = upstream.broken.notified() => {
+                stop.cancel();
+                let _ = ended.await;
+                return;
+            }
+            () = changed.notified() => {
+                let listed = tokio::time::timeout(CONNECT_TIMEOUT, list_tools(&peer)).await;
+                match listed.unwrap_or(Err(LinkError::TimedOut)) {
+                    Ok(listed) => {
+                        let tools = allowed(&listed, &upstream.config.allow, MAX_TOOLS);
+                        tracing::info!(server = %upstream.config.name, tools = tools.len(), "upstream tools changed");
+                        upstream.set_live(Some(Live { peer: peer.clone(), tools: tools.into() }));
+                    }
+                    Err(error) => tracing::warn!(server = %upstream.config.name, %error, "upstream tools changed but cannot be listed: keeping the last list"),
+                }
+            }
         }
     }
 }
@@ -128,19 +164,30 @@ async fn connect(config: &UpstreamConfig) -> Result<(Service, Vec<AllowedTool>),
                     .max_json_response_size(MAX_RESPONSE_BYTES)
                     .max_sse_event_size(MAX_RESPONSE_BYTES),
             );
-            ().serve(transport)
+            Listener::default()
+                .serve(transport)
                 .await
-                .map_err(|e| LinkError::Handshake(e.to_string()))?
+                .map_err(|e| LinkError::Handshake(root_cause(&e)))?
         }
         Transport::Stdio { command, dir } => {
             let transport = spawn(&config.name, command, dir)?;
-            ().serve(transport)
+            Listener::default()
+                .serve(transport)
                 .await
-                .map_err(|e| LinkError::Handshake(e.to_string()))?
+                .map_err(|e| LinkError::Handshake(root_cause(&e)))?
         }
     };
     let listed = list_tools(service.peer()).await?;
     Ok((service, allowed(&listed, &config.allow, MAX_TOOLS)))
+}
+
+/// The last cause of `error`'s chain ("Connection refused"): the part people act on.
+fn root_cause(error: &dyn std::error::Error) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// Every page of `tools/list`, within [`MAX_PAGES`].
@@ -152,7 +199,7 @@ async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, LinkError> {
         let page = peer
             .list_tools(Some(params))
             .await
-            .map_err(|e| LinkError::List(e.to_string()))?;
+            .map_err(|e| LinkError::List(root_cause(&e)))?;
         tools.extend(page.tools);
         cursor = page.next_cursor;
         if cursor.is_none() {
