@@ -47,7 +47,10 @@ async fn search(client: &Client, arguments: Value) -> (String, Value) {
         .await
         .expect("search_tools");
     assert_eq!(result.is_error, Some(false), "{}", text(&result));
-    let structured = result.structured_content.clone().expect("structuredContent");
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
     (text(&result), structured)
 }
 
@@ -84,7 +87,10 @@ async fn search_tools_shows_the_allowed_tools_as_stubs_and_no_secret() {
         is_up(u, "tracker") && is_up(u, "everything")
     })
     .await;
-    assert!(is_up(&upstreams, "tracker") && is_up(&upstreams, "everything"), "{upstreams}");
+    assert!(
+        is_up(&upstreams, "tracker") && is_up(&upstreams, "everything"),
+        "{upstreams}"
+    );
     let client = connect(&server, &server.token).await.expect("initialize");
 
     let tools = listed(&client).await;
@@ -99,7 +105,10 @@ async fn search_tools_shows_the_allowed_tools_as_stubs_and_no_secret() {
     assert!(!description(&tools, "run_bash").contains("`tools` module"));
 
     let (all, structured) = search(&client, json!({})).await;
-    assert_eq!(names(&structured, "tracker"), ["search_issues", "get_issue"]);
+    assert_eq!(
+        names(&structured, "tracker"),
+        ["search_issues", "get_issue"]
+    );
     assert_eq!(names(&structured, "everything"), ["echo", "get-sum"]);
     for needle in [
         "def search_issues(*, query: str, limit: int = ...) -> Any:",
@@ -109,7 +118,10 @@ async fn search_tools_shows_the_allowed_tools_as_stubs_and_no_secret() {
     ] {
         assert!(all.contains(needle), "{needle:?} missing from {all}");
     }
-    assert!(!all.contains("delete_issue"), "a tool outside allow is listed: {all}");
+    assert!(
+        !all.contains("delete_issue"),
+        "a tool outside allow is listed: {all}"
+    );
 
     let (_, only_sum) = search(&client, json!({"query": "sum"})).await;
     assert_eq!(names(&only_sum, "everything"), ["get-sum"]);
@@ -125,7 +137,10 @@ async fn search_tools_shows_the_allowed_tools_as_stubs_and_no_secret() {
         .text()
         .await
         .expect("metrics");
-    assert!(metrics.contains("sandbox_mcp_upstream_up{server=\"tracker\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("sandbox_mcp_upstream_up{server=\"tracker\"} 1"),
+        "{metrics}"
+    );
     assert!(!metrics.contains(SECRET));
     let _ = client.cancel().await;
 }
@@ -158,7 +173,10 @@ async fn without_upstreams_nothing_of_it_is_visible() {
 
 /// Starts sandbox-mcp with `file` as MCP_UPSTREAMS; it must refuse to start. Its stderr.
 fn refused_start(file: &std::path::Path) -> String {
-    let mut command = common::mcp_command(&[("MCP_UPSTREAMS", file.to_str().expect("a path"))], "t0123456789abcdef");
+    let mut command = common::mcp_command(
+        &[("MCP_UPSTREAMS", file.to_str().expect("a path"))],
+        "t0123456789abcdef",
+    );
     let output = command
         .stdin(std::process::Stdio::null())
         .output()
@@ -173,15 +191,30 @@ fn a_bad_file_stops_the_start_naming_the_file_and_the_entry() {
     let dir = tempfile::tempdir().expect("a folder");
     let good = tracker_entry("http://127.0.0.1:9/mcp", r#"["*"]"#, "");
     let cases = [
-        (good.clone() + "env = { A = \"1\" }\n", "unknown field `env`"),
-        (good.clone() + &good, "server #2 (\"tracker\"): the name is given twice"),
-        (tracker_entry("http://127.0.0.1:9/mcp", "[]", ""), "allow lists no tool"),
+        (
+            good.clone() + "env = { A = \"1\" }\n",
+            "unknown field `env`",
+        ),
+        (
+            good.clone() + &good,
+            "server #2 (\"tracker\"): the name is given twice",
+        ),
+        (
+            tracker_entry("http://127.0.0.1:9/mcp", "[]", ""),
+            "allow lists no tool",
+        ),
         (
             good.replace("url =", "command = [\"node\"]\nurl ="),
             "give url or command, not both",
         ),
-        (good.replace("\"tracker\"", "\"my-tracker\""), "name is not an identifier"),
-        (good.replace("allow = [\"*\"]", "allow = [\"*\"]\nmax_calls_per_run = 0"), "max_calls_per_run = 0"),
+        (
+            good.replace("\"tracker\"", "\"my-tracker\""),
+            "name is not an identifier",
+        ),
+        (
+            good.replace("allow = [\"*\"]", "allow = [\"*\"]\nmax_calls_per_run = 0"),
+            "max_calls_per_run = 0",
+        ),
     ];
     for (text, needle) in cases {
         let file = dir.path().join("upstreams.toml");
@@ -207,7 +240,10 @@ async fn an_upstream_down_at_start_joins_when_it_answers() {
     let server = start_mcp(&[("MCP_UPSTREAMS", file.to_str().expect("a path"))]);
     let client = connect(&server, &server.token).await.expect("initialize");
     let tools = listed(&client).await;
-    assert!(description(&tools, "run_python").contains("`tracker`"), "named while down");
+    assert!(
+        description(&tools, "run_python").contains("`tracker`"),
+        "named while down"
+    );
     let (text, structured) = search(&client, json!({})).await;
     assert!(text.contains("Server tracker is unreachable now"), "{text}");
     assert_eq!(structured["servers"][0]["up"], false);
@@ -248,7 +284,10 @@ async fn a_stdio_upstream_is_started_clean_restarted_when_it_dies_and_stopped_wi
     let file = upstreams_file(dir.path(), &[everything_entry(r#"["echo"]"#)]);
     let mut server = start_mcp(&[
         ("MCP_UPSTREAMS", file.to_str().expect("a path")),
-        ("SANDBOX_HANDLE_KEY", "a-handle-key-that-is-long-enough-0123456789"),
+        (
+            "SANDBOX_HANDLE_KEY",
+            "a-handle-key-that-is-long-enough-0123456789",
+        ),
     ]);
     let upstreams = until_upstreams(server.base(), CONNECTED, |u| is_up(u, "everything")).await;
     assert!(is_up(&upstreams, "everything"), "{upstreams}");
@@ -261,7 +300,13 @@ async fn a_stdio_upstream_is_started_clean_restarted_when_it_dies_and_stopped_wi
     let mut names: Vec<String> = environ
         .split(|b| *b == 0)
         .filter(|v| !v.is_empty())
-        .map(|v| String::from_utf8_lossy(v).split('=').next().unwrap_or_default().to_owned())
+        .map(|v| {
+            String::from_utf8_lossy(v)
+                .split('=')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect();
     names.sort();
     assert_eq!(names, ["HOME", "PATH"], "{names:?}");
@@ -279,20 +324,29 @@ async fn a_stdio_upstream_is_started_clean_restarted_when_it_dies_and_stopped_wi
         if !now.is_empty() && now != first && is_up(&upstreams, "everything") {
             break now;
         }
-        assert!(std::time::Instant::now() < deadline, "not restarted: {now:?} {upstreams}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not restarted: {now:?} {upstreams}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
 
     // Stopped with the server.
     nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
-    assert!(server.wait_for_exit(Duration::from_secs(40)).is_some(), "sandbox-mcp did not stop");
+    assert!(
+        server.wait_for_exit(Duration::from_secs(40)).is_some(),
+        "sandbox-mcp did not stop"
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while std::path::Path::new(&format!("/proc/{}", again[0])).exists() {
         let state = std::fs::read_to_string(format!("/proc/{}/stat", again[0])).unwrap_or_default();
         if state.contains(") Z ") {
             break; // a zombie: dead, waiting for its reaper
         }
-        assert!(std::time::Instant::now() < deadline, "the child outlived sandbox-mcp");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child outlived sandbox-mcp"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -36,9 +36,7 @@ fn cache() -> PathBuf {
 
 /// Runs `command`, which must succeed.
 fn must(command: &mut Command, what: &str) {
-    let status = command
-        .status()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let status = command.status().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(status.success(), "{what}: {status}");
 }
 
@@ -83,7 +81,13 @@ pub fn python() -> PathBuf {
                     .join("../../tests/mcp-clients/python/constraints.txt");
                 must(
                     Command::new(dir.join("bin/pip"))
-                        .args(["install", "-q", "--disable-pip-version-check", "mcp==2.3.0", "-c"])
+                        .args([
+                            "install",
+                            "-q",
+                            "--disable-pip-version-check",
+                            "mcp==2.3.0",
+                            "-c",
+                        ])
                         .arg(constraints),
                     "pip install mcp",
                 );
@@ -102,19 +106,23 @@ pub fn everything() -> PathBuf {
             let index = |dir: &Path| {
                 dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
             };
-            once_into(&dir, |d| index(d).exists(), |building| {
-                std::fs::create_dir_all(building).expect("a folder for npm");
-                for file in ["package.json", "package-lock.json"] {
-                    std::fs::copy(here().join("everything").join(file), building.join(file))
-                        .expect("the package files");
-                }
-                must(
-                    Command::new("npm")
-                        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                        .current_dir(building),
-                    "npm ci",
-                );
-            });
+            once_into(
+                &dir,
+                |d| index(d).exists(),
+                |building| {
+                    std::fs::create_dir_all(building).expect("a folder for npm");
+                    for file in ["package.json", "package-lock.json"] {
+                        std::fs::copy(here().join("everything").join(file), building.join(file))
+                            .expect("the package files");
+                    }
+                    must(
+                        Command::new("npm")
+                            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                            .current_dir(building),
+                        "npm ci",
+                    );
+                },
+            );
             index(&dir)
         })
         .clone()
@@ -214,7 +222,11 @@ pub fn everything_entry(allow: &str) -> String {
 
 /// Waits until `GET {base}/health` shows the upstreams `wanted` says, for at most `limit`;
 /// the last `upstreams` seen.
-pub async fn until_upstreams(base: &str, limit: Duration, wanted: impl Fn(&Value) -> bool) -> Value {
+pub async fn until_upstreams(
+    base: &str,
+    limit: Duration,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + limit;
     loop {
         let health: Value = reqwest::get(format!("{base}/health"))

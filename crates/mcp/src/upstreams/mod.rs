@@ -267,6 +267,9 @@ impl Upstreams {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 /// Waits for every receiver (a dropped sender counts as heard).
 async fn futures_join(receivers: Vec<tokio::sync::oneshot::Receiver<()>>) {
     for receiver in receivers {

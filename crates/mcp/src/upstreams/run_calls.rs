@@ -115,6 +115,19 @@ impl RunCalls {
     }
 }
 
+impl RunCalls {
+    /// How many calls have their answer.
+    #[cfg(test)]
+    pub(crate) fn answered(&self) -> usize {
+        self.shared
+            .lock()
+            .slots
+            .iter()
+            .filter(|s| s.ended.is_some())
+            .count()
+    }
+}
+
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
