@@ -17,7 +17,8 @@ use std::time::Duration;
 use common::{connect, start_mcp, text, tool, Client, Server};
 use serde_json::{json, Value};
 use upstreams::{
-    everything_entry, is_up, tracker_entry, until_upstreams, upstreams_file, Tracker, SECRET,
+    everything_entry, is_up, tracker_entry, until_both_up, until_upstreams, upstreams_file,
+    Tracker, SECRET,
 };
 
 /// How long an upstream may take to be connected (the reference server starts node).
@@ -83,14 +84,7 @@ async fn search_tools_shows_the_allowed_tools_as_stubs_and_no_secret() {
     let tracker = Tracker::start();
     let dir = tempfile::tempdir().expect("a folder");
     let server = serve_both(&tracker, dir.path());
-    let upstreams = until_upstreams(server.base(), CONNECTED, |u| {
-        is_up(u, "tracker") && is_up(u, "everything")
-    })
-    .await;
-    assert!(
-        is_up(&upstreams, "tracker") && is_up(&upstreams, "everything"),
-        "{upstreams}"
-    );
+    until_both_up(server.base()).await;
     let client = connect(&server, &server.token).await.expect("initialize");
 
     let tools = listed(&client).await;

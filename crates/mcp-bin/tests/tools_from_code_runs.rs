@@ -20,9 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::{call, call_ok, connect, start_mcp, start_runner, text, tool, Client, Server};
 use serde_json::{json, Value};
-use upstreams::{
-    everything_entry, is_up, tracker_entry, until_upstreams, upstreams_file, Tracker, SECRET,
-};
+use upstreams::{everything_entry, tracker_entry, until_both_up, upstreams_file, Tracker, SECRET};
 
 /// How long the upstreams may take to be connected.
 const CONNECTED: Duration = Duration::from_secs(30);
@@ -57,14 +55,7 @@ async fn setup(tracker_extra: &str) -> Setup {
         ("SANDBOX_RUNNER_TOKEN", runner.token.as_str()),
         ("MCP_UPSTREAMS", file.to_str().expect("a path")),
     ]);
-    let upstreams = until_upstreams(server.base(), CONNECTED, |u| {
-        is_up(u, "tracker") && is_up(u, "everything")
-    })
-    .await;
-    assert!(
-        is_up(&upstreams, "tracker") && is_up(&upstreams, "everything"),
-        "{upstreams}"
-    );
+    until_both_up(server.base()).await;
     let client = connect(&server, &server.token).await.expect("initialize");
     Setup {
         _runner: runner,

@@ -226,18 +226,12 @@ fn text(found: &[FoundServer], matched: usize, shown: usize, query: Option<&str>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstreams::listed::listed_tool;
     use serde_json::json;
 
     fn tool(name: &str, description: &str) -> AllowedTool {
         let schema = json!({"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]});
-        let Value::Object(schema) = schema else {
-            panic!("an object");
-        };
-        AllowedTool::new(&Tool::new(
-            name.to_owned(),
-            description.to_owned(),
-            Arc::new(schema),
-        ))
+        AllowedTool::new(&listed_tool(name, description, schema))
     }
 
     fn servers() -> Vec<ServerTools> {

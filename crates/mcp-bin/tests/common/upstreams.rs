@@ -251,3 +251,15 @@ pub fn is_up(upstreams: &Value, name: &str) -> bool {
         .flatten()
         .any(|u| u["name"] == name && u["up"] == true && u["tools"].as_u64() > Some(0))
 }
+
+/// Waits until the server at `base` has the tracker and the reference server connected.
+pub async fn until_both_up(base: &str) {
+    let upstreams = until_upstreams(base, Duration::from_secs(30), |u| {
+        is_up(u, "tracker") && is_up(u, "everything")
+    })
+    .await;
+    assert!(
+        is_up(&upstreams, "tracker") && is_up(&upstreams, "everything"),
+        "{upstreams}"
+    );
+}

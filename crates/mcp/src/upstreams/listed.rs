@@ -126,20 +126,23 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
     format!("{}...", &text[..end])
 }
 
+/// A tool as an upstream lists it, for tests: `name`, described as `description`,
+/// whose input schema is `schema` (an object).
+#[cfg(test)]
+pub(crate) fn listed_tool(name: &str, description: &str, schema: Value) -> Tool {
+    let Value::Object(schema) = schema else {
+        panic!("a schema is an object");
+    };
+    Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     fn tool(name: &str, schema: Value) -> Tool {
-        let Value::Object(schema) = schema else {
-            panic!("an object");
-        };
-        Tool::new(
-            name.to_owned(),
-            format!("{name} does things"),
-            Arc::new(schema),
-        )
+        listed_tool(name, &format!("{name} does things"), schema)
     }
 
     fn search() -> AllowedTool {

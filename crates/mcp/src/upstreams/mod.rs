@@ -19,7 +19,7 @@ mod answer;
 pub mod config;
 pub mod glob;
 mod link;
-mod listed;
+pub(crate) mod listed;
 mod metrics;
 pub mod run_calls;
 pub mod stubs;

@@ -309,21 +309,12 @@ fn union(alternatives: impl Iterator<Item = String>, none: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use rmcp::model::Tool;
+    use crate::upstreams::listed::listed_tool;
     use serde_json::json;
 
     fn tool(name: &str, description: &str, schema: Value) -> AllowedTool {
-        let Value::Object(schema) = schema else {
-            panic!("an object");
-        };
-        AllowedTool::new(&Tool::new(
-            name.to_owned(),
-            description.to_owned(),
-            Arc::new(schema),
-        ))
+        AllowedTool::new(&listed_tool(name, description, schema))
     }
 
     fn search() -> AllowedTool {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::UpstreamsConfig;
 use super::link::Live;
-use super::listed::allowed;
+use super::listed::{allowed, listed_tool};
 use super::run_calls::RunCalls;
 use super::{Outcome, Upstreams};
 use crate::runner_client::{RunnerClient, ToolCallSink};
@@ -33,14 +33,7 @@ struct Tracker {
 }
 
 fn tool(name: &str, schema: Value) -> Tool {
-    let Value::Object(schema) = schema else {
-        panic!("an object");
-    };
-    Tool::new(
-        name.to_owned(),
-        format!("{name} for tests"),
-        Arc::new(schema),
-    )
+    listed_tool(name, &format!("{name} for tests"), schema)
 }
 
 fn listed() -> Vec<Tool> {
