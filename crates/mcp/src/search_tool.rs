@@ -12,11 +12,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::schema::object;
-use crate::tools::ArgsError;
+use crate::tools::{ArgsError, SEARCH_TOOLS};
 use crate::upstreams::{stubs, AllowedTool, ServerTools};
 
-/// The tool's name.
-pub const NAME: &str = "search_tools";
 /// The most tools one answer lists.
 pub const MAX_RESULTS: usize = 40;
 /// The longest query read, in bytes.
@@ -44,7 +42,7 @@ pub fn definition(servers: &[String]) -> Tool {
             },
         },
     }));
-    let mut tool = Tool::new(NAME, description, input);
+    let mut tool = Tool::new(SEARCH_TOOLS, description, input);
     tool.title = Some("Search the tools programs can call".into());
     tool.output_schema = Some(output_schema());
     tool.annotations = Some(

@@ -45,9 +45,12 @@ impl ToolKind {
             .or_else(|| SandboxTool::of(name).map(ToolKind::Sandbox))
             .or_else(|| SnapshotTool::of(name).map(ToolKind::Snapshot))
             .or_else(|| ProcessTool::of(name).map(ToolKind::Process))
-            .or_else(|| (name == crate::search_tool::NAME).then_some(ToolKind::SearchTools))
+            .or_else(|| (name == SEARCH_TOOLS).then_some(ToolKind::SearchTools))
     }
 }
+
+/// The name of `search_tools` (see [`crate::search_tool`]).
+pub const SEARCH_TOOLS: &str = "search_tools";
 
 /// The tool's name for a language.
 pub fn tool_name(lang: &Lang) -> String {
