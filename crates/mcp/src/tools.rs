@@ -37,8 +37,7 @@ pub enum ToolKind {
 
 impl ToolKind {
     /// The tool a name stands for, among the run tools of `languages`, the sandbox tools,
-    /// the tools that pause, snapshot and fork them, the process tools and
-    /// `search_tools`.
+    /// the tools that pause, snapshot and fork them, the process tools and search_tools.
     pub fn of(name: &str, languages: &[LanguageInfo]) -> Option<Self> {
         lang_of(name, languages)
             .map(ToolKind::Run)
@@ -457,10 +456,8 @@ mod tests {
             let kind = ToolKind::of(tool.name(), &languages);
             assert_eq!(kind, Some(ToolKind::Snapshot(tool)));
         }
-        assert_eq!(
-            ToolKind::of("search_tools", &languages),
-            Some(ToolKind::SearchTools)
-        );
+        let search = ToolKind::of(SEARCH_TOOLS, &languages);
+        assert_eq!(search, Some(ToolKind::SearchTools));
         assert_eq!(lang_of("run_ruby", &languages), None);
         assert_eq!(ToolKind::of("run_ruby", &languages), None);
         let ruby = [info("ruby", None, "ruby main.rb")];
