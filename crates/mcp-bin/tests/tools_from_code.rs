@@ -223,7 +223,7 @@ fn a_bad_file_stops_the_start_naming_the_file_and_the_entry() {
 }
 
 #[tokio::test]
-async fn an_upstream_down_at_start_joins_when_it_answers() {
+async fn an_upstream_down_at_start_joins_when_it_answers_and_rejoins_after_it_dies() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -242,12 +242,21 @@ async fn an_upstream_down_at_start_joins_when_it_answers() {
     assert!(text.contains("Server tracker is unreachable now"), "{text}");
     assert_eq!(structured["servers"][0]["up"], false);
 
-    let tracker = Tracker::start_on(port);
+    let mut tracker = Tracker::start_on(port);
     let upstreams = until_upstreams(server.base(), CONNECTED, |u| is_up(u, "tracker")).await;
     assert!(is_up(&upstreams, "tracker"), "{upstreams}");
     let (_, structured) = search(&client, json!({})).await;
     assert_eq!(names(&structured, "tracker"), ["search_issues"]);
-    drop(tracker);
+
+    // It goes away: seen down (its ping fails), its tools absent; back, it is connected again.
+    tracker.stop();
+    let upstreams = until_upstreams(server.base(), CONNECTED, |u| !is_up(u, "tracker")).await;
+    assert!(!is_up(&upstreams, "tracker"), "{upstreams}");
+    let (_, structured) = search(&client, json!({})).await;
+    assert!(names(&structured, "tracker").is_empty());
+    let _tracker = Tracker::start_on(port);
+    let upstreams = until_upstreams(server.base(), CONNECTED, |u| is_up(u, "tracker")).await;
+    assert!(is_up(&upstreams, "tracker"), "{upstreams}");
     let _ = client.cancel().await;
 }
 

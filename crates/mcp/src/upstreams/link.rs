@@ -4,7 +4,9 @@
 //! for as long as sandbox-mcp runs. Meanwhile its tools are absent.
 //!
 //! An upstream that says its tool list changed (`notifications/tools/list_changed`) is
-//! listed again.
+//! listed again. A connected upstream is pinged every [`PING_EVERY`]: one that does not
+//! answer within [`PING_TIMEOUT`] (a Streamable HTTP server that went away shows no other
+//! sign until a call) is taken for down and connected again.
 //!
 //! A child process gets an environment built from an empty one (PATH and HOME alone:
 //! never sandbox-mcp's token or secrets), starts in the file's folder, has its stderr
@@ -16,7 +18,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{PaginatedRequestParams, Tool};
+use rmcp::model::{ClientRequest, PaginatedRequestParams, PingRequest, Tool};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -28,6 +30,10 @@ use super::config::{Transport, UpstreamConfig};
 use super::listed::{allowed, AllowedTool};
 use super::Upstream;
 
+/// Between two pings of a connected upstream.
+const PING_EVERY: Duration = Duration::from_secs(5);
+/// How long a ping may take before the upstream counts as down.
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long connecting and listing the tools may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first pause before trying again; it doubles up to [`MAX_BACKOFF`].
@@ -130,6 +136,7 @@ async fn watch(service: Service, upstream: &Upstream) {
     let stop = service.cancellation_token();
     let ended = service.waiting();
     tokio::pin!(ended);
+    let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
     loop {
         tokio::select! {
             _ = &mut ended => return,
@@ -137,6 +144,14 @@ async fn watch(service: Service, upstream: &Upstream) {
                 stop.cancel();
                 let _ = ended.await;
                 return;
+            }
+            _ = pings.tick() => {
+                if let Err(why) = ping(&peer).await {
+                    tracing::warn!(server = %upstream.config.name, %why, "upstream does not answer its ping");
+                    stop.cancel();
+                    let _ = ended.await;
+                    return;
+                }
             }
             () = changed.notified() => {
                 let listed = tokio::time::timeout(CONNECT_TIMEOUT, list_tools(&peer)).await;
@@ -150,6 +165,19 @@ async fn watch(service: Service, upstream: &Upstream) {
                 }
             }
         }
+    }
+}
+
+/// Pings `peer` once, within [`PING_TIMEOUT`].
+async fn ping(peer: &Peer<RoleClient>) -> Result<(), String> {
+    let request = ClientRequest::PingRequest(PingRequest {
+        method: Default::default(),
+        extensions: Default::default(),
+    });
+    match tokio::time::timeout(PING_TIMEOUT, peer.send_request(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(root_cause(&error)),
+        Err(_) => Err(format!("no answer within {} s", PING_TIMEOUT.as_secs())),
     }
 }
 
