@@ -16,6 +16,7 @@ use crate::sandbox_call::SandboxCall;
 use crate::sandbox_tools::SandboxTool;
 use crate::snapshot_tools::SnapshotTool;
 use crate::tools;
+use crate::{code_tools, search_tool};
 
 /// How often the runner's limits are asked for again.
 pub const REFRESH: Duration = Duration::from_secs(10);
@@ -134,6 +135,18 @@ impl Catalog {
     /// The tools, as `tools/list` shows them.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
+    }
+
+    /// The tools for programs that can call the tools of upstream `servers`: the run
+    /// tools of Python, TypeScript and Node say so ([`code_tools`]), and `search_tools`
+    /// lists them. Unchanged without servers, or with execution turned off.
+    pub fn with_code_tools(mut self, servers: &[String]) -> Self {
+        if servers.is_empty() || self.tools.is_empty() {
+            return self;
+        }
+        code_tools::describe(&mut self.tools, servers);
+        self.tools.push(search_tool::definition(servers));
+        self
     }
 }
 

@@ -1,7 +1,9 @@
-//! `GET /health`: whether this server is up and how its runners are doing; and
-//! `GET /metrics`: the runners' numbers in Prometheus's text format. No auth on either, so
-//! both only read what the background poll saw: neither sends anything to a runner, and
-//! runners are named by their URL without user name or password.
+//! `GET /health`: whether this server is up and how its runners (and upstreams, where
+//! configured) are doing; and `GET /metrics`: the runners' numbers, and the calls of
+//! upstream tools made from code, in Prometheus's text format. No auth on either, so
+//! both only read what the background poll saw: neither sends anything to a runner or
+//! an upstream, runners are named by their URL without user name or password, and
+//! upstreams by their name alone.
 
 use std::fmt::Write as _;
 
@@ -13,6 +15,7 @@ use serde::Serialize;
 
 use crate::runner_client::{MemberReport, MemberState};
 use crate::server::SandboxServer;
+use crate::upstreams::{CallCount, Upstreams};
 
 /// The answer of `GET /health`.
 #[derive(Debug, Serialize)]
@@ -28,8 +31,35 @@ pub struct HealthReport {
     /// The runners (one per address of a name with several), and their state at the last
     /// poll.
     pub runners: Vec<MemberReport>,
+    /// The upstreams whose tools programs call, where configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstreams: Option<Vec<UpstreamReport>>,
     /// This server's version.
     pub version: &'static str,
+}
+
+/// One upstream in `GET /health`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamReport {
+    /// Its name.
+    pub name: String,
+    /// Whether it is connected now.
+    pub up: bool,
+    /// How many of its tools programs may call now.
+    pub tools: usize,
+}
+
+fn upstream_reports(upstreams: &Upstreams) -> Vec<UpstreamReport> {
+    upstreams
+        .tools()
+        .into_iter()
+        .map(|s| UpstreamReport {
+            tools: s.tools.len(),
+            name: s.name,
+            up: s.up,
+        })
+        .collect()
 }
 
 /// Reports what the background poll last saw
@@ -50,18 +80,67 @@ pub(crate) async fn health(State(server): State<SandboxServer>) -> Json<HealthRe
         runner_configured: configured,
         runner_reachable: reachable,
         runners,
+        upstreams: server.upstreams().map(upstream_reports),
         version: env!("CARGO_PKG_VERSION"),
     })
 }
 
 /// `GET /metrics`: per runner, calls, failures, retries, calls in flight and whether it
-/// is up.
+/// is up; where upstreams are configured, per upstream whether it is up, and the calls of
+/// its tools made from code by tool and outcome.
 pub(crate) async fn metrics(State(server): State<SandboxServer>) -> impl IntoResponse {
     let reports = server.runner().map(|r| r.reports()).unwrap_or_default();
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        render(&reports),
-    )
+    let mut text = render(&reports);
+    if let Some(upstreams) = server.upstreams() {
+        text.push_str(&render_upstreams(
+            &upstream_reports(upstreams),
+            &upstreams.counts(),
+        ));
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// The Prometheus text of the upstreams and their calls.
+fn render_upstreams(upstreams: &[UpstreamReport], calls: &[CallCount]) -> String {
+    let mut out = String::new();
+    let name = "sandbox_mcp_upstream_up";
+    let _ = writeln!(
+        out,
+        "# HELP {name} 1 when sandbox-mcp is connected to the upstream MCP server.\n# TYPE {name} gauge"
+    );
+    for upstream in upstreams {
+        let _ = writeln!(
+            out,
+            "{name}{{server=\"{}\"}} {}",
+            upstream.name,
+            u8::from(upstream.up)
+        );
+    }
+    let name = "sandbox_mcp_upstream_calls_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Calls of upstream tools made from code, by server, tool and outcome \
+         (ok, error, refused: never sent, timeout).\n# TYPE {name} counter"
+    );
+    for call in calls {
+        let _ = writeln!(
+            out,
+            "{name}{{server=\"{}\",tool=\"{}\",outcome=\"{}\"}} {}",
+            escaped(&call.server),
+            escaped(&call.tool),
+            call.outcome.as_str(),
+            call.calls
+        );
+    }
+    out
+}
+
+/// A label value as Prometheus's text format writes it.
+fn escaped(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The Prometheus text of `reports`.

@@ -131,6 +131,7 @@ pub async fn serve(
     )?;
     let following = server.follow_runner_limits().await;
     let _stop_following = AbortOnDrop(following);
+    let _upstreams = server.start_upstreams().await;
     let sessions_end = CancellationToken::new();
     let in_flight = TaskTracker::new();
     let app = router(&config, server, sessions_end.clone(), in_flight.clone());
@@ -138,6 +139,7 @@ pub async fn serve(
         addr = ?listener.local_addr().ok(),
         runner = config.tools.runner.as_ref().map(|r| r.url().as_str()),
         exec_enabled = config.tools.exec_enabled,
+        upstreams = ?server_names(&config),
         default_timeout_ms = config.tools.default_timeout.map(|t| t.as_millis() as u64),
         allowed_origins = ?config.allowed_origins,
         allowed_hosts = ?config.allowed_hosts,
@@ -162,6 +164,16 @@ pub async fn serve(
         () = stopping => tracing::warn!("connections still open after shutdown: closing them"),
     }
     Ok(())
+}
+
+/// The upstreams' names, for the start's log line (never their addresses or headers).
+fn server_names(config: &McpConfig) -> Vec<String> {
+    config
+        .tools
+        .upstreams
+        .as_ref()
+        .map(|u| u.names())
+        .unwrap_or_default()
 }
 
 /// Waits for the POSTs in flight to be answered, for at most `grace`.

@@ -8,7 +8,11 @@
 //! `sandboxId` ([`handle`]) that any replica can serve, which can be paused, snapshotted
 //! and forked ([`snapshot_tools`]); and processes in them
 //! ([`process_tools`]): commands that keep running between calls, whose output is read
-//! as it comes, which can be fed input and signalled.
+//! as it comes, which can be fed input and signalled. Where the operator names upstream
+//! MCP servers (`MCP_UPSTREAMS`, [`upstreams`]), Python, TypeScript and Node programs call
+//! their allowed tools through a `tools` module: this crate is those servers' client, and
+//! answers each call a run's streamed answer carries ([`upstreams::run_calls`]);
+//! `search_tools` ([`search_tool`]) shows their signatures.
 //!
 //! It is not the sandbox: isolation, limits and the pool live in `sandbox-runner`, which
 //! this crate does not depend on (it speaks to a runner over HTTP, with the types of
@@ -39,6 +43,7 @@
 //! ```
 
 pub mod catalog;
+pub mod code_tools;
 pub mod config;
 pub mod handle;
 pub mod health;
@@ -56,11 +61,13 @@ pub mod sandbox_args;
 pub mod sandbox_call;
 pub mod sandbox_report;
 pub mod sandbox_tools;
+pub mod search_tool;
 pub mod server;
 pub mod snapshot_report;
 pub mod snapshot_tools;
 pub mod stdio;
 pub mod tools;
+pub mod upstreams;
 pub mod wording;
 
 mod accept;

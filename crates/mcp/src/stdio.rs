@@ -33,6 +33,7 @@ pub async fn serve_stdio(config: ToolConfig) -> Result<(), StdioError> {
     }
     let server = SandboxServer::new(&config, Callers::this_process()?)?;
     let _stop_following = crate::http::AbortOnDrop(server.follow_runner_limits().await);
+    let _upstreams = server.start_upstreams().await;
     tracing::info!(
         runner = config.runner.as_ref().map(|r| r.url().as_str()),
         exec_enabled = config.exec_enabled,

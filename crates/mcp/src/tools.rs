@@ -31,19 +31,25 @@ pub enum ToolKind {
     Process(ProcessTool),
     /// One of the tools that pause, snapshot and fork sandboxes.
     Snapshot(SnapshotTool),
+    /// `search_tools` (where upstreams are configured).
+    SearchTools,
 }
 
 impl ToolKind {
     /// The tool a name stands for, among the run tools of `languages`, the sandbox tools,
-    /// the tools that pause, snapshot and fork them, and the process tools.
+    /// the tools that pause, snapshot and fork them, the process tools and search_tools.
     pub fn of(name: &str, languages: &[LanguageInfo]) -> Option<Self> {
         lang_of(name, languages)
             .map(ToolKind::Run)
             .or_else(|| SandboxTool::of(name).map(ToolKind::Sandbox))
             .or_else(|| SnapshotTool::of(name).map(ToolKind::Snapshot))
             .or_else(|| ProcessTool::of(name).map(ToolKind::Process))
+            .or_else(|| (name == SEARCH_TOOLS).then_some(ToolKind::SearchTools))
     }
 }
+
+/// The name of `search_tools` (see [`crate::search_tool`]).
+pub const SEARCH_TOOLS: &str = "search_tools";
 
 /// The tool's name for a language.
 pub fn tool_name(lang: &Lang) -> String {
@@ -450,6 +456,8 @@ mod tests {
             let kind = ToolKind::of(tool.name(), &languages);
             assert_eq!(kind, Some(ToolKind::Snapshot(tool)));
         }
+        let search = ToolKind::of(SEARCH_TOOLS, &languages);
+        assert_eq!(search, Some(ToolKind::SearchTools));
         assert_eq!(lang_of("run_ruby", &languages), None);
         assert_eq!(ToolKind::of("run_ruby", &languages), None);
         let ruby = [info("ruby", None, "ruby main.rb")];

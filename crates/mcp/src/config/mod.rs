@@ -14,6 +14,7 @@ use crate::handle::HandleKey;
 use crate::origin::AllowedOrigin;
 pub use crate::origin::OriginPolicy;
 use crate::runner_target::{RunnerTarget, RunnerUrlError};
+use crate::upstreams::{UpstreamsConfig, UpstreamsError};
 
 /// The largest `/mcp` request body accepted by default, in bytes: room for a program at the
 /// runner's 1 MiB code cap even when JSON escaping makes it several times longer.
@@ -53,6 +54,9 @@ pub enum ConfigError {
         min = MIN_HANDLE_KEY_LEN
     )]
     WeakHandleKey(usize),
+    /// `MCP_UPSTREAMS` cannot be used.
+    #[error(transparent)]
+    Upstreams(#[from] UpstreamsError),
 }
 
 /// The shortest `SANDBOX_HANDLE_KEY` accepted.
@@ -130,6 +134,9 @@ pub struct ToolConfig {
     /// The key of sandbox ids from `SANDBOX_HANDLE_KEY`; without it, the key is drawn from
     /// the runner's token (see [`crate::handle`]).
     pub handle_key: Option<HandleKey>,
+    /// The MCP servers whose tools Python, TypeScript and Node programs may call
+    /// (`MCP_UPSTREAMS`); `None`: no tools from code, and nothing of them is visible.
+    pub upstreams: Option<UpstreamsConfig>,
 }
 
 impl Default for ToolConfig {
@@ -146,6 +153,7 @@ impl Default for ToolConfig {
             exec_enabled: true,
             failed_run_is_error: false,
             handle_key: None,
+            upstreams: None,
         }
     }
 }
@@ -191,7 +199,7 @@ impl McpConfig {
 }
 
 /// Every environment variable the command line reads.
-pub const ENV_VARS: [&str; 19] = [
+pub const ENV_VARS: [&str; 20] = [
     "MCP_AUTH_TOKEN",
     "MCP_HEADER_TIMEOUT_MS",
     "MCP_MAX_HEADER_BYTES",
@@ -210,6 +218,7 @@ pub const ENV_VARS: [&str; 19] = [
     "SANDBOX_TIMEOUT_MS",
     "SANDBOX_HANDLE_KEY",
     "FEATURE_SANDBOX_EXEC",
+    "MCP_UPSTREAMS",
     "RUST_LOG",
 ];
 
@@ -262,6 +271,11 @@ pub struct ToolArgs {
     /// flags are visible in `ps`.
     #[arg(long, env = "SANDBOX_HANDLE_KEY", hide_env_values = true)]
     pub handle_key: Option<String>,
+    /// A TOML file naming MCP servers whose allowed tools Python, TypeScript and Node
+    /// programs may call through a `tools` module (README: "Tools from code"); their
+    /// addresses and headers stay in this process.
+    #[arg(long, env = "MCP_UPSTREAMS")]
+    pub upstreams: Option<std::path::PathBuf>,
 }
 
 http_limits::limit_args!(
@@ -378,6 +392,10 @@ impl ToolArgs {
             }
             Some(key) => Some(HandleKey::derive(key.as_bytes())),
         };
+        let upstreams = match &self.upstreams {
+            Some(path) if !path.as_os_str().is_empty() => Some(UpstreamsConfig::load(path)?),
+            _ => None,
+        };
         Ok(ToolConfig {
             runner,
             more_runners,
@@ -389,6 +407,7 @@ impl ToolArgs {
             exec_enabled: self.feature_sandbox_exec,
             failed_run_is_error: self.failed_run_is_error,
             handle_key,
+            upstreams,
         })
     }
 }

@@ -254,3 +254,27 @@ fn limits_are_taken_as_given_and_a_zero_cap_is_refused() {
         );
     }
 }
+
+#[test]
+fn upstreams_come_from_a_file_whose_refusal_stops_the_start() {
+    assert!(tools(&[]).unwrap().upstreams.is_none(), "none by default");
+    let dir = std::env::temp_dir().join(format!("config-upstreams-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("upstreams.toml");
+    std::fs::write(
+        &file,
+        "[[server]]\nname = \"docs\"\nurl = \"http://127.0.0.1:9/mcp\"\nallow = [\"*\"]\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let config = tools(&["--upstreams", path]).unwrap();
+    assert_eq!(
+        config.upstreams.map(|u| u.names()),
+        Some(vec!["docs".to_owned()])
+    );
+    std::fs::write(&file, "[[server]]\nname = \"docs\"\n").unwrap();
+    let refused = tools(&["--upstreams", path]).unwrap_err();
+    assert!(matches!(refused, ConfigError::Upstreams(_)), "{refused:?}");
+    assert!(refused.to_string().contains(path), "{refused}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -13,6 +13,7 @@ pub use crate::outputs::RunIn;
 use crate::outputs::{self, OutputSummary};
 use crate::runner_client::RunnerError;
 use crate::tools::ArgsError;
+use crate::upstreams::run_calls::ToolCallRecord;
 use crate::wording::{self, plural};
 
 /// Bytes of stdout shown at most (head plus tail).
@@ -189,6 +190,28 @@ pub fn from_run(
         place,
     ));
     result
+}
+
+/// Adds the calls a run's program made of its `tools` module to the run's result: its
+/// `structuredContent` gains `toolCalls` (in call order; empty when it made none), and
+/// its text a line when it made some.
+pub fn with_tool_calls(result: &mut CallToolResult, calls: &[ToolCallRecord]) {
+    if let Some(serde_json::Value::Object(structured)) = &mut result.structured_content {
+        // Records hold only strings, numbers and booleans: they always serialize.
+        let calls = serde_json::to_value(calls).unwrap_or_default();
+        structured.insert("toolCalls".into(), calls);
+    }
+    if calls.is_empty() {
+        return;
+    }
+    let failed = calls.iter().filter(|c| c.is_error).count();
+    let line = format!(
+        "\nThe program made {} ({failed} failed): see toolCalls.",
+        plural(calls.len(), "tool call")
+    );
+    if let Some(ContentBlock::Text(text)) = result.content.first_mut() {
+        text.text.push_str(&line);
+    }
 }
 
 /// A result for a call whose program did not run.

@@ -10,9 +10,9 @@ use sandbox_protocol::api::{
 };
 
 use super::answer::{empty_within, error_from, json_within, read_json, transport_error};
+use super::streamed::Listeners;
 use super::wait::{ask_until_free, bounded};
 use super::{RunnerClient, RunnerError};
-use crate::output_tail::OutputTail;
 
 /// How long a file or process operation, a listing or a close may take (besides a wait
 /// the caller asks for: [`process_output`](RunnerClient::process_output)'s).
@@ -50,15 +50,15 @@ impl RunnerClient {
     }
 
     /// Runs one program in session `session`, as [`run`](Self::run) does in a fresh
-    /// sandbox (its output to `tail` as it comes).
+    /// sandbox (its output and tool calls to `listeners` as they come).
     pub async fn run_in_session(
         &self,
         session: &str,
         request: &RunRequest,
         deadline: Duration,
-        tail: Option<&OutputTail>,
+        listeners: Listeners<'_>,
     ) -> Result<RunResponse, RunnerError> {
-        self.run_at(&["sessions", session, "run"], request, deadline, tail)
+        self.run_at(&["sessions", session, "run"], request, deadline, listeners)
             .await
     }
 

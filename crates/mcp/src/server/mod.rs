@@ -3,8 +3,10 @@
 //! asked for progress) and cancellation when the client gives up. The sandbox tools'
 //! calls, and how a sandboxId leads to its runner and session, are in `sandboxes.rs`;
 //! pausing, snapshotting and forking a sandbox in `snapshots.rs`; the process tools'
-//! calls in `processes.rs`.
+//! calls in `processes.rs`; tools called from code (a run's offer and calls, and
+//! `search_tools`) in `code_calls.rs`.
 
+mod code_calls;
 mod processes;
 mod progress;
 mod sandboxes;
@@ -30,9 +32,10 @@ use crate::catalog::{self, Catalog, Offer};
 use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
 use crate::handle::{HandleKey, Holder};
 use crate::report::{self, RunIn};
-use crate::runner_client::{RunnerError, Runners};
+use crate::runner_client::{Listeners, RunnerError, Runners, ToolCallSink};
 use crate::runner_target::RunnerTarget;
 use crate::tools::{self, ToolKind};
+use crate::upstreams::Upstreams;
 use progress::{while_reporting, Progress};
 
 /// Numbers calls, so that the log lines of one call can be found together.
@@ -80,6 +83,8 @@ struct Shared {
     exec_enabled: bool,
     failed_run_is_error: bool,
     max_calls: usize,
+    /// The MCP servers whose tools programs call; `None` where none is configured.
+    upstreams: Option<Upstreams>,
 }
 
 /// One MCP server handler; cheap to clone, one per session.
@@ -126,11 +131,14 @@ impl SandboxServer {
         max_calls: usize,
         callers: Callers,
     ) -> Result<Self, HandlerError> {
+        let upstreams = config.upstreams.as_ref().map(Upstreams::new);
+        let servers = upstreams.as_ref().map(Upstreams::names).unwrap_or_default();
         let catalog = Catalog::new(
             Limits::default(),
             config.default_timeout,
             config.exec_enabled,
-        );
+        )
+        .with_code_tools(&servers);
         let runner = match &config.runner {
             None => None,
             Some(first) => {
@@ -150,6 +158,7 @@ impl SandboxServer {
                 exec_enabled: config.exec_enabled,
                 failed_run_is_error: config.failed_run_is_error,
                 max_calls,
+                upstreams,
             }),
             calls: Arc::new(Semaphore::new(max_calls)),
         })
@@ -193,7 +202,8 @@ impl SandboxServer {
         if !self.catalog().describes(&offer) {
             let names: Vec<&str> = offer.languages.iter().map(|l| l.name.as_str()).collect();
             tracing::info!(limits = ?offer.limits, packages = ?offer.packages.key, languages = %names.join(","), "the runner's offer: the tools describe it");
-            let catalog = Catalog::of(offer, self.shared.default_timeout, self.shared.exec_enabled);
+            let catalog = Catalog::of(offer, self.shared.default_timeout, self.shared.exec_enabled)
+                .with_code_tools(&self.code_servers());
             let mut current = self
                 .shared
                 .catalog
@@ -231,7 +241,22 @@ impl SandboxServer {
         })
     }
 
-    fn instructions(&self) -> &'static str {
+    fn instructions(&self) -> String {
+        let servers = self.code_servers();
+        if !self.shared.exec_enabled || servers.is_empty() {
+            return self.run_instructions().to_owned();
+        }
+        format!(
+            "{} Python, TypeScript and Node.js programs can call the operator's tools \
+             (servers: {}) through a `tools` module: search_tools shows their signatures; \
+             one program that calls several tools and prints only what matters saves \
+             many direct calls.",
+            self.run_instructions(),
+            servers.join(", ")
+        )
+    }
+
+    fn run_instructions(&self) -> &'static str {
         if !self.shared.exec_enabled {
             "Code execution is turned off on this server (FEATURE_SANDBOX_EXEC=false)."
         } else {
@@ -299,26 +324,30 @@ impl SandboxServer {
         let run_time = catalog.run_time(&lang, args.timeout_ms);
         let deadline =
             limits.answer_within(run_time) + limits.code_allowance(lang.as_str(), &args.code);
+        let code = self.code_calls(&lang, &ctx, run_time);
         let request = RunRequest {
             lang: lang.to_string(),
             code: args.code,
             timeout_ms: Some(args.timeout_ms),
-            tools: None,
+            tools: code.as_ref().map(|c| c.offer.clone()),
         };
         let started = Instant::now();
         let progress = Progress::asked(&ctx, run_time, place);
         let tail = progress.as_ref().map(Progress::tail);
-        let tail = tail.as_deref();
+        let listeners = Listeners {
+            tail: tail.as_deref(),
+            tool_calls: code.as_ref().map(|c| &c.calls as &dyn ToolCallSink),
+        };
         let outcome = match &session {
             None => {
-                let run = runner.run(&request, deadline, tail);
+                let run = runner.run(&request, deadline, listeners);
                 while_reporting(run, progress, &ctx).await
             }
             Some((id, session)) => {
                 let run = async {
                     let holder = runner.holder(*id)?;
                     let outcome = holder
-                        .run_in_session(session, &request, deadline, tail)
+                        .run_in_session(session, &request, deadline, listeners)
                         .await
                         .map_err(sandboxes::lost_if_unreachable);
                     runner.count(*id, outcome.is_err());
@@ -329,13 +358,17 @@ impl SandboxServer {
         };
         log_outcome(&outcome, started.elapsed());
         match outcome {
-            Ok(response) => report::from_run(
-                response,
-                args.timeout_ms,
-                limits,
-                self.shared.failed_run_is_error,
-                place,
-            ),
+            Ok(response) => {
+                let mut result = report::from_run(
+                    response,
+                    args.timeout_ms,
+                    limits,
+                    self.shared.failed_run_is_error,
+                    place,
+                );
+                self.record_code_calls(&mut result, code.as_ref());
+                result
+            }
             Err(error) => report::from_runner_error(&error),
         }
     }
@@ -425,6 +458,7 @@ impl ServerHandler for SandboxServer {
                     .instrument(span)
                     .await
             }
+            ToolKind::SearchTools => span.in_scope(|| self.search_tools(&params)),
         };
         Ok(result.into())
     }

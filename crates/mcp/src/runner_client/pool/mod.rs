@@ -28,12 +28,11 @@ use sandbox_protocol::api::{CreateSession, Limits, RunRequest, RunResponse, Sess
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::wait::bounded;
-use super::{RunnerClient, RunnerError};
+use super::{Listeners, RunnerClient, RunnerError};
 
 mod member;
 
 use crate::handle::RunnerId;
-use crate::output_tail::OutputTail;
 use crate::runner_target::RunnerTarget;
 use member::InFlight;
 pub(crate) use member::Probe;
@@ -284,15 +283,16 @@ impl Runners {
     }
 
     /// Runs one program in a fresh sandbox on the best runner (see the module's notes),
-    /// its answer awaited until `deadline` (from now), its output to `tail` as it comes.
+    /// its answer awaited until `deadline` (from now), its output and tool calls to
+    /// `listeners` as they come.
     pub async fn run(
         &self,
         request: &RunRequest,
         deadline: Duration,
-        tail: Option<&OutputTail>,
+        listeners: Listeners<'_>,
     ) -> Result<RunResponse, RunnerError> {
         self.place(deadline, |client| async move {
-            client.run_once(&["run"], request, tail).await
+            client.run_once(&["run"], request, listeners).await
         })
         .await
         .map(|(_, response)| response)
