@@ -206,7 +206,11 @@ except tools.ToolError as e:
     let (stdout, calls) = run(&s.client, "run_python", outside).await;
     assert!(stdout.contains("has delete: False"), "{stdout}");
     assert!(stdout.contains("by hand: {\"error\":"), "{stdout}");
-    assert!(stdout.contains("not allowed"), "{stdout}");
+    // Refused by the agent (the offer names no such tool) before sandbox-mcp's allowlist.
+    assert!(
+        stdout.contains("not allowed") || stdout.contains("offered no tool"),
+        "{stdout}"
+    );
     assert!(stdout.contains("do not match its input schema"), "{stdout}");
     // The agent may refuse a call outside the offer itself, or pass it on to be refused.
     assert!(calls.iter().all(|c| c["isError"] == true), "{calls:?}");
@@ -277,7 +281,6 @@ for name, call in [("error", lambda: tools.tracker.get_issue(number=404)),
             "{outcome}: {metrics}"
         );
     }
-    assert!(metrics.contains("tool=\"_not_allowed\""), "{metrics}");
 }
 
 #[tokio::test]
@@ -314,10 +317,12 @@ async fn runs_in_a_sandbox_call_tools_across_calls_and_bash_gets_none() {
 #[tokio::test]
 async fn a_hostile_program_finds_the_secret_nowhere() {
     let s = setup("").await;
+    let reversed: String = SECRET.chars().rev().collect();
     let hunt = format!(
         r#"
 import os
-secret = {SECRET:?}.encode()
+# Reversed here, so that the program's own file does not hold it.
+secret = {reversed:?}[::-1].encode()
 found, searched = [], 0
 def look(path, data):
     global searched
@@ -364,10 +369,12 @@ async fn an_upstream_that_dies_and_comes_back_is_called_again() {
     assert!(stdout.contains("Issue 5"), "{stdout}");
     let port = s.tracker.port;
     s.tracker.stop();
-    let down = "import tools\ntry:\n    tools.tracker.get_issue(number=6)\n    print('answered')\nexcept tools.ToolError as e:\n    print('failed:', e)";
+    // Down: the call fails (ToolError), or, once sandbox-mcp has seen it go, the server
+    // is offered without tools until it is back (AttributeError).
+    let down = "import tools\ntry:\n    tools.tracker.get_issue(number=6)\n    print('answered')\nexcept (tools.ToolError, AttributeError) as e:\n    print('failed:', e)";
     let (stdout, calls) = run(&s.client, "run_python", down).await;
     assert!(stdout.contains("failed:"), "{stdout}");
-    assert_eq!(summary(&calls), [failed("tracker", "get_issue")]);
+    assert!(calls.iter().all(|c| c["isError"] == true), "{calls:?}");
     s.tracker = Tracker::start_on(port);
     let deadline = Instant::now() + CONNECTED;
     loop {

@@ -17,6 +17,7 @@ import sys
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from starlette.responses import JSONResponse
 
 parser = argparse.ArgumentParser()
@@ -34,29 +35,29 @@ def seen(tool: str, arguments: dict) -> None:
 
 
 @server.tool()
-def search_issues(query: str, limit: int = 3) -> dict:
+def search_issues(query: str, limit: int = 3) -> dict[str, list]:
     """Searches the tracker's issues for words; returns the matching issues."""
     seen("search_issues", {"query": query, "limit": limit})
     return {"issues": [{"number": n, "title": f"{query} crash #{n}"} for n in range(1, limit + 1)]}
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def get_issue(number: int) -> str:
     """One issue by its number, as text."""
     seen("get_issue", {"number": number})
     if number == 404:
-        raise ValueError("issue 404 does not exist")
+        raise ToolError("issue 404 does not exist")
     return f"Issue {number}: the app crashes on start"
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def delete_issue(number: int) -> str:
     """Deletes an issue (never allowed to programs)."""
     seen("delete_issue", {"number": number})
     return "deleted"
 
 
-@server.tool()
+@server.tool(structured_output=False)
 async def hang(seconds: float) -> str:
     """Waits, then answers."""
     seen("hang", {"seconds": seconds})
@@ -64,7 +65,7 @@ async def hang(seconds: float) -> str:
     return "done"
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def big() -> str:
     """An answer over a mebibyte."""
     seen("big", {})
