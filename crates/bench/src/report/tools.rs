@@ -158,10 +158,15 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_task_shows_both_ways_with_ratios_to_the_client_s_calls() {
+    fn rendered() -> String {
         let mut md = String::new();
         markdown(&ToolsSection::Measured(Box::new(figures())), &mut md);
+        md
+    }
+
+    #[test]
+    fn the_task_shows_both_ways_with_ratios_to_the_client_s_calls() {
+        let md = rendered();
         assert!(
             md.contains(
                 "| (a) `list_issues` page by page, by the client | 10 | 10 | 72,770 | 110 | \
@@ -184,8 +189,7 @@ mod tests {
 
     #[test]
     fn the_cost_of_a_call_is_next_to_the_direct_call() {
-        let mut md = String::new();
-        markdown(&ToolsSection::Measured(Box::new(figures())), &mut md);
+        let md = rendered();
         assert!(
             md.contains(
                 "| one call from code (difference of the p50s / 20) | - | 5.00 (2.00x) | - |"

@@ -61,7 +61,8 @@ pub struct Way {
     pub model_bytes: u64,
     /// Bytes of JSON arguments the model writes for its calls.
     pub written_bytes: u64,
-    /// From the first call sent to the last answer.
+    /// The calls' own time (what a model spends between them is not counted): (a) the
+    /// sum of its calls' round trips, (b) the one `tools/call`.
     pub latency: Latency,
 }
 
