@@ -19,7 +19,7 @@ pub fn markdown(section: &ToolsSection, md: &mut String) {
 
 fn measured(f: &ToolsFigures, md: &mut String) {
     task(&f.task, f, md);
-    per_call(&f.per_call, md);
+    per_call(&f.per_call, f.warmup, md);
 }
 
 fn task(t: &TaskFigures, f: &ToolsFigures, md: &mut String) {
@@ -28,8 +28,8 @@ fn task(t: &TaskFigures, f: &ToolsFigures, md: &mut String) {
     let _ = writeln!(
         md,
         "\"Which crash issues are closed, with their titles\", over the tracker's 200 issues \
-         (an MCP server on the official Python SDK, on loopback); {} rounds after {}, on a \
-         runner of its own (pool size {}, no warm imports). Bytes the model reads: the \
+         (an MCP server on the official Python SDK, on loopback); {} rounds after {} \
+         unmeasured, on a runner of its own (pool size {}, no warm imports). Bytes the model reads: the \
          UTF-8 bytes of the text of the results' content blocks, summed over the calls \
          (not `structuredContent`, not the JSON-RPC framing); bytes it writes: the JSON \
          arguments of its calls. Time: the calls' own (what the model spends between them \
@@ -86,16 +86,18 @@ fn way_row(label: &str, way: &Way, base: Option<&Way>, md: &mut String) {
     );
 }
 
-fn per_call(p: &PerCallFigures, md: &mut String) {
+fn per_call(p: &PerCallFigures, warmup: usize, md: &mut String) {
     md.push_str("### Tools called from code: the cost of one call, ms\n\n");
     let _ = writeln!(
         md,
         "`run_python` of a loop making {k} `get_issue` calls through `import tools`, against \
-         the same loop making none (a dictionary in place of each call); {} rounds. One call \
+         the same loop making none (a dictionary in place of each call); {} rounds after \
+         {} unmeasured. One call \
          from code: the difference of the p50s over {k}. Next to it, `get_issue` called \
          directly by the client on the tracker, {k} calls a round back to back, each \
          timed.\n",
         p.rounds,
+        warmup,
         k = p.calls_per_run
     );
     md.push_str("| figure | runs | p50 | p95 |\n|---|---|---|---|\n");
@@ -184,7 +186,7 @@ mod tests {
             md.contains("found the same 2 issues in every round: 15, 30."),
             "{md}"
         );
-        assert!(md.contains("20 rounds after 1"), "{md}");
+        assert!(md.contains("20 rounds after 1 unmeasured"), "{md}");
     }
 
     #[test]
@@ -201,6 +203,10 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| `run_python`, 20 calls from code | 20 | 150.00 | 225.00 |"));
+        assert!(
+            md.contains("20 rounds after 1 unmeasured. One call"),
+            "{md}"
+        );
     }
 
     #[test]
