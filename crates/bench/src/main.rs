@@ -12,7 +12,9 @@
 //! one run costs, counted by cgroups, next to a direct spawn (see `cpu_cost`); then how long
 //! a program's line takes to reach a client that streams its run (issue 30, see
 //! `live_output`); then what a session's pause, its wake and a fork of 8 cost (issue 31,
-//! see `pause`), and with `--only vm-pause` the same on the vm backend under TCG (see
+//! see `pause`), then a task done as one MCP tool call per page against one run whose
+//! program calls the tools, and the cost of one call from code (issue 32, see
+//! `tools_from_code`), and with `--only vm-pause` the same on the vm backend under TCG (see
 //! `vm_pause`). `--only` picks sections. It writes `bench.json` and `bench.md` to
 //! `--out`. It is not a load generator for remote hosts: all traffic stays on loopback
 //! and every phase is bounded in count and time.
@@ -37,6 +39,7 @@ mod services;
 mod session_api;
 mod sessions;
 mod stats;
+mod tools_from_code;
 mod vm_pause;
 
 use anyhow::Context;
@@ -102,6 +105,16 @@ struct Args {
     /// Measured pause-and-wake rounds on the vm backend (`vm-pause`).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     vm_pause_rounds: u32,
+    /// Measured rounds of each figure of the tools section (`tools`): the task both
+    /// ways, and the runs with and without calls (each figure stops after its round
+    /// past 2 minutes, once it has 3).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    tools_rounds: u32,
+    /// A Python with the `mcp` package (v2 API), which serves the tools section's
+    /// upstream (`tests/mcp-clients/run.sh` makes the default); missing: the section is
+    /// skipped, saying so.
+    #[arg(long, default_value = "tests/mcp-clients/.venv/bin/python")]
+    upstream_python: PathBuf,
     /// The VM image `vm-pause` boots; absent: `sandbox-runner image build --out
     /// OUT/vm-images` makes one (a cache).
     #[arg(long)]
@@ -147,6 +160,7 @@ async fn main() -> anyhow::Result<()> {
         cpu_per_run: None,
         live_output: None,
         pause: None,
+        tools: None,
         vm_pause: None,
         targets: Vec::new(),
     };
@@ -182,6 +196,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if plan.has(Section::Pause) {
         report.pause = Some(pause::measure(&bins, &runner_token, &plan.pause).await?);
+    }
+    if plan.has(Section::Tools) {
+        report.tools = Some(tools_from_code::measure(&bins, &runner_token, &plan.tools).await?);
     }
     if plan.has(Section::VmPause) {
         let figure = vm_pause::measure(&bins, &runner_token, &plan.vm_pause).await?;

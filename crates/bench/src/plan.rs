@@ -1,6 +1,7 @@
 //! What one run measures: the sections `--only` picks (`Section`) and the sizes of each
 //! figure once smoke mode is applied (`Plan`), from the command line.
 
+use crate::tools_from_code::{self, Rounds, TRACKER_SCRIPT};
 use crate::{
     cpu_cost, first_plot, languages, live_output, pause, scale_out, sessions, vm_pause, Args,
 };
@@ -22,6 +23,9 @@ pub const LIVE_LINES: usize = 50;
 pub const SESSION_REST: Duration = Duration::from_secs(1);
 /// The same in smoke mode.
 pub const SMOKE_SESSION_REST: Duration = Duration::from_millis(200);
+/// The time after which each figure of the tools section stops (after its round), once
+/// it has a few rounds.
+pub const TOOLS_BUDGET: Duration = Duration::from_secs(120);
 
 /// A part of the bench that `--only` can pick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -48,6 +52,9 @@ pub enum Section {
     /// A session's pause and wake with 1 MiB and 50 MiB of files, and a fork of 8
     /// (issue 31).
     Pause,
+    /// Tools called from code: a task as one tool call per page against one run whose
+    /// program calls the tools, and the cost of one call from code (issue 32).
+    Tools,
     /// Pause and wake on the vm backend under TCG (issue 31); only when named: it builds
     /// an image and boots VMs.
     VmPause,
@@ -55,7 +62,7 @@ pub enum Section {
 
 impl Section {
     /// Every section, in bench order.
-    pub const ALL: [Section; 10] = [
+    pub const ALL: [Section; 11] = [
         Section::ColdStart,
         Section::Paths,
         Section::Sessions,
@@ -65,6 +72,7 @@ impl Section {
         Section::CpuPerRun,
         Section::LiveOutput,
         Section::Pause,
+        Section::Tools,
         Section::VmPause,
     ];
 
@@ -104,6 +112,8 @@ pub struct Plan {
     pub pause: pause::Sizes,
     /// Pause and wake on the vm backend.
     pub vm_pause: vm_pause::Sizes,
+    /// Tools called from code.
+    pub tools: tools_from_code::Sizes,
     /// The sections measured, in bench order.
     pub sections: Vec<Section>,
 }
@@ -168,6 +178,12 @@ impl Plan {
                 image: args.vm_image.clone(),
                 image_cache: args.out.join("vm-images"),
             },
+            tools: tools_from_code::Sizes {
+                task: tools_rounds(args.tools_rounds as usize),
+                per_call: tools_rounds(args.tools_rounds as usize),
+                python: args.upstream_python.clone(),
+                script: TRACKER_SCRIPT.into(),
+            },
             sections,
         };
         if args.smoke {
@@ -194,6 +210,9 @@ impl Plan {
         self.live = live_output::Sizes { lines: 5, runs: 1 };
         (self.pause.rounds, self.pause.warmup, self.pause.fork_rounds) = (2, 0, 1);
         (self.vm_pause.rounds, self.vm_pause.warmup) = (1, 0);
+        for rounds in [&mut self.tools.task, &mut self.tools.per_call] {
+            (rounds.rounds, rounds.warmup) = (2, 0);
+        }
         self
     }
 
@@ -208,6 +227,15 @@ impl Plan {
             iterations: self.iterations,
             rest: self.session_rest,
         }
+    }
+}
+
+/// `rounds` measured rounds of a figure of the tools section, after one unmeasured.
+fn tools_rounds(rounds: usize) -> Rounds {
+    Rounds {
+        warmup: 1,
+        rounds,
+        budget: TOOLS_BUDGET,
     }
 }
 
@@ -227,7 +255,11 @@ mod tests {
         assert!(plan.pool_size >= *LEVELS.iter().max().unwrap_or(&8));
         assert!(plan.pause.rounds <= 2 && plan.pause.fork_rounds == 1);
         assert!(plan.vm_pause.rounds == 1 && plan.vm_pause.warmup == 0);
+        for rounds in [plan.tools.task, plan.tools.per_call] {
+            assert_eq!((rounds.rounds, rounds.warmup), (2, 0));
+        }
         assert_eq!(plan.sections, Section::default_run());
+        assert!(plan.has(Section::Tools), "in the default set");
         assert_eq!(plan.sections.len(), Section::ALL.len() - 1);
         assert!(!plan.has(Section::VmPause), "VMs only when named");
     }
@@ -262,5 +294,34 @@ mod tests {
         let args = Args::parse_from(["bench", "--only", "languages", "--lang-rounds", "3"]);
         assert_eq!(Plan::from(&args).languages.warmup, 1);
         assert!(Args::try_parse_from(["bench", "--only", "nothing"]).is_err());
+    }
+
+    #[test]
+    fn the_tools_section_takes_its_rounds_and_python_from_the_flags() {
+        let args = Args::parse_from(["bench", "--only", "tools"]);
+        let plan = Plan::from(&args);
+        assert_eq!(plan.sections, [Section::Tools]);
+        let tools = &plan.tools;
+        assert_eq!((tools.task.rounds, tools.task.warmup), (20, 1));
+        assert_eq!((tools.per_call.rounds, tools.per_call.warmup), (20, 1));
+        assert_eq!(tools.task.budget, TOOLS_BUDGET);
+        assert_eq!(
+            tools.python,
+            PathBuf::from("tests/mcp-clients/.venv/bin/python")
+        );
+        assert_eq!(tools.script, PathBuf::from(TRACKER_SCRIPT));
+        let args = Args::parse_from([
+            "bench",
+            "--only",
+            "tools",
+            "--tools-rounds",
+            "7",
+            "--upstream-python",
+            "/opt/py/bin/python",
+        ]);
+        let plan = Plan::from(&args);
+        assert_eq!((plan.tools.task.rounds, plan.tools.per_call.rounds), (7, 7));
+        assert_eq!(plan.tools.python, PathBuf::from("/opt/py/bin/python"));
+        assert!(Args::try_parse_from(["bench", "--tools-rounds", "0"]).is_err());
     }
 }

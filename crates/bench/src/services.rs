@@ -1,9 +1,11 @@
 //! The services under test, started as child processes on loopback ports: a
-//! `sandbox-runner serve` and a `sandbox-mcp serve` wired to it.
+//! `sandbox-runner serve` and a `sandbox-mcp serve` wired to it (and any other program
+//! that announces where it listens, such as the tools section's upstream).
 
 use anyhow::{bail, Context};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 /// How long a service may take to print its listening line.
@@ -128,19 +130,33 @@ impl Service {
         runner_url: &str,
         runner_token: &str,
     ) -> anyhow::Result<Service> {
+        Service::mcp_with(bin, token, runner_url, runner_token, &[]).await
+    }
+
+    /// Starts `sandbox-mcp serve` in front of the runner at `runner_url`, with `extra`
+    /// environment (`MCP_UPSTREAMS`, ...) after the bench's own.
+    pub async fn mcp_with(
+        bin: &Path,
+        token: &str,
+        runner_url: &str,
+        runner_token: &str,
+        extra: &[(&str, &OsStr)],
+    ) -> anyhow::Result<Service> {
         let mut cmd = command(bin);
         cmd.arg("serve")
             .env("MCP_AUTH_TOKEN", token)
             .env("SANDBOX_RUNNER_URL", runner_url)
             .env("SANDBOX_RUNNER_TOKEN", runner_token)
             .env("PORT", "0")
-            .env("BIND", "127.0.0.1");
+            .env("BIND", "127.0.0.1")
+            .envs(extra.iter().copied());
         Service::start(cmd, "sandbox-mcp listening on ").await
     }
 
-    /// Spawns and waits for the line that starts with `prefix` (on a blocking thread:
-    /// the start is a child process and a pipe).
-    async fn start(mut cmd: Command, prefix: &str) -> anyhow::Result<Service> {
+    /// Spawns `cmd` and waits for its line that starts with `prefix`; the service's URL
+    /// is the rest of that line (on a blocking thread: the start is a child process and
+    /// a pipe).
+    pub async fn start(mut cmd: Command, prefix: &str) -> anyhow::Result<Service> {
         cmd.stderr(Stdio::inherit());
         let prefix = prefix.to_owned();
         let process = tokio::task::spawn_blocking(move || {
@@ -160,15 +176,22 @@ impl Service {
     /// sandboxes and cgroups), then a bounded wait; SIGKILL if it takes too long.
     pub async fn stop(self) -> anyhow::Result<()> {
         let pid = self.pid;
-        let mut process = self.process;
-        let status = tokio::task::spawn_blocking(move || process.stop(STOP_TIMEOUT))
-            .await
-            .context("the task stopping a service")?
-            .context("waiting for a service to stop")?;
+        let status = self.terminate().await?;
         if !status.success() {
             bail!("service {pid} ended with {status} (killed if it took over {STOP_TIMEOUT:?})");
         }
         Ok(())
+    }
+
+    /// SIGTERM, then a bounded wait and SIGKILL if it takes too long, as [`Service::stop`];
+    /// its exit status, whatever it is (a service that ends by re-raising SIGTERM once it
+    /// has shut down cleanly, as uvicorn does).
+    pub async fn terminate(self) -> anyhow::Result<ExitStatus> {
+        let mut process = self.process;
+        tokio::task::spawn_blocking(move || process.stop(STOP_TIMEOUT))
+            .await
+            .context("the task stopping a service")?
+            .context("waiting for a service to stop")
     }
 
     /// SIGKILL: no chance to clean up (a runner's sandboxes die with it; the next

@@ -1,5 +1,5 @@
-//! How a figure is written in a table: beside its ratio to a baseline, in MiB, and
-//! the distinct values of a column.
+//! How a figure is written in a table: beside its ratio to a baseline, in MiB, a count
+//! with its thousands grouped, and the distinct values of a column.
 
 use crate::stats::ratio;
 #[cfg(test)]
@@ -14,6 +14,19 @@ pub fn with_ratio(value: f64, base: f64, decimals: usize) -> String {
         Some(r) => format!("{value:.decimals$} ({r:.2}x)"),
         None => format!("{value:.decimals$}"),
     }
+}
+
+/// `n` with a comma between each group of three digits (`72,770`).
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// The distinct values, in the order they first appear.
@@ -48,6 +61,15 @@ mod tests {
     fn cells_show_value_and_ratio() {
         assert_eq!(with_ratio(1.0, 4.0, 2), "1.00 (0.25x)");
         assert_eq!(with_ratio(3.0, 0.0, 1), "3.0");
+    }
+
+    #[test]
+    fn counts_are_grouped_by_thousands() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(72_770), "72,770");
+        assert_eq!(grouped(52_439_040), "52,439,040");
     }
 
     #[test]

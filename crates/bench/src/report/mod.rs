@@ -3,7 +3,7 @@
 //!
 //! This module holds the report, its targets and the tables of the paths (latency,
 //! throughput, memory, cold start); each later section's table is a module of its own
-//! (`sessions`, `first_plot`, `languages`, `cpu`, `live`, `pause`; the scale-out section's is
+//! (`sessions`, `first_plot`, `languages`, `cpu`, `live`, `pause`, `tools`; the scale-out section's is
 //! `scale_out::markdown`), and `cells` how a figure is written in one.
 
 mod cells;
@@ -13,6 +13,7 @@ mod languages;
 mod live;
 mod pause;
 mod sessions;
+mod tools;
 
 use crate::clients::Via;
 use crate::cpu_cost::CpuFigures;
@@ -25,6 +26,7 @@ use crate::pause::PauseFigures;
 use crate::scale_out::ScaleOutFigures;
 use crate::sessions::SessionFigures;
 use crate::stats::{ratio, Latency};
+use crate::tools_from_code::ToolsSection;
 use crate::vm_pause::VmPauseFigures;
 use crate::Section;
 use cells::{dedup, with_ratio, MIB};
@@ -102,6 +104,8 @@ pub struct Report {
     pub live_output: Option<LiveFigures>,
     /// A session's pause, wake and fork (issue 31).
     pub pause: Option<PauseFigures>,
+    /// Tools called from code, or why the section was skipped (issue 32).
+    pub tools: Option<ToolsSection>,
     /// Pause and wake on the vm backend under TCG (issue 31).
     pub vm_pause: Option<VmPauseFigures>,
     /// The targets of issue 5.
@@ -244,6 +248,9 @@ impl Report {
         }
         if let Some(figures) = &self.pause {
             pause::markdown(figures, &mut md);
+        }
+        if let Some(section) = &self.tools {
+            tools::markdown(section, &mut md);
         }
         if let Some(figures) = &self.vm_pause {
             pause::vm_markdown(figures, &mut md);
