@@ -1,6 +1,10 @@
 // The official TypeScript SDK (StreamableHTTPClientTransport) against `sandbox-mcp serve`.
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
@@ -279,5 +283,55 @@ withRunner("with a runner", () => {
       await ownServer.stop();
       await ownRunner.stop();
     }
+  });
+});
+
+withRunner("tools from code (MCP_UPSTREAMS: the reference everything server over stdio)", () => {
+  let runner;
+  let server;
+  let folder;
+  before(async () => {
+    const everything = fileURLToPath(
+      new URL("./node_modules/@modelcontextprotocol/server-everything/dist/index.js", import.meta.url),
+    );
+    folder = mkdtempSync(join(tmpdir(), "upstreams-"));
+    const file = join(folder, "upstreams.toml");
+    writeFileSync(
+      file,
+      `[[server]]\nname = "everything"\ncommand = ["node", ${JSON.stringify(everything)}, "stdio"]\nallow = ["echo", "get-sum"]\n`,
+    );
+    runner = await startRunner();
+    server = await startMcp(runner, { MCP_UPSTREAMS: file });
+  });
+  after(async () => {
+    await server.stop();
+    await runner.stop();
+    rmSync(folder, { recursive: true, force: true });
+  });
+
+  test("a TypeScript program calls the tools, and search_tools shows their stubs", async () => {
+    const { client } = await connect(server);
+    const tools = (await client.listTools()).tools;
+    const runTs = tools.find((t) => t.name === "run_typescript");
+    assert.match(runTs.description, /everything/);
+    const code = `
+import { everything } from "tools";
+const [sum, echoed] = await Promise.all([everything.get_sum({ a: 20, b: 22 }), everything.echo({ message: "hi" })]);
+console.log(sum, "|", echoed);
+`;
+    let result;
+    for (let attempt = 0; attempt < 30; attempt++) {
+      result = await client.callTool({ name: "run_typescript", arguments: { code } });
+      if (result.structuredContent.exitCode === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 1000)); // the upstream may still be starting
+    }
+    assert.equal(result.structuredContent.exitCode, 0, text(result));
+    assert.equal(result.structuredContent.stdout, "The sum of 20 and 22 is 42. | Echo: hi\n");
+    const made = result.structuredContent.toolCalls.map((c) => `${c.server}.${c.tool}:${c.isError}`).sort();
+    assert.deepEqual(made, ["everything.echo:false", "everything.get-sum:false"]);
+    const stubs = text(await client.callTool({ name: "search_tools", arguments: { query: "sum" } }));
+    assert.match(stubs, /def get_sum\(/);
+    assert.match(stubs, /get_sum\(args: \{/);
+    await client.close();
   });
 });
