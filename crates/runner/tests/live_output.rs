@@ -46,7 +46,7 @@ impl Streamed {
 /// POSTs `body` to `path` asking for a stream, and reads it line by line as it comes (an
 /// answer that is not a stream, as one line).
 async fn stream(runner: &Runner, path: &str, body: &Value) -> Streamed {
-    let mut response = send_streamed(runner, path, body).await;
+    let mut response = runner.post_streamed(path, body).await;
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -84,23 +84,10 @@ async fn stream(runner: &Runner, path: &str, body: &Value) -> Streamed {
     }
 }
 
-/// POSTs `body` to `path` asking for a streamed answer.
-async fn send_streamed(runner: &Runner, path: &str, body: &Value) -> reqwest::Response {
-    runner
-        .client
-        .post(format!("{}{path}", runner.url))
-        .bearer_auth(TOKEN)
-        .header("accept", NDJSON)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("the runner answered")
-}
-
 /// Starts bash `code` streamed at `path` and reads its first line, which says `started`;
 /// the answer, still streaming.
 async fn started(runner: &Runner, path: &str, code: &str) -> reqwest::Response {
-    let mut response = send_streamed(runner, path, &run_body("bash", code)).await;
+    let mut response = runner.post_streamed(path, &run_body("bash", code)).await;
     assert_eq!(response.status().as_u16(), 200);
     let first = response.chunk().await.expect("a chunk").expect("a line");
     assert!(String::from_utf8_lossy(&first).contains("started"));

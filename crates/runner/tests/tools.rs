@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::tools::{offer, post_answer, result, run_with_tools, NDJSON};
+use common::tools::{offer, post_answer, result, run_with_tools};
 use common::{Runner, TOKEN};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -177,15 +177,7 @@ tools.docs.find(q="never answered")
 "#;
     let started = Instant::now();
     let body = json!({"lang": "python", "code": code, "tools": offer(), "timeoutMs": 3000});
-    let response = runner
-        .client
-        .post(format!("{}/run", runner.url))
-        .bearer_auth(TOKEN)
-        .header("accept", NDJSON)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("the runner answered");
+    let response = runner.post_streamed("/run", &body).await;
     let text = response.text().await.expect("the body");
     let last: Value = serde_json::from_str(text.lines().last().expect("a line")).expect("JSON");
     assert!(

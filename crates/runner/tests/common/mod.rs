@@ -153,6 +153,19 @@ impl Runner {
         (status, value)
     }
 
+    /// POSTs `body` to `path` with the token, asking for a streamed answer
+    /// (`Accept: application/x-ndjson`); the answer, still streaming.
+    pub async fn post_streamed(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.client
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(TOKEN)
+            .header("accept", "application/x-ndjson")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the runner answered")
+    }
+
     /// Runs a program and returns the 200 answer.
     pub async fn run(&self, lang: &str, code: &str) -> Value {
         self.run_with_timeout(lang, code, None).await

@@ -5,9 +5,6 @@
 use super::{Runner, TOKEN};
 use serde_json::{json, Value};
 
-/// The media type of a streamed answer.
-pub const NDJSON: &str = "application/x-ndjson";
-
 /// The offer every test makes: a server `docs` with `find` and `fail`.
 pub fn offer() -> Value {
     json!({"servers": [{"name": "docs", "tools": [
@@ -46,15 +43,7 @@ pub async fn run_with_tools(
     answer_calls: bool,
 ) -> ToolRun {
     let body = json!({"lang": lang, "code": code, "tools": offer(), "timeoutMs": 20000});
-    let mut response = runner
-        .client
-        .post(format!("{}{path}", runner.url))
-        .bearer_auth(TOKEN)
-        .header("accept", NDJSON)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("the runner answered");
+    let mut response = runner.post_streamed(path, &body).await;
     assert_eq!(response.status().as_u16(), 200);
     let (mut calls, mut pending, mut last, mut run_id) =
         (Vec::new(), Vec::new(), Value::Null, None);

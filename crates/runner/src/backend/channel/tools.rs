@@ -128,23 +128,12 @@ mod tests {
             let RunnerMessage::ToolReply(answered) = read(&mut agent_end).await else {
                 panic!("a reply");
             };
-            let mut outcome = JobOutcome {
-                stdout: String::new(),
-                stderr: String::new(),
-                exit_code: 0,
-                signal: None,
-                duration_ms: 1,
-                timed_out: false,
-                compile_error: false,
-                stdout_truncated: false,
-                stderr_truncated: false,
-                oom_killed: None,
-                outputs: Vec::new(),
-                outputs_truncated: false,
-                state_lost: false,
-                processes_running: 0,
-            };
-            outcome.stdout = "done".into();
+            let outcome: JobOutcome = serde_json::from_value(json!({
+                "stdout": "done", "stderr": "", "exit_code": 0, "signal": null,
+                "duration_ms": 1, "timed_out": false, "stdout_truncated": false,
+                "stderr_truncated": false
+            }))
+            .expect("an outcome");
             write(&mut agent_end, &AgentMessage::Done(outcome)).await;
             (refused, answered)
         });
