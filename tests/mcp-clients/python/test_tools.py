@@ -134,7 +134,10 @@ async def run(client: Client, lang: str, code: str, **extra) -> dict:
     return content
 
 
-async def test_a_python_program_calls_several_tools_and_prints_a_summary(tools_mcp: Mcp, tracker: Tracker) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # auto: 2026-07-28, stateless
+async def test_a_python_program_calls_several_tools_and_prints_a_summary(
+    tools_mcp: Mcp, tracker: Tracker, mode: str
+) -> None:
     before = tracker.calls()
     code = """
 import tools
@@ -145,7 +148,7 @@ print(f"{len(details)} crash issues, closed: {closed}")
 print(tools.tracker.status())
 print(tools.everything.get_sum(a=2, b=3))
 """
-    async with tools_mcp.client() as client:
+    async with tools_mcp.client(mode=mode) as client:
         content = await run(client, "python", code)
     assert content["stdout"] == (
         "5 crash issues, closed: [15]\n200 issues, all systems nominal\nThe sum of 2 and 3 is 5.\n"
