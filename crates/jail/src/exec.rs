@@ -30,6 +30,9 @@ pub fn exec_agent(exe: &OwnedFd, args: &[&str]) -> JailError {
         .chain(std::iter::once(std::ptr::null()))
         .collect();
     let envp = [std::ptr::null::<libc::c_char>()];
+    // What started the runner may have ignored or blocked signals: the agent, and so
+    // every program it starts, begins with each at its default.
+    crate::signals::reset();
     // SAFETY: execveat reads argv and envp, both null-terminated arrays of pointers to
     // NUL-terminated strings that outlive the call; on success it does not return.
     unsafe {

@@ -33,6 +33,7 @@ pub mod owner;
 pub mod rootfs;
 pub mod seccomp;
 pub mod setup;
+pub mod signals;
 pub mod spec;
 
 pub use error::JailError;

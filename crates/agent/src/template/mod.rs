@@ -69,6 +69,9 @@ pub fn main() -> i32 {
 }
 
 fn serve() -> Result<(), TemplateError> {
+    // Programs forked from what the template holds (its interpreter) inherit its
+    // dispositions: each at its default, whatever started the runner.
+    sandbox_jail::signals::reset();
     let spec = read_spec()?;
     // Opened as host root, before the confinement: every sandbox's agent is executed
     // from it (a file every user may execute, as the jail's is).

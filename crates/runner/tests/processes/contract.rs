@@ -204,6 +204,13 @@ async fn stdin_is_fed_and_closed_and_an_ended_process_refuses_more() {
 
 #[tokio::test]
 async fn each_signal_reaches_the_process_group_and_ends_it_with_128_plus_its_number() {
+    // Started as `nohup` or a supervisor may start it, the runner inherits ignored
+    // signals: no sandbox may (every program's dispositions start at their default).
+    // SAFETY: process-wide dispositions of signals this test binary never relies on.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGUSR1, libc::SIG_IGN);
+    }
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;
     let signals = [
