@@ -117,14 +117,10 @@ impl ToolRuns {
         Ok(())
     }
 
-    /// How many runs with tools are streaming.
-    pub fn len(&self) -> usize {
-        lock(&self.runs).len()
-    }
-
-    /// Whether none is.
+    /// Whether no run with tools is streaming.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        lock(&self.runs).is_empty()
     }
 }
 
@@ -136,6 +132,7 @@ impl Drop for Registered {
 
 impl Registered {
     /// The run's id.
+    #[cfg(test)]
     pub fn run_id(&self) -> &str {
         &self.run_id
     }
@@ -153,11 +150,6 @@ impl RunTools {
 }
 
 impl ToolLink {
-    /// The run's id.
-    pub fn run_id(&self) -> &str {
-        &self.run.run_id
-    }
-
     /// The line for a call the agent sent, if the runner lets it through to the caller;
     /// else the call is answered with an error at once (its reply queued for the agent):
     /// an id given before or too long, a server or tool the offer does not name,
