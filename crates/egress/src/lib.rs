@@ -1,0 +1,41 @@
+//! sandbox-egress: the proxy through which a sandbox reaches the hosts the operator opened,
+//! and nothing else.
+//!
+//! A sandbox has no network interface but loopback. When the operator opens names
+//! (RUNNER_EGRESS_ALLOW) or address ranges (RUNNER_EGRESS_ALLOW_CIDRS), the runner puts a
+//! listener at [`PROXY_ADDR`] inside each sandbox's network namespace and hands it to
+//! [`Egress::serve`]; programs find it through the variables of [`proxy_env`]. The proxy
+//! runs in the runner, on the host's network.
+//!
+//! What it is for: the [`Policy`] and the [`Grant`] a sandbox gets from it, the proxy
+//! (CONNECT for TLS, plain HTTP by its absolute URL), the checks, the per-sandbox
+//! [`Limits`] and counters ([`Usage`]), and the metrics. What it is not for: making the
+//! listener in the sandbox, configuration, or the runner's API (the runner does those).
+
+mod policy;
+mod sandbox;
+mod server;
+
+pub use policy::{Grant, NotAllowed, Policy, PolicyError, MAX_ENTRIES};
+pub use sandbox::{Limits, SandboxEgress, Usage, DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS};
+pub use server::Egress;
+
+/// Inside a sandbox: the proxy's address.
+pub const PROXY_ADDR: &str = "127.0.0.1:3128";
+
+/// The variables programs in a sandbox get: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, their
+/// lower-case forms, and NO_PROXY=localhost,127.0.0.1 (the sandbox's own loopback).
+pub fn proxy_env() -> Vec<(&'static str, String)> {
+    let url = format!("http://{PROXY_ADDR}");
+    let no_proxy = "localhost,127.0.0.1".to_string();
+    vec![
+        ("HTTP_PROXY", url.clone()),
+        ("HTTPS_PROXY", url.clone()),
+        ("ALL_PROXY", url.clone()),
+        ("http_proxy", url.clone()),
+        ("https_proxy", url.clone()),
+        ("all_proxy", url),
+        ("NO_PROXY", no_proxy.clone()),
+        ("no_proxy", no_proxy),
+    ]
+}
