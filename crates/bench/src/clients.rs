@@ -186,6 +186,7 @@ impl RunnerApi {
             code: code.into(),
             timeout_ms: None,
             tools: None,
+            egress: None,
         };
         let response = self
             .http

@@ -65,6 +65,7 @@ impl RunnerApi {
             code: code.into(),
             timeout_ms: None,
             tools: None,
+            egress: None,
         };
         let what = format!("POST /sessions/{id}/run");
         let response = self

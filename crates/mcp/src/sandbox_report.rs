@@ -250,6 +250,7 @@ mod tests {
             busy: false,
             state: sandbox_protocol::snapshot::SessionState::Active,
             paused_at: None,
+            egress: None,
         };
         let result = created("sbx_abc", &info);
         assert_eq!(result.is_error, Some(false));

@@ -28,6 +28,13 @@ pub struct RunRequest {
     /// for each call, answered at `POST /runs/{runId}/tool-results/{id}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<crate::tools::ToolsOffer>,
+    /// The hosts the program may reach through the runner's proxy: names of the
+    /// operator's list (`GET /health`'s `limits.networkHosts`), or names they cover; a
+    /// name outside it is refused (400 `egress_not_allowed`). Absent: the operator's
+    /// default (`limits.networkByDefault`). Not in a session's run: a session's list is
+    /// set when it is made and by `PATCH /sessions/{id}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Vec<String>>,
 }
 
 /// The 200 answer of `POST /run`: what the program did.
@@ -73,6 +80,25 @@ pub struct RunResponse {
     /// processes were lost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed: Option<bool>,
+    /// What the run did through the runner's proxy, when it did anything there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressUsage>,
+}
+
+/// A run's use of the runner's proxy (`egress` in a run's answer).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressUsage {
+    /// Connections the proxy made for it.
+    pub connections: u64,
+    /// Bytes from the hosts to the program.
+    pub bytes_in: u64,
+    /// Bytes from the program to the hosts.
+    pub bytes_out: u64,
+    /// Requests the proxy refused (a host not granted, an address it never reaches, a
+    /// cap).
+    pub refused: u64,
 }
 
 /// The runner's defaults: the one place each default limit is written. The runner's
@@ -144,8 +170,18 @@ pub struct Limits {
     pub code_cap_bytes: u64,
     /// How long a request may wait for a free sandbox before 503, ms.
     pub queue_timeout_ms: u64,
-    /// Whether a sandbox can reach any network (never, today).
+    /// Whether a sandbox can reach any network: true only where the operator opened
+    /// hosts (`networkHosts`), which programs reach through the runner's proxy alone.
     pub network: bool,
+    /// The hosts the operator opened (`RUNNER_EGRESS_ALLOW`): `host`, `*.domain` (its
+    /// subdomains), `host:port`; a run or a session may be granted these (its `egress`).
+    /// Absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_hosts: Vec<String>,
+    /// Whether a run or a session that names no `egress` is granted every host of
+    /// `networkHosts` (`RUNNER_EGRESS_DEFAULT=all`) rather than none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network_by_default: bool,
     /// Whether `memory_mb` and `cpus` are enforced. False only where the operator
     /// started the runner with `--unsafe-no-resource-limits` (an ordinary user's runner
     /// without a delegated cgroup): the process cap stays.
@@ -237,6 +273,8 @@ impl Default for Limits {
             code_cap_bytes: defaults::CODE_CAP_BYTES,
             queue_timeout_ms: defaults::QUEUE_TIMEOUT_MS,
             network: false,
+            network_hosts: Vec::new(),
+            network_by_default: false,
             resource_limits: true,
             sessions_frozen: true,
             answer_margin_ms: defaults::ANSWER_MARGIN_MS,
@@ -369,6 +407,20 @@ pub struct CreateSession {
     /// Start from this snapshot's files (`POST /sessions/{id}/snapshots`, or an import).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_snapshot: Option<String>,
+    /// The hosts the session's programs may reach, as for a run's `egress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Vec<String>>,
+}
+
+/// The body of `PATCH /sessions/{id}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateSession {
+    /// The hosts the session's programs may reach from now on (within the operator's
+    /// list; `[]`: none), for its next runs and its running processes' next
+    /// connections.
+    pub egress: Vec<String>,
 }
 
 /// The answer of `GET /sessions/{id}/files`: the home folder, recursively.
@@ -403,6 +455,10 @@ pub struct SessionInfo {
     /// When it was paused, while it is (RFC 3339, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_at: Option<String>,
+    /// The hosts its programs may reach through the runner's proxy (absent where the
+    /// runner opens none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Vec<String>>,
 }
 
 /// Every error answer: `{"error": {"code": ..., "message": ...}}`.

@@ -2,7 +2,7 @@
 
 use crate::config::SandboxArgs;
 use crate::job::{self, Jobs, Place, RequestError};
-use crate::server::make_backend;
+use crate::server::{make_backend, make_egress};
 use sandbox_protocol::api::RunRequest;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -69,6 +69,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
         code,
         timeout_ms: args.timeout_ms,
         tools: None,
+        egress: None,
     };
     let job = Jobs::command(&config)
         .job(request, Place::OneShot)
@@ -76,7 +77,7 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
             RequestError::Timeout { max, .. } => OneshotError::Timeout { max },
             other => OneshotError::Request(other),
         })?;
-    let backend = make_backend(&config, 1)?;
+    let backend = make_backend(&config, 1, make_egress(&config))?;
     let mut sandbox = match backend.create(None, false).await {
         Ok(sandbox) => sandbox,
         Err(e) => {

@@ -9,6 +9,7 @@ use crate::http::{router, starting, switch, AppState, Base};
 use crate::lifecycle::Lifecycle;
 use crate::pool::{Pool, PooledSandbox, SandboxFactory};
 use crate::session::{Sessions, REAP_EVERY};
+use sandbox_egress::Egress;
 use crate::store::{Store, StoreError};
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -42,12 +43,26 @@ pub enum ServeError {
     Store(#[from] StoreError),
 }
 
-/// Makes the backend a configuration names, for up to `sandboxes` at once.
-pub fn make_backend(config: &SandboxConfig, sandboxes: usize) -> Result<Backend, BackendError> {
+/// The runner's proxy, where the configuration opens hosts.
+pub fn make_egress(config: &SandboxConfig) -> Option<Arc<Egress>> {
+    let egress = &config.egress;
+    egress
+        .is_on()
+        .then(|| Arc::new(Egress::new(egress.policy.clone(), egress.limits())))
+}
+
+/// Makes the backend a configuration names, for up to `sandboxes` at once, its sandboxes
+/// reaching `egress` where it is given.
+pub fn make_backend(
+    config: &SandboxConfig,
+    sandboxes: usize,
+    egress: Option<Arc<Egress>>,
+) -> Result<Backend, BackendError> {
     match &config.backend {
         BackendConfig::Process(process) => Ok(Backend::Process(Box::new(ProcessBackend::new(
             process.clone(),
             sandboxes,
+            egress,
         )?))),
         BackendConfig::Vm(vm) => Ok(Backend::Vm(Box::new(VmBackend::new(vm.clone())?))),
     }
@@ -83,9 +98,14 @@ pub async fn serve(
     );
     let lifecycle = Arc::new(Lifecycle::new().map_err(ServeError::InstanceId)?);
     tracing::info!(instance = lifecycle.instance_id(), "instance id");
-    let backend = Arc::new(make_backend(&config.sandbox, config.sandboxes())?);
+    let egress = make_egress(&config.sandbox);
+    let backend = Arc::new(make_backend(
+        &config.sandbox,
+        config.sandboxes(),
+        egress.clone(),
+    )?);
     let name = backend.name();
-    let base = Base::new(&config, lifecycle.clone());
+    let base = Base::new(&config, lifecycle.clone(), egress);
     let ready = Arc::new(OnceLock::new());
     let app = switch(starting(&config, name, &base), ready.clone());
     tokio::spawn({

@@ -36,6 +36,7 @@ fn response(stdout: &str, exit_code: i32) -> RunResponse {
         outputs_truncated: false,
         state_lost: None,
         resumed: None,
+        egress: None,
     }
 }
 

@@ -27,6 +27,8 @@ pub struct RunOutcome {
     pub oom_killed: bool,
     /// A session's run that woke it from its pause.
     pub resumed: bool,
+    /// What the run did through the runner's proxy, when it did anything there.
+    pub egress: Option<sandbox_protocol::api::EgressUsage>,
 }
 
 /// Why a sandbox could not be made or could not run its job.

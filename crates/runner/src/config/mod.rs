@@ -5,6 +5,7 @@
 //! - `mod.rs`: the flags, the validated settings, and the checks;
 //! - `backend.rs`: the backend's own settings, made from the sandbox flags;
 //! - `packages.rs`, `session.rs`: the packages' and the sessions' flags and checks;
+//! - `egress.rs`: the hosts opened to sandboxes through the runner's proxy;
 //! - `summary.rs`: the start-up line.
 
 use crate::backend::process::ProcessConfig;
@@ -14,12 +15,14 @@ use crate::pool::PoolConfig;
 use crate::session::{OnIdle, SessionConfig};
 
 mod backend;
+mod egress;
 mod packages;
 mod session;
 mod summary;
 #[cfg(test)]
 mod tests;
 
+pub use egress::{EgressArgs, EgressConfig, EgressDefault};
 pub use packages::{PackageArgs, DEFAULT_WARM_IMPORTS};
 use sandbox_protocol::api::{defaults, Limits};
 pub use session::{SessionArgs, DEFAULT_DATA_DIR};
@@ -149,6 +152,9 @@ pub struct SandboxArgs {
     /// name, or removing them (docs/languages.md).
     #[arg(long, env = "RUNNER_LANGUAGES")]
     pub languages: Option<PathBuf>,
+    /// The hosts opened to sandboxes through the runner's proxy (none by default).
+    #[command(flatten)]
+    pub egress: EgressArgs,
 }
 
 /// `sandbox-runner serve` settings.
@@ -223,6 +229,9 @@ pub enum ConfigError {
     /// The package store could not be read.
     #[error("RUNNER_PACKAGES_DIR: {0}")]
     Packages(String),
+    /// The egress policy cannot be used.
+    #[error("RUNNER_EGRESS_ALLOW, RUNNER_EGRESS_ALLOW_CIDRS: {0}")]
+    Egress(String),
     /// The language table could not be made.
     #[error("RUNNER_LANGUAGES: {0}")]
     Languages(#[from] crate::languages::LanguagesError),
@@ -253,6 +262,8 @@ pub struct SandboxConfig {
     pub packages: PackagesConfig,
     /// The languages offered.
     pub languages: Arc<Languages>,
+    /// The hosts opened to sandboxes (none: egress off).
+    pub egress: EgressConfig,
 }
 
 /// Validated packages' settings.
@@ -341,7 +352,12 @@ impl SandboxArgs {
     pub fn validate(&self) -> Result<SandboxConfig, ConfigError> {
         self.check_ranges()?;
         let packages = self.packages_config()?;
-        let languages = Arc::new(self.languages(&packages)?);
+        let egress = self.egress.validate(self.backend)?;
+        let mut languages = self.languages(&packages)?;
+        if egress.is_on() {
+            languages.add_env(&sandbox_egress::proxy_env());
+        }
+        let languages = Arc::new(languages);
         let backend = match self.backend {
             BackendKind::Process => {
                 BackendConfig::Process(self.process_config(&packages, languages.clone()))
@@ -355,6 +371,7 @@ impl SandboxArgs {
             backend,
             packages,
             languages,
+            egress,
         })
     }
 
@@ -506,7 +523,10 @@ impl ServeArgs {
             output_cap_bytes: self.sandbox.output_cap_bytes as u64,
             code_cap_bytes: self.pool.code_cap_bytes as u64,
             queue_timeout_ms: self.pool.queue_timeout_ms,
-            network: false,
+            network: sandbox.egress.is_on(),
+            network_hosts: sandbox.egress.policy.names(),
+            network_by_default: sandbox.egress.is_on()
+                && sandbox.egress.default == EgressDefault::All,
             resource_limits: !self.sandbox.unsafe_no_resource_limits,
             // Every sandbox with a cgroup (a VM's too, in its guest) is frozen between a
             // session's calls.

@@ -1,7 +1,7 @@
 //! The start-up line: every setting the runner took (never the token), and its
 //! backend's own.
 
-use super::{BackendConfig, RunnerConfig};
+use super::{BackendConfig, EgressConfig, RunnerConfig};
 use crate::backend::vm::{VmConfig, Vmm};
 use std::fmt;
 
@@ -66,6 +66,28 @@ fn write_vm(f: &mut fmt::Formatter<'_>, vm: &VmConfig) -> fmt::Result {
     )
 }
 
+/// The egress settings, for the start-up line.
+struct EgressSummary<'a>(&'a EgressConfig);
+
+impl fmt::Display for EgressSummary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let egress = self.0;
+        if !egress.is_on() {
+            return write!(f, "egress=off");
+        }
+        write!(
+            f,
+            "egress_allow={} egress_allow_cidrs={} egress_default={:?} egress_max_bytes={} \
+             egress_max_connections={}",
+            egress.policy.names().join(","),
+            egress.policy.ranges().join(","),
+            egress.default,
+            egress.max_bytes,
+            egress.max_connections,
+        )
+    }
+}
+
 impl fmt::Display for RunnerConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.sandbox;
@@ -74,7 +96,7 @@ impl fmt::Display for RunnerConfig {
             "listen={} auth={} backend={:?} pool_size={} queue_size={} queue_timeout={:?} \
              default_timeout={:?} max_timeout={:?} output_cap_bytes={} code_cap_bytes={} \
              shutdown_grace={:?} header_timeout={:?} max_header_bytes={} max_connections={} \
-             body_timeout={:?} {}",
+             body_timeout={:?} {} {}",
             self.listen,
             if self.token.is_some() {
                 "bearer"
@@ -95,6 +117,7 @@ impl fmt::Display for RunnerConfig {
             self.http.max_connections,
             self.http.body_read_timeout,
             BackendSummary(&s.backend),
+            EgressSummary(&s.egress),
         )
     }
 }

@@ -82,7 +82,13 @@ const FILE: &[ErrorCode] = &[
 
 errors!(
     /// `POST /run`'s errors.
-    RunErrors = [PROTECTED, BODY, POOL, codes::DEPENDENCIES, &[codes::SANDBOX_FAILED]]
+    RunErrors = [
+        PROTECTED,
+        BODY,
+        POOL,
+        codes::DEPENDENCIES,
+        &[codes::SANDBOX_FAILED, codes::EGRESS_NOT_ALLOWED]
+    ]
 );
 errors!(
     /// `POST /sessions`' errors.
@@ -94,7 +100,8 @@ errors!(
             codes::TOO_MANY_SESSIONS,
             codes::SANDBOX_FAILED,
             codes::SNAPSHOT_NOT_FOUND,
-            codes::STORAGE_ERROR
+            codes::STORAGE_ERROR,
+            codes::EGRESS_NOT_ALLOWED
         ]
     ]
 );
@@ -133,6 +140,14 @@ errors!(
 errors!(
     /// `GET` and `DELETE /sessions/{id}`'s errors.
     SessionErrors = [PROTECTED, &[codes::SESSION_NOT_FOUND]]
+);
+errors!(
+    /// `PATCH /sessions/{id}`'s errors.
+    UpdateSessionErrors = [
+        PROTECTED,
+        BODY,
+        &[codes::SESSION_NOT_FOUND, codes::EGRESS_NOT_ALLOWED]
+    ]
 );
 errors!(
     /// `POST /sessions/{id}/run`'s errors.

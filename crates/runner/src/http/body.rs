@@ -7,6 +7,7 @@ use crate::job::{Jobs, Place};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
+use sandbox_egress::Grant;
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::api::RunRequest;
 
@@ -36,21 +37,35 @@ pub fn code_limit(config: &RunnerConfig) -> impl FnOnce() -> String + '_ {
 }
 
 /// Decodes a run's body (`POST /run`, a session's run) and makes it the job for the
-/// agent ([`Jobs`]), to run at `place`.
-pub fn parse_run(body: &[u8], config: &RunnerConfig, place: Place) -> Result<Job, ApiError> {
+/// agent ([`Jobs`]), to run at `place`, with the hosts it is granted at the runner's
+/// proxy (none: the runner opens none, or a session's run, which has its session's).
+pub fn parse_run(
+    body: &[u8],
+    config: &RunnerConfig,
+    place: Place,
+) -> Result<(Job, Option<Grant>), ApiError> {
     let request = decode(body)?;
     if let Some(offer) = &request.tools {
         offer
             .check()
             .map_err(|e| ApiError::BadRequest(format!("`tools`: {e}")))?;
     }
-    Ok(Jobs::api(config).job(request, place)?)
+    let grant = match place {
+        Place::OneShot => config.sandbox.egress.grant(request.egress.as_deref())?,
+        Place::Session if request.egress.is_some() => {
+            return Err(ApiError::BadRequest(
+                "`egress` is a session's, not a run's: set it with PATCH /sessions/{id}".into(),
+            ))
+        }
+        Place::Session => None,
+    };
+    Ok((Jobs::api(config).job(request, place)?, grant))
 }
 
 fn decode(body: &[u8]) -> Result<RunRequest, ApiError> {
     decode_object(
         body,
-        r#"{"lang": string, "code": string, "timeoutMs"?: integer, "tools"?: {"servers": [...]}}"#,
+        r#"{"lang": string, "code": string, "timeoutMs"?: integer, "tools"?: {"servers": [...]}, "egress"?: [string]}"#,
     )
 }
 

@@ -29,6 +29,13 @@ pub const BAD_REQUEST: ErrorCode = code(
     "the body or a parameter is not valid (the message says which): not the JSON object \
      asked for, a language the runner does not offer, a timeout or duration out of range",
 );
+/// 400: `egress` names a host the operator did not open.
+pub const EGRESS_NOT_ALLOWED: ErrorCode = code(
+    StatusCode::BAD_REQUEST,
+    "egress_not_allowed",
+    "`egress` names hosts outside the operator's list (`GET /health`'s \
+     `limits.networkHosts`; the message names them); nothing was started or changed",
+);
 /// 401: no token, or the wrong one.
 pub const UNAUTHORIZED: ErrorCode = code(
     StatusCode::UNAUTHORIZED,

@@ -63,6 +63,9 @@ pub enum ApiError {
     /// The program's inline dependencies were refused (nothing ran).
     #[error(transparent)]
     Deps(#[from] crate::deps::DepsRefusal),
+    /// `egress` names hosts outside the operator's list (400).
+    #[error("{0}")]
+    EgressNotAllowed(#[from] sandbox_egress::NotAllowed),
     /// A tool call's answer found no run or no call waiting for it (404).
     #[error(transparent)]
     ToolAnswer(#[from] AnswerError),
@@ -92,6 +95,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => codes::METHOD_NOT_ALLOWED,
             ApiError::Session(e) => session_code(e),
             ApiError::Deps(e) => return e.status_and_code(),
+            ApiError::EgressNotAllowed(_) => codes::EGRESS_NOT_ALLOWED,
             ApiError::ToolAnswer(AnswerError::RunNotFound(_)) => codes::RUN_NOT_FOUND,
             ApiError::ToolAnswer(AnswerError::CallNotFound { .. }) => codes::TOOL_CALL_NOT_FOUND,
         };

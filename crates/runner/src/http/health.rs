@@ -187,7 +187,24 @@ pub(super) async fn metrics<B: SandboxFactory>(
 ) -> impl IntoResponse {
     let pool = state.pool.state();
     let readiness = readiness(&pool, &state.base.lifecycle);
-    metrics_answer(state.base.metrics.render(&pool, &readiness))
+    let body = state.base.metrics.render(&pool, &readiness);
+    metrics_answer(with_egress(body, state.base.egress.as_deref()))
+}
+
+/// The runner's series and, where the operator opened hosts, the proxy's (connections,
+/// bytes and refusals by host), before the exposition's `# EOF`.
+fn with_egress(mut body: String, egress: Option<&sandbox_egress::Egress>) -> String {
+    let Some(lines) = egress.map(|e| e.metrics()).filter(|l| !l.is_empty()) else {
+        return body;
+    };
+    let eof = body.strip_suffix("# EOF\n").map(str::len);
+    let tail = eof.map(|at| body.split_off(at)).unwrap_or_default();
+    body.push_str(&lines);
+    if !lines.ends_with('\n') {
+        body.push('\n');
+    }
+    body.push_str(&tail);
+    body
 }
 
 /// The text exposition as `/metrics` answers it.

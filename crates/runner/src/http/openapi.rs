@@ -34,6 +34,7 @@ serves with `--no-auth`, on loopback).";
         super::run::run,
         super::sessions::create,
         super::sessions::info,
+        super::sessions::update,
         super::sessions::close,
         super::sessions::run,
         super::sessions::list,

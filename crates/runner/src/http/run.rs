@@ -34,8 +34,10 @@ const LOG: &str = "sandbox_runner::http";
 
 /// Runs a program in a fresh sandbox.
 ///
-/// The sandbox has no network and the limits `GET /health` lists; it is destroyed after
-/// the run. A compiled language's program is compiled first, in the same sandbox, within
+/// The sandbox has no network but the hosts the operator opened and the request is
+/// granted (`egress`), through the runner's proxy, and the limits `GET /health` lists; it
+/// is destroyed after the run. The answer's `egress` says what the run did through the
+/// proxy, when it did anything there. A compiled language's program is compiled first, in the same sandbox, within
 /// the language's compile timeout (on top of `timeoutMs`, which counts from the program's
 /// start). A Python program's PEP 723 block is resolved before the run; a refusal runs
 /// nothing.
@@ -82,7 +84,7 @@ pub(super) async fn run<B: SandboxFactory>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
-    let job = parse_run(&body, &state.config, Place::OneShot)?;
+    let (job, grant) = parse_run(&body, &state.config, Place::OneShot)?;
     let lang = job.lang.clone();
     if let Err(e) = refuse_when_draining(&state.base.lifecycle) {
         state.base.metrics.record(&lang, Outcome::Draining, None);
@@ -93,6 +95,7 @@ pub(super) async fn run<B: SandboxFactory>(
     let span = tracing::info_span!(target: LOG, "run", id, %lang);
     async move {
         let admitted = admit(&state, &job).await?;
+        admitted.lease.grant_egress(grant);
         if ndjson::wanted(&headers) {
             return Ok(stream(state, admitted, job, tools));
         }

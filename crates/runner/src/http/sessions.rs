@@ -28,7 +28,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use sandbox_protocol::agent::{decode_bytes, encode_bytes, AgentMessage, FileRequest};
-use sandbox_protocol::api::{CreateSession, FileList, RunRequest, RunResponse, SessionInfo};
+use sandbox_protocol::api::{
+    CreateSession, FileList, RunRequest, RunResponse, SessionInfo, UpdateSession,
+};
 use sandbox_protocol::process::StreamLine;
 use sandbox_protocol::Lang;
 use serde::Deserialize;
@@ -40,7 +42,10 @@ use utoipa::IntoParams;
 pub(super) fn routes<B: SandboxFactory>(file_cap_bytes: usize) -> Router<Arc<AppState<B>>> {
     Router::new()
         .route("/sessions", post(create::<B>))
-        .route("/sessions/{id}", get(info::<B>).delete(close::<B>))
+        .route(
+            "/sessions/{id}",
+            get(info::<B>).delete(close::<B>).patch(update::<B>),
+        )
         .route("/sessions/{id}/run", post(run::<B>))
         .route("/sessions/{id}/files", get(list::<B>))
         .route(
@@ -198,8 +203,9 @@ async fn create<B: SandboxFactory>(
 ) -> Result<(StatusCode, Json<SessionInfo>), ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
     let request = decode_create(&body)?;
+    let grant = state.config.sandbox.egress.grant(request.egress.as_deref())?;
     refuse_when_draining(&state.base.lifecycle)?;
-    let info = state.sessions.open(request).await?;
+    let info = state.sessions.open(request, grant).await?;
     tracing::info!(session = %info.id, "session opened");
     Ok((StatusCode::CREATED, Json(info)))
 }
@@ -211,8 +217,43 @@ fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
     }
     decode_object(
         body,
-        r#"{"idleTimeoutMs"?: integer, "ttlMs"?: integer, "fromSnapshot"?: string} (or an empty body)"#,
+        r#"{"idleTimeoutMs"?: integer, "ttlMs"?: integer, "fromSnapshot"?: string, "egress"?: [string]} (or an empty body)"#,
     )
+}
+
+/// Sets the hosts a session's programs may reach through the runner's proxy: within the
+/// operator's list (`GET /health`'s `limits.networkHosts`), `[]` for none. It takes
+/// effect at once, for the session's running processes' next connections too (a
+/// connection already open goes on), and for its later sandboxes (a paused session's
+/// wake). So a session can install what it needs, then lock the network.
+#[utoipa::path(
+    patch,
+    path = "/sessions/{id}",
+    operation_id = "updateSession",
+    tag = "sessions",
+    params(SessionPath),
+    request_body = UpdateSession,
+    responses(
+        (status = 200, description = "The session, with its `egress`", body = SessionInfo),
+        answers::UpdateSessionErrors,
+    ),
+    security(("bearer" = []))
+)]
+async fn update<B: SandboxFactory>(
+    State(state): State<Arc<AppState<B>>>,
+    Path(SessionPath { id }): Path<SessionPath>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<SessionInfo>, ApiError> {
+    let body = body_bytes(body, code_limit(&state.config))?;
+    let request: UpdateSession = decode_object(&body, r#"{"egress": [string]}"#)?;
+    let egress = &state.config.sandbox.egress;
+    let Some(grant) = egress.grant(Some(&request.egress))? else {
+        // The runner opens no host: an empty list changes nothing.
+        return Ok(Json(state.sessions.info(&id)?));
+    };
+    let info = state.sessions.set_egress(&id, grant)?;
+    tracing::info!(session = %id, egress = ?info.egress, "session's egress set");
+    Ok(Json(info))
 }
 
 /// How a session is.
@@ -296,7 +337,7 @@ async fn run<B: SandboxFactory>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
-    let job = parse_run(&body, &state.config, Place::Session)?;
+    let (job, _) = parse_run(&body, &state.config, Place::Session)?;
     let lang = job.lang.clone();
     let started = Instant::now();
     let tools = ToolRun::of(&state, &job, &headers)?;

@@ -11,6 +11,7 @@ use crate::metrics::Metrics;
 use crate::pool::{Pool, SandboxFactory};
 use crate::session::{Acquire, Restore, Sessions};
 use crate::store::{PausedRecord, Store};
+use sandbox_egress::Egress;
 use sandbox_protocol::Lang;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,11 +25,17 @@ pub struct Base {
     pub lifecycle: Arc<Lifecycle>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
+    /// The runner's proxy, where the operator opened hosts (its metrics).
+    pub egress: Option<Arc<Egress>>,
 }
 
 impl Base {
-    /// What a runner with `config` and `lifecycle` starts from.
-    pub fn new(config: &RunnerConfig, lifecycle: Arc<Lifecycle>) -> Self {
+    /// What a runner with `config`, `lifecycle` and the proxy `egress` starts from.
+    pub fn new(
+        config: &RunnerConfig,
+        lifecycle: Arc<Lifecycle>,
+        egress: Option<Arc<Egress>>,
+    ) -> Self {
         let packages = &config.sandbox.packages;
         match &packages.set {
             Some(set) => tracing::info!(
@@ -47,6 +54,7 @@ impl Base {
             deps: InlineDeps::new(&config.sandbox),
             lifecycle,
             metrics: Arc::new(Metrics::new()),
+            egress,
         }
     }
 }

@@ -152,6 +152,7 @@ pub fn answer(outcome: RunOutcome, place: Place) -> RunResponse {
         oom_killed: outcome.oom_killed,
         stdout_truncated: job.stdout_truncated,
         stderr_truncated: job.stderr_truncated,
+        egress: outcome.egress,
     }
 }
 

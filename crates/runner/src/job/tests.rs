@@ -36,6 +36,7 @@ fn request(lang: &str, code: &str, timeout_ms: Option<u64>) -> RunRequest {
         code: code.into(),
         timeout_ms,
         tools: None,
+        egress: None,
     }
 }
 
@@ -152,6 +153,7 @@ fn only_a_sessions_answer_says_whether_its_state_was_lost() {
         },
         oom_killed: true,
         resumed: false,
+        egress: None,
     };
     let one_shot = answer(outcome.clone(), Place::OneShot);
     assert_eq!(one_shot.state_lost, None);

@@ -163,6 +163,16 @@ impl Languages {
         )
     }
 
+    /// Adds `env` to every language's programs' environment (the proxy's variables, where
+    /// the operator opened hosts): what each program, a session's resident interpreter
+    /// and what a sandbox prepares ahead start with.
+    pub fn add_env(&mut self, env: &[(&str, String)]) {
+        for language in &mut self.offered {
+            let vars = env.iter().map(|(k, v)| ((*k).to_owned(), v.clone()));
+            language.recipe.env.extend(vars);
+        }
+    }
+
     /// Keeps the languages `left_out` gives no reason for, logging the others' reasons;
     /// `if_none` says why when none is kept.
     fn retain(

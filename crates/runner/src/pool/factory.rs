@@ -52,6 +52,11 @@ pub trait PooledSandbox: Send + 'static {
     /// Why the job could not be run.
     type Error;
 
+    /// Its grant and counters at the runner's proxy (none: no host is open to it).
+    fn egress(&self) -> Option<&sandbox_egress::SandboxEgress> {
+        None
+    }
+
     /// Runs the job, its output sent to `live` as it comes where the sandbox can stream
     /// it. The sandbox is spent whatever happened (and also when this future is dropped
     /// before it completes): [`destroy`](Self::destroy) must follow.
@@ -257,6 +262,13 @@ impl SandboxFactory for Backend {
 
 impl PooledSandbox for Sandbox {
     type Error = BackendError;
+
+    fn egress(&self) -> Option<&sandbox_egress::SandboxEgress> {
+        match self {
+            Sandbox::Process(s) => s.egress(),
+            Sandbox::Vm(_) => None,
+        }
+    }
 
     fn run(
         &mut self,

@@ -114,6 +114,14 @@ pub struct Lease<B: SandboxFactory = Backend> {
 }
 
 impl<B: SandboxFactory> Lease<B> {
+    /// Grants the sandbox's programs `grant` at the runner's proxy (nothing where it
+    /// has no way there: the runner opens no host).
+    pub fn grant_egress(&self, grant: Option<sandbox_egress::Grant>) {
+        if let (Some(grant), Some(egress)) = (grant, self.warm.sandbox.egress()) {
+            egress.set_grant(grant);
+        }
+    }
+
     /// Keeps the sandbox for good (a session's): its slot is given back, and the pool
     /// makes another sandbox in its place. The caller destroys it.
     pub fn keep(self) -> B::Sandbox {

@@ -25,6 +25,7 @@ use crate::pool::{AcquireError, PooledSandbox};
 use crate::store::{PausedRecord, Store};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
+use sandbox_egress::Grant;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -119,9 +120,14 @@ impl<S: PooledSandbox> Sessions<S> {
     }
 
     /// Makes a session with a sandbox from the pool (and, `fromSnapshot`, a snapshot's
-    /// files). It is made in a task of its own, so that a caller that goes away leaves
+    /// files), its programs granted `egress` at the runner's proxy (none: it opens no
+    /// host). It is made in a task of its own, so that a caller that goes away leaves
     /// no sandbox half made.
-    pub async fn open(self: &Arc<Self>, request: CreateSession) -> Result<SessionInfo, SessionError>
+    pub async fn open(
+        self: &Arc<Self>,
+        request: CreateSession,
+        egress: Option<Grant>,
+    ) -> Result<SessionInfo, SessionError>
     where
         S::Error: std::fmt::Display + Send,
     {
@@ -130,7 +136,7 @@ impl<S: PooledSandbox> Sessions<S> {
             None => None,
         };
         let sessions = self.clone();
-        tokio::spawn(async move { sessions.make(request, from).await })
+        tokio::spawn(async move { sessions.make(request, from, egress).await })
             .await
             .map_err(|e| {
                 SessionError::Sandbox(format!("the task making the session failed: {e}"))
@@ -141,6 +147,7 @@ impl<S: PooledSandbox> Sessions<S> {
         &self,
         request: CreateSession,
         from: Option<std::path::PathBuf>,
+        egress: Option<Grant>,
     ) -> Result<SessionInfo, SessionError>
     where
         S::Error: std::fmt::Display + Send,
@@ -160,7 +167,15 @@ impl<S: PooledSandbox> Sessions<S> {
         let _opening = self.reserve()?;
         let id = crate::lifecycle::random_id().map_err(SessionError::Random)?;
         let (sandbox, _) = self.sandbox_from(from.as_deref()).await?;
+        let handle = sandbox.egress().cloned();
         let session = Arc::new(Session::new(id.clone(), idle, ttl, Slot::Active(sandbox)));
+        {
+            let mut session_egress = lock(&session.egress);
+            session_egress.attach(handle.as_ref());
+            if let Some(grant) = egress {
+                session_egress.set(grant);
+            }
+        }
         let info = session.info(self.config.paused_ttl);
         lock(&self.table).insert(id, session);
         Ok(info)
@@ -225,6 +240,15 @@ impl<S: PooledSandbox> Sessions<S> {
     /// What a session is now.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
         Ok(self.get(id)?.info(self.config.paused_ttl))
+    }
+
+    /// Sets the hosts a session's programs may reach (`PATCH /sessions/{id}`): at once,
+    /// without waiting for a call in flight (its next connections take it), and for
+    /// every sandbox it has later; what the session is now.
+    pub fn set_egress(&self, id: &str, grant: Grant) -> Result<SessionInfo, SessionError> {
+        let session = self.get(id)?;
+        lock(&session.egress).set(grant);
+        Ok(session.info(self.config.paused_ttl))
     }
 
     /// Runs `job`, a session's ([`Place::Session`](crate::job::Place::Session)), in the

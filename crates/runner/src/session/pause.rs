@@ -175,6 +175,7 @@ impl<S: PooledSandbox> Sessions<S> {
         let _waking = self.reserve()?;
         let folder = self.store.session_folder(&session.id);
         let (sandbox, lost) = self.sandbox_from(Some(&folder)).await?;
+        lock(&session.egress).attach(sandbox.egress());
         **guard = Slot::Active(sandbox);
         *lock(&session.paused) = None;
         *lock(&session.woken) = Some(lost);

@@ -118,7 +118,7 @@ fn job() -> Job {
 
 async fn open(_pool: &Harness, sessions: &Arc<Sessions<FakeSandbox>>) -> SessionInfo {
     sessions
-        .open(CreateSession::default())
+        .open(CreateSession::default(), None)
         .await
         .expect("a session")
 }
@@ -253,7 +253,7 @@ async fn durations_out_of_range_are_refused_before_a_sandbox_is_taken() {
             ttl_ms: ttl,
             ..CreateSession::default()
         };
-        let refused = sessions.open(asked).await;
+        let refused = sessions.open(asked, None).await;
         assert!(
             matches!(refused, Err(SessionError::BadRequest(_))),
             "{idle:?} {ttl:?}: {refused:?}"
@@ -266,7 +266,7 @@ async fn durations_out_of_range_are_refused_before_a_sandbox_is_taken() {
         ttl_ms: Some(120_000),
         ..CreateSession::default()
     };
-    let info = sessions.open(longest).await.expect("the maxima are taken");
+    let info = sessions.open(longest, None).await.expect("the maxima are taken");
     assert_eq!(info.idle_timeout_ms, 20_000);
     finish(&fake, pool, &sessions).await;
 }
@@ -277,7 +277,7 @@ async fn at_the_most_sessions_another_is_refused_until_one_ends() {
     let (pool, sessions) = start(&fake).await;
     let first = open(&pool, &sessions).await;
     open(&pool, &sessions).await;
-    let refused = sessions.open(CreateSession::default()).await;
+    let refused = sessions.open(CreateSession::default(), None).await;
     assert!(
         matches!(refused, Err(SessionError::TooMany(2))),
         "{refused:?}"

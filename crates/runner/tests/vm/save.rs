@@ -45,7 +45,7 @@ fn vm_backend(test: &str) -> (PathBuf, Backend, sandbox_runner::config::SandboxC
     .expect("the flags parse");
     let config = flags.sandbox.validate().expect("a valid configuration");
     assert!(matches!(config.backend, BackendConfig::Vm(_)));
-    let backend = sandbox_runner::server::make_backend(&config, 2).expect("the vm backend");
+    let backend = sandbox_runner::server::make_backend(&config, 2, None).expect("the vm backend");
     (state_dir, backend, config)
 }
 

@@ -76,4 +76,14 @@ pub enum ProcessError {
     /// The task freezing or thawing a session's sandbox failed.
     #[error("freezing or thawing the session's sandbox: the task: {0}")]
     FreezerTask(tokio::task::JoinError),
+    /// The listener of the sandbox's way to the proxy could not be made in it.
+    #[error("sandbox setup failed: the proxy's listener in the sandbox: {0}")]
+    ProxyListener(std::io::Error),
+    /// Egress configured on a runner that is not root, where it is not built yet.
+    #[error(
+        "RUNNER_EGRESS_ALLOW: an ordinary user's runner cannot give sandboxes the proxy yet \
+         (it needs a runner started as root); leave RUNNER_EGRESS_ALLOW and \
+         RUNNER_EGRESS_ALLOW_CIDRS empty"
+    )]
+    EgressRootless,
 }

@@ -2,7 +2,8 @@
 //! child), or the first process of a sandbox a template cloned (known by a pidfd; the
 //! template reaps it).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
 use tokio::process::Child;
 
@@ -48,4 +49,48 @@ impl Leader {
             }
         }
     }
+
+    /// A pidfd of the sandbox's first process inside its namespaces: the fork itself,
+    /// or the jail's one child (the agent). Checked after it is opened, so that it
+    /// cannot name a process that took a dead child's number.
+    pub fn inside_pidfd(&self) -> io::Result<OwnedFd> {
+        match self {
+            Leader::Forked(pidfd) => pidfd.get_ref().as_fd().try_clone_to_owned(),
+            Leader::Jail(child) => {
+                let jail = child
+                    .id()
+                    .ok_or_else(|| io::Error::other("the sandbox's jail has ended"))?;
+                let agent = only_child(jail)?;
+                let pidfd = pidfd_open(agent)?;
+                if only_child(jail)? != agent {
+                    return Err(io::Error::other("the sandbox's agent changed under us"));
+                }
+                Ok(pidfd)
+            }
+        }
+    }
+}
+
+/// The one child of the process `pid` (a jail has one: its sandbox's agent).
+fn only_child(pid: u32) -> io::Result<i32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let children = std::fs::read_to_string(&path)?;
+    let mut pids = children.split_whitespace().map(str::parse::<i32>);
+    match (pids.next(), pids.next()) {
+        (Some(Ok(child)), None) => Ok(child),
+        _ => Err(io::Error::other(format!(
+            "{path} does not name one child: {children:?}"
+        ))),
+    }
+}
+
+/// A pidfd of `pid`.
+fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just made and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw as i32) })
 }

@@ -12,11 +12,13 @@ mod freeze;
 pub mod identity;
 mod launch;
 pub mod leader;
+mod proxy_link;
 pub mod rootless;
 mod sandbox;
 pub mod template;
 
 pub use error::ProcessError;
+pub use proxy_link::ProxyLink;
 pub use sandbox::ProcessSandbox;
 
 use super::cgroup::{self, Cgroup, CgroupLimits, Hierarchy};
@@ -25,6 +27,7 @@ use deps::DepsMounts;
 use identity::{IdLayout, Identities, Identity};
 use launch::Launched;
 use rootless::{RootlessError, RootlessSetup};
+use sandbox_egress::Egress;
 use sandbox::Reservation;
 pub use sandbox::REPORT_GRACE;
 use sandbox_agent::template::PythonSpec;
@@ -105,14 +108,25 @@ pub struct ProcessBackend {
     /// copies, and tears down, the page tables of its ~100 MiB, which only a Python
     /// program makes up for.
     python_template: Option<Template>,
+    /// The runner's proxy, where the operator opened hosts: each sandbox gets a way to
+    /// it ([`ProxyLink`]).
+    egress: Option<Arc<Egress>>,
 }
 
 impl ProcessBackend {
     /// Checks what the backend needs for `sandboxes` at once (root or what stands in for
     /// it, cgroups unless the operator opted out), cleans up after dead runners, and
-    /// makes the state folder.
-    pub fn new(config: ProcessConfig, sandboxes: usize) -> Result<Self, ProcessError> {
+    /// makes the state folder. With `egress`, each sandbox gets a way to that proxy (a
+    /// root runner only: refused otherwise).
+    pub fn new(
+        config: ProcessConfig,
+        sandboxes: usize,
+        egress: Option<Arc<Egress>>,
+    ) -> Result<Self, ProcessError> {
         let root = nix::unistd::geteuid().is_root();
+        if egress.is_some() && !root {
+            return Err(ProcessError::EgressRootless);
+        }
         let privilege = if root {
             Privilege::Root {
                 unprivileged_owner: unprivileged_owner(config.id_base),
@@ -166,6 +180,7 @@ impl ProcessBackend {
             next_id: AtomicU64::new(1),
             privilege,
             deps,
+            egress,
         })
     }
 
@@ -210,9 +225,13 @@ impl ProcessBackend {
             &[]
         };
         let sandbox = reservation.into_sandbox(launched);
-        sandbox
+        let sandbox = sandbox
             .ready(language, warm_imports, self.config.create_timeout)
-            .await
+            .await?;
+        match &self.egress {
+            Some(egress) => sandbox.link_proxy(egress).await,
+            None => Ok(sandbox),
+        }
     }
 
     /// Takes what the sandbox needs into `reservation` (a cgroup, a host identity, a

@@ -8,6 +8,7 @@ use super::error::ProcessError;
 use super::identity::{Identities, Identity};
 use super::launch::Launched;
 use super::leader::Leader;
+use super::proxy_link::{self, ProxyLink};
 use crate::backend::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::backend::cgroup::{Cgroup, Freezer};
 use crate::backend::channel;
@@ -95,6 +96,7 @@ impl Reservation {
             stderr: Some(launched.stderr),
             oom_kills: 0,
             deps: self.deps,
+            proxy: None,
         }
     }
 }
@@ -116,6 +118,8 @@ pub struct ProcessSandbox {
     oom_kills: u64,
     /// Where its inline dependencies are mounted (none: it can have none).
     deps: Option<Arc<DepsMounts>>,
+    /// Its way to the runner's proxy (none: the operator opened no host).
+    proxy: Option<ProxyLink>,
 }
 
 impl ProcessSandbox {
@@ -155,6 +159,30 @@ impl ProcessSandbox {
                 .map_err(setup)?;
         }
         Ok(())
+    }
+
+    /// Gives the ready sandbox its way to `egress` ([`proxy_link`]); on failure the
+    /// sandbox is destroyed.
+    pub(super) async fn link_proxy(
+        mut self,
+        egress: &sandbox_egress::Egress,
+    ) -> Result<Self, ProcessError> {
+        match proxy_link::open(egress, &self.leader).await {
+            Ok(link) => {
+                self.proxy = Some(link);
+                Ok(self)
+            }
+            Err(e) => {
+                self.destroy().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Its grant and counters at the runner's proxy (none: the operator opened no
+    /// host).
+    pub fn egress(&self) -> Option<&sandbox_egress::SandboxEgress> {
+        self.proxy.as_ref().map(|link| &link.handle)
     }
 
     /// Mounts the inline-dependency set `key` (the host folder `source`) read-only in
@@ -221,7 +249,9 @@ impl ProcessSandbox {
         if let (Some(mb), Some(cgroup)) = (job.recipe.memory_mb, &self.cgroup) {
             cgroup.raise_memory(mb * 1024 * 1024)?;
         }
+        let before = self.egress().map(|e| e.usage());
         let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE, live).await;
+        let egress = self.egress().zip(before).map(|(e, before)| e.usage().since(&before));
         // The cgroup's count covers the sandbox's life; a session's sandbox runs more
         // than one job.
         let kills = self.cgroup.as_ref().and_then(|c| c.oom_kills().ok());
@@ -231,6 +261,7 @@ impl ProcessSandbox {
             job: result?,
             oom_killed,
             resumed: false,
+            egress: egress.filter(|usage| !usage.is_empty()).map(wire_usage),
         })
     }
 
@@ -269,6 +300,8 @@ impl ProcessSandbox {
     /// (the agent then dies of its parent-death signal). The ids are given back once no
     /// process has them.
     pub async fn destroy(mut self) {
+        // Its listener goes first: nothing new reaches the proxy from a dying sandbox.
+        drop(self.proxy.take());
         let cgroup = self.cgroup.take();
         let had_cgroup = cgroup.is_some();
         if !had_cgroup {
@@ -297,6 +330,16 @@ impl ProcessSandbox {
                 tracing::error!(sandbox = self.id, ids = ?identity.ids, "host ids kept from reuse");
             }
         }
+    }
+}
+
+/// A run's use of the proxy, as its answer says it.
+fn wire_usage(usage: sandbox_egress::Usage) -> sandbox_protocol::api::EgressUsage {
+    sandbox_protocol::api::EgressUsage {
+        connections: usage.connections,
+        bytes_in: usage.bytes_in,
+        bytes_out: usage.bytes_out,
+        refused: usage.refused,
     }
 }
 

@@ -209,6 +209,7 @@ impl VmSandbox {
             job,
             oom_killed,
             resumed: false,
+            egress: None,
         })
     }
 

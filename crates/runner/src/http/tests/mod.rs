@@ -51,7 +51,7 @@ async fn router_living(
     let pool = Pool::start(Arc::new(fake.clone()), pool_config, warm)
         .await
         .expect("pool");
-    let base = Base::new(&config, life);
+    let base = Base::new(&config, life, None);
     let data = tempfile::tempdir().expect("a data folder").keep();
     let mut store_config = config.store.clone();
     store_config.dir = data;
@@ -284,7 +284,7 @@ async fn a_starting_runner_answers_503_starting_until_the_switch_to_its_router()
     let argv = ["sandbox-runner", "--token", TOKEN, "--pool-size", "3"];
     let config = Cli::parse_from(argv).serve.validate().expect("config");
     let life = Arc::new(Lifecycle::with_id("abcd".into()));
-    let base = Base::new(&config, life.clone());
+    let base = Base::new(&config, life.clone(), None);
     let ready = Arc::new(std::sync::OnceLock::new());
     let app = switch(starting(&config, "fake", &base), ready.clone());
     let get = |path: &str| Request::get(path).body(Body::empty()).expect("request");

@@ -120,7 +120,7 @@ async fn every_route_of_the_router_is_in_the_document_and_nothing_else() {
 async fn a_starting_runner_serves_the_document_and_routes_nothing_it_leaves_out() {
     let argv = ["sandbox-runner", "--token", TOKEN];
     let config = Cli::parse_from(argv).serve.validate().expect("config");
-    let base = Base::new(&config, Arc::new(Lifecycle::with_id("s".into())));
+    let base = Base::new(&config, Arc::new(Lifecycle::with_id("s".into())), None);
     let starting = starting(&config, "fake", &base);
     let documented = documented(&document());
     for route in routes_of(&starting).await {

@@ -228,6 +228,7 @@ impl PooledSandbox for FakeSandbox {
             },
             oom_killed: false,
             resumed: false,
+            egress: None,
         })
     }
 
