@@ -330,6 +330,7 @@ impl SandboxServer {
             code: args.code,
             timeout_ms: Some(args.timeout_ms),
             tools: code.as_ref().map(|c| c.offer.clone()),
+            egress: None,
         };
         let started = Instant::now();
         let progress = Progress::asked(&ctx, run_time, place);

@@ -135,6 +135,7 @@ impl SandboxServer {
             idle_timeout_ms: args.idle_timeout_ms,
             ttl_ms: args.ttl_ms,
             from_snapshot: snapshot.as_ref().map(|s| s.snapshot.clone()),
+            egress: None,
         };
         // Made in a task of its own, closed if the client gives up mid-way: no session is
         // left that nobody holds an id for.

@@ -10,6 +10,7 @@ use super::process_call::{ask, ProcessPath};
 use super::state::AppState;
 use crate::pool::SandboxFactory;
 use crate::session::check_path;
+use crate::config::EgressConfig;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -26,6 +27,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 use utoipa::IntoParams;
+
+/// A process's variables: where the operator opened hosts, the proxy's first (the
+/// caller's win: a process may ask for none with empty values).
+fn with_proxy(egress: &EgressConfig, asked: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    if !egress.is_on() {
+        return asked;
+    }
+    let proxy = sandbox_egress::proxy_env()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v));
+    proxy.chain(asked).collect()
+}
 
 /// The most bytes written to a process's standard input in one request (what the agent
 /// queues for it at most).
@@ -92,7 +105,7 @@ async fn start<B: SandboxFactory>(
     let request = ProcessRequest::Start {
         command: request.command,
         cwd: request.cwd,
-        env: request.env,
+        env: with_proxy(&state.config.sandbox.egress, request.env),
         keep_bytes: config.process_output_bytes,
         max_running: config.max_processes,
     };
