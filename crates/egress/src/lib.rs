@@ -12,13 +12,22 @@
 //! [`Limits`] and counters ([`Usage`]), and the metrics. What it is not for: making the
 //! listener in the sandbox, configuration, or the runner's API (the runner does those).
 
+mod address;
+mod connection;
+mod head;
+mod hello;
+mod metrics;
 mod policy;
+mod refusal;
+mod relay;
+mod resolve;
 mod sandbox;
 mod server;
 
 pub use policy::{Grant, NotAllowed, Policy, PolicyError, MAX_ENTRIES};
+pub use resolve::{Lookup, Resolve, SystemResolver};
 pub use sandbox::{Limits, SandboxEgress, Usage, DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS};
-pub use server::Egress;
+pub use server::{Egress, Options, Timeouts};
 
 /// Inside a sandbox: the proxy's address.
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
