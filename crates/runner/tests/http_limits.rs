@@ -13,6 +13,7 @@ fn runner_with(flags: &[&str]) -> Runner {
         pool_size: 1,
         extra: flags.iter().map(|f| f.to_string()).collect(),
         env: Vec::new(),
+        ..Default::default()
     })
 }
 

@@ -258,6 +258,7 @@ async fn the_number_of_sessions_is_capped_and_bad_requests_are_refused() {
         pool_size: 1,
         extra: vec!["--max-sandbox-sessions".into(), "2".into()],
         env: Vec::new(),
+        ..Options::default()
     });
     runner.open_session(json!({})).await;
     runner.open_session(json!({})).await;

@@ -30,7 +30,12 @@ pub struct EgressArgs {
     pub egress_allow_cidrs: String,
     /// What a run or a session that names no `egress` is granted: `none` or `all` of the
     /// allowed hosts.
-    #[arg(long, env = "RUNNER_EGRESS_DEFAULT", value_enum, default_value = "none")]
+    #[arg(
+        long,
+        env = "RUNNER_EGRESS_DEFAULT",
+        value_enum,
+        default_value = "none"
+    )]
     pub egress_default: EgressDefault,
     /// Bytes one sandbox may move through the proxy, in and out together, over its
     /// whole life (a session's runs included).

@@ -203,7 +203,11 @@ async fn create<B: SandboxFactory>(
 ) -> Result<(StatusCode, Json<SessionInfo>), ApiError> {
     let body = body_bytes(body, code_limit(&state.config))?;
     let request = decode_create(&body)?;
-    let grant = state.config.sandbox.egress.grant(request.egress.as_deref())?;
+    let grant = state
+        .config
+        .sandbox
+        .egress
+        .grant(request.egress.as_deref())?;
     refuse_when_draining(&state.base.lifecycle)?;
     let info = state.sessions.open(request, grant).await?;
     tracing::info!(session = %info.id, "session opened");

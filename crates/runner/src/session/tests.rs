@@ -266,7 +266,10 @@ async fn durations_out_of_range_are_refused_before_a_sandbox_is_taken() {
         ttl_ms: Some(120_000),
         ..CreateSession::default()
     };
-    let info = sessions.open(longest, None).await.expect("the maxima are taken");
+    let info = sessions
+        .open(longest, None)
+        .await
+        .expect("the maxima are taken");
     assert_eq!(info.idle_timeout_ms, 20_000);
     finish(&fake, pool, &sessions).await;
 }

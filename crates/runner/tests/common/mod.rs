@@ -31,6 +31,8 @@ pub struct Options {
     pub extra: Vec<String>,
     /// Variables set for the runner (and so for the pip it runs).
     pub env: Vec<(String, String)>,
+    /// A command line the runner runs under (its path and arguments follow it), as root.
+    pub wrapper: Vec<String>,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             pool_size: 2,
             extra: Vec::new(),
             env: Vec::new(),
+            wrapper: Vec::new(),
         }
     }
 }
@@ -99,6 +102,11 @@ impl Runner {
         require_root();
         let runner = env!("CARGO_BIN_EXE_sandbox-runner");
         let mut command = match test_uid() {
+            None if !options.wrapper.is_empty() => {
+                let mut wrapped = Command::new(&options.wrapper[0]);
+                wrapped.args(&options.wrapper[1..]).arg(runner);
+                wrapped
+            }
             None => Command::new(runner),
             Some(uid) => {
                 let mut as_user = Command::new("setpriv");

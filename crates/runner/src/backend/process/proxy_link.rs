@@ -35,7 +35,9 @@ impl Drop for ProxyLink {
 /// `egress` serve it for a new sandbox handle (granted nothing yet).
 pub(super) async fn open(egress: &Egress, leader: &Leader) -> Result<ProxyLink, ProcessError> {
     let pidfd = leader.inside_pidfd().map_err(ProcessError::ProxyListener)?;
-    let listener = listener_in(pidfd).await.map_err(ProcessError::ProxyListener)?;
+    let listener = listener_in(pidfd)
+        .await
+        .map_err(ProcessError::ProxyListener)?;
     let handle = egress.sandbox();
     let serving = egress.serve(listener, handle.clone());
     Ok(ProxyLink { handle, serving })

@@ -251,7 +251,10 @@ impl ProcessSandbox {
         }
         let before = self.egress().map(|e| e.usage());
         let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE, live).await;
-        let egress = self.egress().zip(before).map(|(e, before)| e.usage().since(&before));
+        let egress = self
+            .egress()
+            .zip(before)
+            .map(|(e, before)| e.usage().since(&before));
         // The cgroup's count covers the sandbox's life; a session's sandbox runs more
         // than one job.
         let kills = self.cgroup.as_ref().and_then(|c| c.oom_kills().ok());

@@ -1,0 +1,450 @@
+//! The network by operator policy (issue 33), end to end on the process backend: a real
+//! runner in a network namespace of the test's own, whose hosts file names the test's
+//! hosts, and a web server in another namespace on an address of 198.18.0.0/15 (a
+//! reserved range the proxy lets through), serving a page and a package index.
+//!
+//! From a sandbox: the granted name works from curl, Python's urllib and pip; another
+//! name gets the proxy's 403 naming it; an IP literal is refused; UDP and raw DNS find
+//! no route; the sandbox still has loopback only. A session narrowed with PATCH loses
+//! its host. Needs root (network namespaces), iproute2, util-linux (`unshare`) and the
+//! host's Python with pip. Every namespace and process is removed at the end, also on
+//! failure.
+
+mod common;
+
+use common::{exit_code, stdout, Options, Runner};
+use serde_json::{json, Value};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The name the runner opens to its sandboxes, and one it does not.
+const ALLOWED: &str = "allowed.test";
+const OTHER: &str = "other.test";
+/// What the test's web server answers at `/`.
+const PAGE: &str = "hello from the allowed host";
+
+/// The namespaces, web server and files of one test; all removed on drop.
+struct Net {
+    runner_ns: String,
+    web_ns: String,
+    /// The web server's address, 198.18.<octet>.2 (the runner's side is .1).
+    web_ip: String,
+    server: Option<Child>,
+    dir: PathBuf,
+}
+
+impl Net {
+    /// Two namespaces joined by a veth pair, a web server in one, and the files the
+    /// runner's mount namespace shows at /etc/hosts and /etc/resolv.conf.
+    fn new(tag: &str) -> Net {
+        let pid = std::process::id();
+        let octet = pid % 250;
+        let prefix = format!("eg{tag}{}", pid % 100_000);
+        let dir = std::env::temp_dir().join(format!("{prefix}-files"));
+        let mut net = Net {
+            runner_ns: format!("{prefix}r"),
+            web_ns: format!("{prefix}w"),
+            web_ip: format!("198.18.{octet}.2"),
+            server: None,
+            dir,
+        };
+        net.link(octet, &prefix);
+        net.write_files();
+        net.serve();
+        net
+    }
+
+    fn link(&self, octet: u32, prefix: &str) {
+        let (r, w) = (&self.runner_ns, &self.web_ns);
+        ip(&["netns", "add", r]);
+        ip(&["netns", "add", w]);
+        let (a, b) = (format!("{prefix}a"), format!("{prefix}b"));
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
+        ip(&["link", "set", &a, "netns", r]);
+        ip(&["link", "set", &b, "netns", w]);
+        for (ns, dev, addr) in [
+            (r, &a, format!("198.18.{octet}.1/24")),
+            (w, &b, format!("198.18.{octet}.2/24")),
+        ] {
+            ip(&["-n", ns, "addr", "add", &addr, "dev", dev]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+    }
+
+    /// The page, a one-package index with its wheel, and the runner's hosts file.
+    fn write_files(&self) {
+        let web = self.dir.join("web");
+        std::fs::create_dir_all(web.join("simple/tinypkg")).expect("index folder");
+        std::fs::create_dir_all(web.join("files")).expect("files folder");
+        std::fs::write(web.join("index.html"), PAGE).expect("page");
+        let wheel = "tinypkg-0.1-py3-none-any.whl";
+        std::fs::write(
+            web.join("simple/tinypkg/index.html"),
+            format!("<a href=\"/files/{wheel}\">{wheel}</a>\n"),
+        )
+        .expect("index page");
+        let made = Command::new("python3")
+            .args(["-c", WHEEL_MAKER])
+            .arg(web.join("files").join(wheel))
+            .status()
+            .expect("python3");
+        assert!(made.success(), "the test's wheel was not made");
+        let hosts = format!(
+            "127.0.0.1 localhost\n{ip} {ALLOWED} {OTHER}\n127.0.0.1 loopback.test\n",
+            ip = self.web_ip
+        );
+        std::fs::write(self.dir.join("hosts"), hosts).expect("hosts");
+        std::fs::write(self.dir.join("resolv.conf"), "nameserver 127.0.0.1\n").expect("resolv");
+    }
+
+    fn serve(&mut self) {
+        let web = self.dir.join("web");
+        let server = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.web_ns,
+                "python3",
+                "-m",
+                "http.server",
+            ])
+            .args(["80", "--bind", &self.web_ip, "--directory"])
+            .arg(&web)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the web server");
+        self.server = Some(server);
+    }
+
+    /// The runner's wrapper: a mount namespace of its own where the test's hosts file and
+    /// resolver configuration are the host's (the runner is started from a thread in the
+    /// runner's network namespace, which it inherits).
+    fn wrapper(&self) -> Vec<String> {
+        let script = format!(
+            "mount --bind {hosts} /etc/hosts && mount --bind {resolv} /etc/resolv.conf \
+             && exec \"$0\" \"$@\"",
+            hosts = self.dir.join("hosts").display(),
+            resolv = self.dir.join("resolv.conf").display(),
+        );
+        ["unshare", "--mount", "--propagation", "slave", "sh", "-c"]
+            .into_iter()
+            .map(String::from)
+            .chain([script])
+            .collect()
+    }
+
+    /// Runs `test` on a thread of its own in the runner's network namespace (so that its
+    /// HTTP client reaches the runner's loopback address), on a runtime of that thread.
+    fn within<T: Send>(&self, test: impl FnOnce() -> T + Send) -> T {
+        let ns = Path::new("/run/netns").join(&self.runner_ns);
+        std::thread::scope(|scope| {
+            let joined = scope
+                .spawn(move || {
+                    let file = File::open(&ns).expect("the runner's namespace");
+                    nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET)
+                        .expect("entering the runner's namespace");
+                    test()
+                })
+                .join();
+            joined.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
+    /// Waits until the web server answers (from the runner's namespace).
+    fn wait_for_server(&self) {
+        let addr = format!("{}:80", self.web_ip);
+        self.within(|| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while std::net::TcpStream::connect(&addr).is_err() {
+                assert!(Instant::now() < deadline, "the web server did not start");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        if let Some(mut server) = self.server.take() {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+        for ns in [&self.runner_ns, &self.web_ns] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Writes a wheel of one module, `tinypkg` (`VALUE = 42`), at the path given.
+const WHEEL_MAKER: &str = r#"
+import base64, hashlib, sys, zipfile
+files = {
+    "tinypkg/__init__.py": "VALUE = 42\n",
+    "tinypkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n",
+    "tinypkg-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = ""
+with zipfile.ZipFile(sys.argv[1], "w") as wheel:
+    for path, text in files.items():
+        wheel.writestr(path, text)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record += f"{path},sha256={digest},{len(text)}\n"
+    record += "tinypkg-0.1.dist-info/RECORD,,\n"
+    wheel.writestr("tinypkg-0.1.dist-info/RECORD", record)
+"#;
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("ip");
+    assert!(status.success(), "ip {args:?} failed");
+}
+
+/// Whether this host can run these tests: root, the runner's own battery (not the
+/// rootless one, whose runner refuses egress), and the tools.
+fn can_run(test: &str) -> bool {
+    if !nix::unistd::geteuid().is_root() || common::test_uid().is_some() {
+        eprintln!("SKIPPED {test}: needs a root runner (network namespaces)");
+        return false;
+    }
+    true
+}
+
+/// A runner in `net`'s namespace that opens `ALLOWED` (and the `allow` more).
+fn runner_in(net: &Net, allow: &str) -> Runner {
+    Runner::with(Options {
+        pool_size: 2,
+        env: vec![("RUNNER_EGRESS_ALLOW".into(), allow.into())],
+        wrapper: net.wrapper(),
+        ..Options::default()
+    })
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(future)
+}
+
+/// POST /run of a bash program with `egress`: its 200 answer.
+async fn run_bash(runner: &Runner, code: &str, egress: Value) -> Value {
+    let (status, out) = runner
+        .post(&json!({"lang": "bash", "code": code, "egress": egress}))
+        .await;
+    assert_eq!(status, 200, "{out}");
+    out
+}
+
+#[test]
+fn a_granted_host_works_from_curl_python_and_pip_and_nothing_else_leaves() {
+    if !can_run("egress end to end") {
+        return;
+    }
+    let net = Net::new("a");
+    net.wait_for_server();
+    net.within(|| {
+        block_on(async {
+            let runner = runner_in(&net, ALLOWED);
+            let health = runner.health().await;
+            assert_eq!(health["limits"]["network"], true, "{health}");
+            assert_eq!(
+                health["limits"]["networkHosts"],
+                json!([ALLOWED]),
+                "{health}"
+            );
+            granted_host_works(&runner).await;
+            everything_else_is_refused(&runner, &net.web_ip).await;
+            let (status, refused) = runner
+                .post(&json!({"lang": "bash", "code": "true", "egress": [OTHER]}))
+                .await;
+            assert_eq!(status, 400, "{refused}");
+            assert_eq!(refused["error"]["code"], "egress_not_allowed", "{refused}");
+            assert!(refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(OTHER));
+            let (_, metrics) = runner.get("/metrics").await;
+            assert!(
+                metrics.contains(ALLOWED),
+                "/metrics names no host:\n{metrics}"
+            );
+        })
+    });
+}
+
+/// curl, urllib and pip reach the granted host; the run's answer counts it.
+async fn granted_host_works(runner: &Runner) {
+    let curl = run_bash(
+        runner,
+        &format!("curl -sS -m 10 http://{ALLOWED}/"),
+        json!([ALLOWED]),
+    )
+    .await;
+    assert_eq!(stdout(&curl), PAGE, "{curl}");
+    let usage = &curl["egress"];
+    assert_eq!(usage["connections"], 1, "{curl}");
+    assert!(
+        usage["bytesIn"].as_u64().unwrap() > PAGE.len() as u64,
+        "{curl}"
+    );
+    assert!(usage["bytesOut"].as_u64().unwrap() > 0, "{curl}");
+    let python = format!(
+        "import urllib.request\nprint(urllib.request.urlopen('http://{ALLOWED}/', timeout=10).read().decode())"
+    );
+    let (status, out) = runner
+        .post(&json!({"lang": "python", "code": python, "egress": [ALLOWED]}))
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(stdout(&out).trim(), PAGE, "{out}");
+    let pip = format!(
+        "python3 -m pip install -q --no-cache-dir --disable-pip-version-check --target /tmp/t \
+         --index-url http://{ALLOWED}/simple/ --trusted-host {ALLOWED} tinypkg 2>&1 && \
+         PYTHONPATH=/tmp/t python3 -c 'import tinypkg; print(tinypkg.VALUE)'"
+    );
+    let pip = run_bash(runner, &pip, json!([ALLOWED])).await;
+    assert_eq!(stdout(&pip).trim(), "42", "{pip}");
+    let quiet = run_bash(runner, "echo nothing", json!([ALLOWED])).await;
+    assert!(
+        quiet.get("egress").is_none(),
+        "a run without traffic: {quiet}"
+    );
+}
+
+/// Another name, an IP literal, a run granted nothing, UDP and raw DNS: all refused;
+/// the sandbox has loopback only and no route.
+async fn everything_else_is_refused(runner: &Runner, web_ip: &str) {
+    let other = run_bash(
+        runner,
+        &format!("curl -s -m 10 -w '\\n%{{http_code}}' http://{OTHER}/"),
+        json!([ALLOWED]),
+    )
+    .await;
+    assert!(stdout(&other).ends_with("\n403"), "{other}");
+    assert!(
+        stdout(&other).contains(OTHER),
+        "the 403 names the host: {other}"
+    );
+    assert!(!stdout(&other).contains(PAGE), "{other}");
+    assert_eq!(other["egress"]["refused"], 1, "{other}");
+    let literal = run_bash(
+        runner,
+        &format!("curl -s -m 10 -w '\\n%{{http_code}}' http://{web_ip}/"),
+        json!([ALLOWED]),
+    )
+    .await;
+    assert!(stdout(&literal).ends_with("\n403"), "{literal}");
+    let ungranted = run_bash(
+        runner,
+        &format!("curl -s -m 10 -w '\\n%{{http_code}}' http://{ALLOWED}/"),
+        json!([]),
+    )
+    .await;
+    assert!(stdout(&ungranted).ends_with("\n403"), "{ungranted}");
+    let direct = format!(
+        "import socket\n\
+         for kind, port in [(socket.SOCK_DGRAM, 53), (socket.SOCK_DGRAM, 9), (socket.SOCK_STREAM, 80)]:\n\
+         \x20   s = socket.socket(socket.AF_INET, kind); s.settimeout(3)\n\
+         \x20   try:\n\
+         \x20       s.connect(('{web_ip}', port)); s.send(b'x'); print('SENT', kind, port)\n\
+         \x20   except OSError as e:\n\
+         \x20       print('refused', kind, port, e.errno)\n"
+    );
+    let (status, out) = runner
+        .post(&json!({"lang": "python", "code": direct, "egress": [ALLOWED]}))
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert!(!stdout(&out).contains("SENT"), "{out}");
+    assert_eq!(stdout(&out).matches("refused").count(), 3, "{out}");
+    let ifaces = run_bash(
+        runner,
+        "tail -n +3 /proc/net/dev | cut -d: -f1; tail -n +2 /proc/net/route | wc -l",
+        json!([ALLOWED]),
+    )
+    .await;
+    assert_eq!(
+        stdout(&ifaces).split_whitespace().collect::<Vec<_>>(),
+        ["lo", "0"],
+        "{ifaces}"
+    );
+}
+
+#[test]
+fn a_session_narrowed_with_patch_loses_its_host() {
+    if !can_run("egress in a session") {
+        return;
+    }
+    let net = Net::new("s");
+    net.wait_for_server();
+    net.within(|| {
+        block_on(async {
+            let runner = runner_in(&net, &format!("{ALLOWED},*.example.test"));
+            let (status, info) = runner
+                .request("POST", "/sessions", Some(&json!({"egress": [ALLOWED]})))
+                .await;
+            assert_eq!(status, 201, "{info}");
+            assert_eq!(info["egress"], json!([ALLOWED]), "{info}");
+            let id = info["id"].as_str().unwrap().to_owned();
+            let fetch = format!("curl -s -m 10 -w '\\n%{{http_code}}' http://{ALLOWED}/");
+            let before = runner.ok_in(&id, "bash", &fetch).await;
+            assert_eq!(stdout(&before), format!("{PAGE}\n200"), "{before}");
+            assert_eq!(before["egress"]["connections"], 1, "{before}");
+            let path = format!("/sessions/{id}");
+            let (status, refused) = runner
+                .request("PATCH", &path, Some(&json!({"egress": [OTHER]})))
+                .await;
+            assert_eq!(status, 400, "{refused}");
+            assert_eq!(refused["error"]["code"], "egress_not_allowed", "{refused}");
+            let (status, narrowed) = runner
+                .request("PATCH", &path, Some(&json!({"egress": []})))
+                .await;
+            assert_eq!(status, 200, "{narrowed}");
+            assert_eq!(narrowed["egress"], json!([]), "{narrowed}");
+            let (_, shown) = runner.request("GET", &path, None).await;
+            assert_eq!(shown["egress"], json!([]), "{shown}");
+            let after = runner.ok_in(&id, "bash", &fetch).await;
+            assert!(stdout(&after).ends_with("\n403"), "{after}");
+            assert_eq!(after["egress"]["refused"], 1, "{after}");
+            let (status, run_egress) = runner
+                .request(
+                    "POST",
+                    &format!("/sessions/{id}/run"),
+                    Some(&json!({"lang": "bash", "code": "true", "egress": [ALLOWED]})),
+                )
+                .await;
+            assert_eq!(status, 400, "a session's run takes no egress: {run_egress}");
+            let (status, _) = runner.request("DELETE", &path, None).await;
+            assert_eq!(status, 204);
+        })
+    });
+}
+
+#[tokio::test]
+async fn with_egress_off_a_sandbox_has_no_proxy() {
+    let runner = Runner::start();
+    let health = runner.health().await;
+    assert_eq!(health["limits"]["network"], false, "{health}");
+    assert!(health["limits"].get("networkHosts").is_none(), "{health}");
+    let code = "env | grep -ci proxy; grep -c ':0C38 ' /proc/net/tcp; true";
+    let out = runner.run("bash", code).await;
+    assert_eq!(exit_code(&out), 0, "{out}");
+    assert_eq!(
+        stdout(&out).split_whitespace().collect::<Vec<_>>(),
+        ["0", "0"],
+        "proxy variables or a listener on 3128: {out}"
+    );
+    assert!(out.get("egress").is_none(), "{out}");
+    let (status, refused) = runner
+        .post(&json!({"lang": "bash", "code": "true", "egress": ["example.com"]}))
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["code"], "egress_not_allowed", "{refused}");
+    let (status, session) = runner.request("POST", "/sessions", Some(&json!({}))).await;
+    assert_eq!(status, 201, "{session}");
+    assert!(session.get("egress").is_none(), "{session}");
+}
