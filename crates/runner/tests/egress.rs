@@ -309,6 +309,18 @@ async fn granted_host_works(runner: &Runner) {
     );
     let pip = run_bash(runner, &pip, json!([ALLOWED])).await;
     assert_eq!(stdout(&pip).trim(), "42", "{pip}");
+    let certs = run_bash(
+        runner,
+        "python3 -c 'import ssl; print(len(ssl.create_default_context().get_ca_certs()) > 0)'; \
+         test -e /etc/ssl/private && echo private shown; true",
+        json!([ALLOWED]),
+    )
+    .await;
+    assert_eq!(
+        stdout(&certs).trim(),
+        "True",
+        "the host's CA certificates: {certs}"
+    );
     let quiet = run_bash(runner, "echo nothing", json!([ALLOWED])).await;
     assert!(
         quiet.get("egress").is_none(),

@@ -16,12 +16,17 @@ const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
 ];
 /// Host paths under /etc that programs need: folders are overlaid, files copied
-/// (`/etc/fonts`: fontconfig, which matplotlib asks for the system's fonts).
+/// (`/etc/fonts`: fontconfig, which matplotlib asks for the system's fonts;
+/// `/etc/ssl/certs`: the host's CA certificates, whose links point into
+/// `/usr/share/ca-certificates`, so that a TLS client inside verifies what the host's
+/// would, through the runner's proxy where the operator opened hosts; not the rest of
+/// `/etc/ssl`, whose `private` holds the host's keys).
 const ETC_PATHS: &[&str] = &[
     "/etc/ld.so.cache",
     "/etc/alternatives",
     "/etc/localtime",
     "/etc/fonts",
+    "/etc/ssl/certs",
 ];
 
 /// The host as every sandbox's tree shows it: which system paths exist and what each
