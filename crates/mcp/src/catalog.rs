@@ -16,7 +16,7 @@ use crate::sandbox_call::SandboxCall;
 use crate::sandbox_tools::SandboxTool;
 use crate::snapshot_tools::SnapshotTool;
 use crate::tools;
-use crate::{code_tools, search_tool};
+use crate::{code_tools, egress_args, search_tool};
 
 /// How often the runner's limits are asked for again.
 pub const REFRESH: Duration = Duration::from_secs(10);
@@ -69,10 +69,18 @@ impl Catalog {
             None => limits.default_timeout_ms,
         };
         let tools = if exec_enabled {
-            let run = languages
-                .iter()
-                .map(|info| tools::definition(info, &limits, &packages, default_timeout_ms));
-            let sandbox = SandboxTool::ALL.map(|tool| tool.definition(&limits));
+            let run = languages.iter().map(|info| {
+                let mut tool = tools::definition(info, &limits, &packages, default_timeout_ms);
+                egress_args::extend(&mut tool, &limits);
+                tool
+            });
+            let sandbox = SandboxTool::ALL.map(|tool| {
+                let mut definition = tool.definition(&limits);
+                if tool == SandboxTool::Create {
+                    egress_args::extend(&mut definition, &limits);
+                }
+                definition
+            });
             let snapshot = SnapshotTool::ALL.map(|tool| tool.definition(&limits));
             let processes = ProcessTool::ALL.map(|tool| tool.definition(&limits));
             run.chain(sandbox)

@@ -45,6 +45,7 @@
 pub mod catalog;
 pub mod code_tools;
 pub mod config;
+pub mod egress_args;
 pub mod handle;
 pub mod health;
 pub mod installed;

@@ -42,7 +42,7 @@ pub fn cpus(cpus: f64) -> String {
 /// "no network access, 256 MB of memory and half a CPU": what every sandbox has.
 pub fn sandbox_resources(limits: &Limits) -> String {
     let network = if limits.network {
-        "network access"
+        "no network access but, through a proxy, to the hosts the run tools name"
     } else {
         "no network access"
     };

@@ -30,6 +30,7 @@ use tracing::Instrument;
 
 use crate::catalog::{self, Catalog, Offer};
 use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
+use crate::egress_args;
 use crate::handle::{HandleKey, Holder};
 use crate::report::{self, RunIn};
 use crate::runner_client::{Listeners, RunnerError, Runners, ToolCallSink};
@@ -299,6 +300,10 @@ impl SandboxServer {
             Ok(args) => args,
             Err(e) => return report::from_args_error(&e),
         };
+        let egress = match egress_args::parse(arguments) {
+            Ok(egress) => egress,
+            Err(e) => return report::from_args_error(&e),
+        };
         let Some(runner) = &self.shared.runner else {
             tracing::info!(%lang, "call refused: no runner configured");
             return report::from_runner_error(&RunnerError::NotConfigured);
@@ -330,7 +335,7 @@ impl SandboxServer {
             code: args.code,
             timeout_ms: Some(args.timeout_ms),
             tools: code.as_ref().map(|c| c.offer.clone()),
-            egress: None,
+            egress,
         };
         let started = Instant::now();
         let progress = Progress::asked(&ctx, run_time, place);

@@ -115,6 +115,10 @@ impl SandboxServer {
             Ok(args) => args,
             Err(error) => return sandbox_report::from_args_error(tool, &error),
         };
+        let egress = match crate::egress_args::parse(arguments) {
+            Ok(egress) => egress,
+            Err(error) => return sandbox_report::from_args_error(tool, &error),
+        };
         let holder = match self.holder(ctx) {
             Ok(holder) => holder,
             Err(error) => return sandbox_report::from_sandbox_id_error(tool, &error),
@@ -135,7 +139,7 @@ impl SandboxServer {
             idle_timeout_ms: args.idle_timeout_ms,
             ttl_ms: args.ttl_ms,
             from_snapshot: snapshot.as_ref().map(|s| s.snapshot.clone()),
-            egress: None,
+            egress,
         };
         // Made in a task of its own, closed if the client gives up mid-way: no session is
         // left that nobody holds an id for.
