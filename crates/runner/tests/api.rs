@@ -215,6 +215,7 @@ async fn a_full_pool_and_queue_answer_429_and_503_with_retry_after() {
             "300".into(),
         ],
         env: Vec::new(),
+        ..Options::default()
     });
     let slow = json!({"lang": "bash", "code": "sleep 2"}).to_string();
     let send = || {
@@ -249,6 +250,7 @@ async fn fifty_concurrent_requests_against_a_pool_of_four_all_end() {
         pool_size: 4,
         extra: vec!["--queue-size".into(), "16".into()],
         env: Vec::new(),
+        ..Options::default()
     });
     let requests = (0..50).map(|i| {
         let runner = &runner;

@@ -130,6 +130,7 @@ async fn sigterm_kills_runs_that_outlast_the_grace_period() {
         pool_size: 2,
         extra: vec!["--shutdown-grace-ms".into(), "300".into()],
         env: Vec::new(),
+        ..common::Options::default()
     });
     let marker = format!("6{}.271", std::process::id());
     let body = json!({"lang": "bash", "code": format!("sleep {marker}")});

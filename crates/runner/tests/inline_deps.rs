@@ -64,6 +64,7 @@ async fn setup(specs: Value, env: &[(&str, &str)]) -> Setup {
         pool_size: 1,
         extra: Vec::new(),
         env: vars,
+        ..Options::default()
     });
     Setup {
         runner,

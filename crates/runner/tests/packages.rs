@@ -32,6 +32,7 @@ fn start(extra: &[&str], env: &[(&str, &str)]) -> Runner {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        ..Options::default()
     })
 }
 

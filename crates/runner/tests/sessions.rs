@@ -455,6 +455,7 @@ async fn files_over_the_cap_get_413() {
         pool_size: 1,
         extra: vec!["--file-cap-bytes".into(), "1000".into()],
         env: Vec::new(),
+        ..Options::default()
     });
     let id = runner.open_session(json!({})).await;
     assert_eq!(put(&runner, &id, "ok", vec![1; 1000]).await.0, 204);

@@ -62,6 +62,7 @@ async fn a_package_store_anywhere_on_the_host_is_shown_in_every_sandbox() {
                     ("RUNNER_TEMPLATES".into(), templates.into()),
                     ("RUNNER_WARM_IMPORTS".into(), String::new()),
                 ],
+                ..Options::default()
             });
             let out = runner
                 .run("python", "import where_am_i; print(where_am_i.WHERE)")

@@ -42,6 +42,7 @@ fn firecracker_runner(pool_size: usize, state: &Path, extra: &[&str]) -> Runner 
         pool_size,
         extra: args,
         env: Vec::new(),
+        ..Options::default()
     })
 }
 

@@ -86,6 +86,7 @@ fn vm_runner_with(pool_size: usize, state: &Path, more: &[&str]) -> Runner {
         pool_size,
         extra,
         env: Vec::new(),
+        ..Options::default()
     })
 }
 
