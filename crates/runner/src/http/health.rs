@@ -188,18 +188,19 @@ pub(super) async fn metrics<B: SandboxFactory>(
     let pool = state.pool.state();
     let readiness = readiness(&pool, &state.base.lifecycle);
     let body = state.base.metrics.render(&pool, &readiness);
-    metrics_answer(with_egress(body, state.base.egress.as_deref()))
+    let egress = state.base.egress.as_ref().map(|e| e.metrics());
+    metrics_answer(with_lines(body, egress.as_deref().unwrap_or_default()))
 }
 
-/// The runner's series and, where the operator opened hosts, the proxy's (connections,
-/// bytes and refusals by host), before the exposition's `# EOF`.
-fn with_egress(mut body: String, egress: Option<&sandbox_egress::Egress>) -> String {
-    let Some(lines) = egress.map(|e| e.metrics()).filter(|l| !l.is_empty()) else {
+/// The runner's series and `lines` (the proxy's, where the operator opened hosts:
+/// connections, bytes and refusals by host), before the exposition's `# EOF`.
+fn with_lines(mut body: String, lines: &str) -> String {
+    if lines.is_empty() {
         return body;
-    };
+    }
     let eof = body.strip_suffix("# EOF\n").map(str::len);
     let tail = eof.map(|at| body.split_off(at)).unwrap_or_default();
-    body.push_str(&lines);
+    body.push_str(lines);
     if !lines.ends_with('\n') {
         body.push('\n');
     }
@@ -216,4 +217,20 @@ fn metrics_answer(body: String) -> impl IntoResponse {
         )],
         body,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_lines;
+
+    #[test]
+    fn the_proxys_series_go_before_the_end_of_the_exposition() {
+        let runner = "runs_total 1\n# EOF\n".to_owned();
+        assert_eq!(with_lines(runner.clone(), ""), runner);
+        assert_eq!(
+            with_lines(runner, "egress_connections_total{host=\"a.test\"} 2"),
+            "runs_total 1\negress_connections_total{host=\"a.test\"} 2\n# EOF\n"
+        );
+        assert_eq!(with_lines("x 1\n".into(), "y 2\n"), "x 1\ny 2\n");
+    }
 }

@@ -310,6 +310,26 @@ mod tests {
     }
 
     #[test]
+    fn a_process_gets_the_proxy_variables_only_where_hosts_are_open() {
+        let off = EgressConfig {
+            policy: sandbox_egress::Policy::default(),
+            default: crate::config::EgressDefault::None,
+            max_bytes: 1,
+            max_connections: 1,
+        };
+        let asked = BTreeMap::from([("A".to_owned(), "1".to_owned())]);
+        assert_eq!(with_proxy(&off, asked.clone()), asked);
+        let on = EgressConfig {
+            policy: sandbox_egress::Policy::parse("pypi.org", "").expect("a policy"),
+            ..off
+        };
+        let mine = BTreeMap::from([("HTTPS_PROXY".to_owned(), String::new())]);
+        let env = with_proxy(&on, mine);
+        assert_eq!(env["HTTP_PROXY"], "http://127.0.0.1:3128");
+        assert_eq!(env["HTTPS_PROXY"], "", "the caller's own value wins");
+    }
+
+    #[test]
     fn times_are_rfc3339_to_the_millisecond() {
         assert_eq!(rfc3339_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
     }

@@ -169,13 +169,7 @@ impl<S: PooledSandbox> Sessions<S> {
         let (sandbox, _) = self.sandbox_from(from.as_deref()).await?;
         let handle = sandbox.egress().cloned();
         let session = Arc::new(Session::new(id.clone(), idle, ttl, Slot::Active(sandbox)));
-        {
-            let mut session_egress = lock(&session.egress);
-            session_egress.attach(handle.as_ref());
-            if let Some(grant) = egress {
-                session_egress.set(grant);
-            }
-        }
+        lock(&session.egress).start(handle, egress);
         let info = session.info(self.config.paused_ttl);
         lock(&self.table).insert(id, session);
         Ok(info)
@@ -240,15 +234,6 @@ impl<S: PooledSandbox> Sessions<S> {
     /// What a session is now.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
         Ok(self.get(id)?.info(self.config.paused_ttl))
-    }
-
-    /// Sets the hosts a session's programs may reach (`PATCH /sessions/{id}`): at once,
-    /// without waiting for a call in flight (its next connections take it), and for
-    /// every sandbox it has later; what the session is now.
-    pub fn set_egress(&self, id: &str, grant: Grant) -> Result<SessionInfo, SessionError> {
-        let session = self.get(id)?;
-        lock(&session.egress).set(grant);
-        Ok(session.info(self.config.paused_ttl))
     }
 
     /// Runs `job`, a session's ([`Place::Session`](crate::job::Place::Session)), in the
@@ -614,6 +599,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+mod egress;
 mod error;
 mod import;
 mod pause;

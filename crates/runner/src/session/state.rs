@@ -2,9 +2,9 @@
 //! nothing once it ended), its clocks (idle, TTL, pause) and counters, and what
 //! `GET /sessions/{id}` says of it.
 
+use super::egress::SessionEgress;
 use super::{lock, rfc3339};
 use crate::store::PausedRecord;
-use sandbox_egress::{Grant, SandboxEgress};
 use sandbox_protocol::api::SessionInfo;
 use sandbox_protocol::snapshot::SessionState;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -75,36 +75,6 @@ pub(super) struct Session<S> {
     pub(super) egress: Mutex<SessionEgress>,
 }
 
-/// A session's hosts at the runner's proxy: its grant (none: the runner opens no host),
-/// which outlives its sandboxes (a woken session's new one gets it), and the handle of
-/// its sandbox now, which takes each change at once (its running processes' next
-/// connections too).
-#[derive(Default)]
-pub(super) struct SessionEgress {
-    grant: Option<Grant>,
-    handle: Option<SandboxEgress>,
-}
-
-impl SessionEgress {
-    /// The session's sandbox is now the one with `handle`: it gets the grant.
-    pub(super) fn attach(&mut self, handle: Option<&SandboxEgress>) {
-        self.handle = handle.cloned();
-        self.apply();
-    }
-
-    /// The session's grant is now `grant`, its sandbox's too.
-    pub(super) fn set(&mut self, grant: Grant) {
-        self.grant = Some(grant);
-        self.apply();
-    }
-
-    fn apply(&self) {
-        if let (Some(grant), Some(handle)) = (&self.grant, &self.handle) {
-            handle.set_grant(grant.clone());
-        }
-    }
-}
-
 impl<S> Session<S> {
     pub(super) fn new(id: String, idle: Duration, ttl: Duration, slot: Slot<S>) -> Self {
         let (ended, _) = watch::channel(false);
@@ -142,7 +112,7 @@ impl<S> Session<S> {
                 SessionState::Active
             },
             paused_at: paused.map(|pause| rfc3339(pause.at)),
-            egress: lock(&self.egress).grant.as_ref().map(Grant::names),
+            egress: lock(&self.egress).names(),
         }
     }
 
