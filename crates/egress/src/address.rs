@@ -65,11 +65,9 @@ impl AddressCheck {
         if self.pass_loopback && ip.is_loopback() {
             return Ok(());
         }
-        if self.own.contains(&ip) {
-            return Err(Forbidden::ThisHost);
-        }
         match classify(ip) {
             Some(reason) => Err(reason),
+            None if self.own.contains(&ip) => Err(Forbidden::ThisHost),
             None => Ok(()),
         }
     }
