@@ -77,7 +77,7 @@ pub(crate) async fn serve(proxy: Arc<Proxy>, sandbox: SandboxEgress, mut client:
     meter.host.count_connection();
     tracing::info!(host = %host, port, "egress: connected");
     let end = match request {
-        Request::Connect { .. } => tunnel(&proxy, client, origin, &meter, &host, port).await,
+        Request::Connect { .. } => tunnel(&proxy, client, origin, &meter, &host, port, rest).await,
         Request::Http { forward, .. } => {
             forward_http(&proxy, client, origin, &meter, &forward, &rest).await
         }
@@ -202,13 +202,15 @@ async fn tunnel(
     meter: &Meter,
     host: &Host,
     port: u16,
+    early: Vec<u8>,
 ) -> Option<RelayEnd> {
     let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
     client.write_all(established).await.ok()?;
-    let (hello, name) = match hello::read_client_hello(&mut client, proxy.timeouts.hello).await {
-        Ok(read) => read,
-        Err(error) => return refuse_tunnel(meter, host, port, &error.to_string()),
-    };
+    let (hello, name) =
+        match hello::read_client_hello(&mut client, early, proxy.timeouts.hello).await {
+            Ok(read) => read,
+            Err(error) => return refuse_tunnel(meter, host, port, &error.to_string()),
+        };
     let expected = host.to_string();
     let matches = name.as_deref().map(|n| {
         n.strip_suffix('.')

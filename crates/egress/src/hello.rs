@@ -29,14 +29,16 @@ pub(crate) enum HelloError {
     Closed,
 }
 
-/// Reads until a whole ClientHello arrived; returns every byte read (to send on to the
-/// server) and the server name it carries, if any.
+/// Reads until a whole ClientHello arrived, starting from `early` (bytes the program sent
+/// right behind its CONNECT); returns every byte read (to send on to the server) and the
+/// server name it carries, if any.
 pub(crate) async fn read_client_hello<R: AsyncRead + Unpin>(
     stream: &mut R,
+    early: Vec<u8>,
     timeout: Duration,
 ) -> Result<(Vec<u8>, Option<String>), HelloError> {
     let reading = async {
-        let mut buffer = Vec::with_capacity(2048);
+        let mut buffer = early;
         let mut chunk = [0u8; 4096];
         loop {
             if let Some(hello) = client_hello(&buffer)? {
@@ -211,7 +213,7 @@ mod tests {
 
     async fn read(bytes: &[u8]) -> Result<(Vec<u8>, Option<String>), HelloError> {
         let mut input = bytes;
-        read_client_hello(&mut input, Duration::from_secs(1)).await
+        read_client_hello(&mut input, Vec::new(), Duration::from_secs(1)).await
     }
 
     #[tokio::test]
@@ -230,6 +232,14 @@ mod tests {
         );
         let (_, name) = read(&bytes).await.unwrap();
         assert_eq!(name.as_deref(), Some("files.pythonhosted.org"));
+    }
+
+    #[tokio::test]
+    async fn starts_from_the_early_bytes() {
+        let bytes = records(&hello(&[sni("pypi.org")]), 16384);
+        let (early, mut rest) = bytes.split_at(10);
+        let read = read_client_hello(&mut rest, early.to_vec(), Duration::from_secs(1)).await;
+        assert_eq!(read, Ok((bytes.clone(), Some("pypi.org".to_string()))));
     }
 
     #[tokio::test]
