@@ -15,7 +15,7 @@ use crate::hello;
 use crate::policy::Host;
 use crate::refusal::Refusal;
 use crate::relay::{self, Meter, RelayEnd};
-use crate::sandbox::{Direction, SandboxEgress};
+use crate::sandbox::SandboxEgress;
 use crate::server::Proxy;
 
 /// Most bytes of a refused request's rest read (and dropped) before closing, so that the
@@ -79,7 +79,7 @@ pub(crate) async fn serve(proxy: Arc<Proxy>, sandbox: SandboxEgress, mut client:
     let end = match request {
         Request::Connect { .. } => tunnel(&proxy, client, origin, &meter, &host, port, rest).await,
         Request::Http { forward, .. } => {
-            forward_http(&proxy, client, origin, &meter, &forward, &rest).await
+            Some(forward_http(&proxy, client, origin, &meter, &forward, &rest).await)
         }
     };
     tracing::debug!(host = %host, port, ?end, "egress: connection ended");
@@ -198,7 +198,7 @@ async fn connect(
 async fn tunnel(
     proxy: &Proxy,
     mut client: TcpStream,
-    mut origin: TcpStream,
+    origin: TcpStream,
     meter: &Meter,
     host: &Host,
     port: u16,
@@ -229,19 +229,7 @@ async fn tunnel(
         }
         (Some(false), None) => return None,
     }
-    let whole = relay::send(
-        &mut origin,
-        &hello,
-        meter,
-        Direction::Out,
-        proxy.timeouts.idle,
-    )
-    .await
-    .ok()?;
-    if !whole {
-        return Some(RelayEnd::BytesUsedUp);
-    }
-    Some(relay::relay(client, origin, meter, proxy.timeouts.idle).await)
+    Some(relay::relay_after(client, origin, &hello, meter, proxy.timeouts.idle).await)
 }
 
 fn refuse_tunnel(meter: &Meter, host: &Host, port: u16, why: &str) -> Option<RelayEnd> {
@@ -255,26 +243,13 @@ fn refuse_tunnel(meter: &Meter, host: &Host, port: u16, why: &str) -> Option<Rel
 async fn forward_http(
     proxy: &Proxy,
     client: TcpStream,
-    mut origin: TcpStream,
+    origin: TcpStream,
     meter: &Meter,
     forward: &[u8],
     rest: &[u8],
-) -> Option<RelayEnd> {
-    let mut first = forward.to_vec();
-    first.extend_from_slice(rest);
-    let whole = relay::send(
-        &mut origin,
-        &first,
-        meter,
-        Direction::Out,
-        proxy.timeouts.idle,
-    )
-    .await
-    .ok()?;
-    if !whole {
-        return Some(RelayEnd::BytesUsedUp);
-    }
-    Some(relay::relay(client, origin, meter, proxy.timeouts.idle).await)
+) -> RelayEnd {
+    let first = [forward, rest].concat();
+    relay::relay_after(client, origin, &first, meter, proxy.timeouts.idle).await
 }
 
 /// Answers a refusal, logs and counts it, and closes after dropping what the program sent.

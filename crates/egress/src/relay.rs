@@ -30,7 +30,7 @@ pub(crate) enum RelayEnd {
 }
 
 /// Writes `bytes` as far as the budget lets; `Ok(false)` when it cut them short.
-pub(crate) async fn send<W: AsyncWrite + Unpin>(
+async fn send<W: AsyncWrite + Unpin>(
     writer: &mut W,
     bytes: &[u8],
     meter: &Meter,
@@ -43,6 +43,26 @@ pub(crate) async fn send<W: AsyncWrite + Unpin>(
         Ok(Ok(())) => Ok(allowed == bytes.len()),
         Ok(Err(_)) => Err(RelayEnd::Closed),
         Err(_) => Err(RelayEnd::Idle),
+    }
+}
+
+/// Sends `first` (what the program sent before the relay began) to the origin, then
+/// copies both ways.
+pub(crate) async fn relay_after<C, O>(
+    client: C,
+    mut origin: O,
+    first: &[u8],
+    meter: &Meter,
+    idle: Duration,
+) -> RelayEnd
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    O: AsyncRead + AsyncWrite + Unpin,
+{
+    match send(&mut origin, first, meter, Direction::Out, idle).await {
+        Ok(true) => relay(client, origin, meter, idle).await,
+        Ok(false) => RelayEnd::BytesUsedUp,
+        Err(end) => end,
     }
 }
 

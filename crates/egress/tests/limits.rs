@@ -45,22 +45,23 @@ async fn the_byte_cap_cuts_the_copy_then_refuses() {
     assert_eq!(origin.accepted(), 1);
 }
 
-#[tokio::test]
-async fn the_connection_cap_refuses_the_next_and_frees_on_close() {
-    let origin = HttpOrigin::start("127.0.0.1", b"ok\n".to_vec()).await;
+/// A proxy for held.test on `origin`'s port whose tunnels wait 20 s for a ClientHello.
+async fn held_proxy(origin: &HttpOrigin, max_connections: usize) -> Proxy {
     let timeouts = Timeouts {
         hello: Duration::from_secs(20),
         ..Timeouts::default()
     };
-    let proxy = Proxy::start_with(
-        &format!("held.test:{}", origin.port),
-        "",
-        limits(MIB, 2),
-        true,
-        timeouts,
-    )
-    .await;
+    let allow = format!("held.test:{}", origin.port);
+    let limits = limits(MIB, max_connections);
+    let proxy = Proxy::start_with(&allow, "", limits, true, timeouts).await;
     proxy.names.set("held.test", &[&["127.0.0.1"]]);
+    proxy
+}
+
+#[tokio::test]
+async fn the_connection_cap_refuses_the_next_and_frees_on_close() {
+    let origin = HttpOrigin::start("127.0.0.1", b"ok\n".to_vec()).await;
+    let proxy = held_proxy(&origin, 2).await;
     let connect = format!(
         "CONNECT held.test:{0} HTTP/1.1\r\nHost: held.test:{0}\r\n\r\n",
         origin.port
@@ -152,19 +153,7 @@ async fn narrowing_the_grant_refuses_the_next_request() {
 #[tokio::test]
 async fn aborting_the_task_ends_its_connections() {
     let origin = HttpOrigin::start("127.0.0.1", b"ok\n".to_vec()).await;
-    let timeouts = Timeouts {
-        hello: Duration::from_secs(20),
-        ..Timeouts::default()
-    };
-    let proxy = Proxy::start_with(
-        &format!("held.test:{}", origin.port),
-        "",
-        limits(MIB, 4),
-        true,
-        timeouts,
-    )
-    .await;
-    proxy.names.set("held.test", &[&["127.0.0.1"]]);
+    let proxy = held_proxy(&origin, 4).await;
     let mut stream = TcpStream::connect(proxy.address).await.unwrap();
     let connect = format!("CONNECT held.test:{0} HTTP/1.1\r\n\r\n", origin.port);
     stream.write_all(connect.as_bytes()).await.unwrap();

@@ -82,38 +82,35 @@ async fn a_server_name_other_than_the_connect_host_is_closed() {
     assert_eq!(proxy.sandbox.usage().refused, 1);
 }
 
+/// openssl s_client through the proxy to allowed.test, with `extra` arguments.
+async fn s_client(proxy: &Proxy, origin: &TlsOrigin, extra: &[&str]) -> support::Outcome {
+    let proxy_address = proxy.address.to_string();
+    let target = format!("allowed.test:{}", origin.port);
+    let ca = origin.certificate.cert().display().to_string();
+    let mut args = vec![
+        "s_client",
+        "-proxy",
+        &proxy_address,
+        "-connect",
+        &target,
+        "-CAfile",
+        &ca,
+    ];
+    args.extend(extra);
+    client("openssl", &args, &[]).await
+}
+
 #[tokio::test]
 async fn a_client_hello_without_a_server_name_is_closed() {
     let (origin, proxy) = setup().await;
-    let args = [
-        "s_client",
-        "-proxy",
-        &proxy.address.to_string(),
-        "-connect",
-        &format!("allowed.test:{}", origin.port),
-        "-noservername",
-        "-CAfile",
-        &origin.certificate.cert().display().to_string(),
-    ];
-    let outcome = client("openssl", &args, &[]).await;
+    let outcome = s_client(&proxy, &origin, &["-noservername"]).await;
     assert!(
         outcome.stdout.contains("no peer certificate available"),
         "{outcome:?}"
     );
     assert_eq!(proxy.sandbox.usage().refused, 1, "{outcome:?}");
     // The same client with the server name gets through.
-    let args = [
-        "s_client",
-        "-proxy",
-        &proxy.address.to_string(),
-        "-connect",
-        &format!("allowed.test:{}", origin.port),
-        "-servername",
-        "allowed.test",
-        "-CAfile",
-        &origin.certificate.cert().display().to_string(),
-    ];
-    let outcome = client("openssl", &args, &[]).await;
+    let outcome = s_client(&proxy, &origin, &["-servername", "allowed.test"]).await;
     assert!(
         outcome.stdout.contains("-----BEGIN CERTIFICATE-----"),
         "{outcome:?}"
