@@ -13,10 +13,10 @@ use tokio::net::TcpStream;
 use crate::head::{self, HeadError, Request};
 use crate::hello;
 use crate::policy::Host;
+use crate::proxy::Proxy;
 use crate::refusal::Refusal;
 use crate::relay::{self, Meter, RelayEnd};
 use crate::sandbox::SandboxEgress;
-use crate::server::Proxy;
 
 /// Most bytes of a refused request's rest read (and dropped) before closing, so that the
 /// program reads the answer rather than a reset.

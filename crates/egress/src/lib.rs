@@ -18,6 +18,7 @@ mod head;
 mod hello;
 mod metrics;
 mod policy;
+mod proxy;
 mod refusal;
 mod relay;
 mod resolve;
@@ -25,9 +26,10 @@ mod sandbox;
 mod server;
 
 pub use policy::{Grant, NotAllowed, Policy, PolicyError, MAX_ENTRIES};
+pub use proxy::Timeouts;
 pub use resolve::{Lookup, Resolve, SystemResolver};
 pub use sandbox::{Limits, SandboxEgress, Usage, DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS};
-pub use server::{Egress, Options, Timeouts};
+pub use server::{Egress, Options};
 
 /// Inside a sandbox: the proxy's address.
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";

@@ -9,36 +9,13 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::address::{host_addresses, AddressCheck};
 use crate::metrics::HostMetrics;
 use crate::policy::Policy;
+use crate::proxy::{Proxy, Timeouts};
 use crate::resolve::{Resolve, SystemResolver};
 use crate::sandbox::{Limits, SandboxEgress};
 
 /// Connections a sandbox may have waiting for their refusal beyond its limit (each held at
 /// most the head time); past them a connection is closed unanswered.
 const REFUSING: usize = 16;
-
-/// How long the proxy waits for each step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// For the request head (default 10 s).
-    pub head: Duration,
-    /// For the ClientHello after `200 Connection established` (default 5 s).
-    pub hello: Duration,
-    /// For resolving, and again for connecting (default 10 s each).
-    pub connect: Duration,
-    /// For a connection on which nothing moves either way (default 5 min).
-    pub idle: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Timeouts {
-        Timeouts {
-            head: Duration::from_secs(10),
-            hello: Duration::from_secs(5),
-            connect: Duration::from_secs(10),
-            idle: Duration::from_secs(300),
-        }
-    }
-}
 
 /// What [`Egress::new`] takes as given, open to tests.
 #[derive(Debug, Clone)]
@@ -60,17 +37,6 @@ impl Default for Options {
             timeouts: Timeouts::default(),
         }
     }
-}
-
-/// What every connection of every sandbox reads.
-#[derive(Debug)]
-pub(crate) struct Proxy {
-    pub(crate) policy: Policy,
-    pub(crate) limits: Limits,
-    pub(crate) addresses: AddressCheck,
-    pub(crate) resolver: Arc<dyn Resolve>,
-    pub(crate) timeouts: Timeouts,
-    pub(crate) metrics: HostMetrics,
 }
 
 /// The proxy of one runner (one per process), shared by its sandboxes.
