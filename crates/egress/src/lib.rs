@@ -8,9 +8,14 @@
 //! runs in the runner, on the host's network.
 //!
 //! What it is for: the [`Policy`] and the [`Grant`] a sandbox gets from it, the proxy
-//! (CONNECT for TLS, plain HTTP by its absolute URL), the checks, the per-sandbox
-//! [`Limits`] and counters ([`Usage`]), and the metrics. What it is not for: making the
-//! listener in the sandbox, configuration, or the runner's API (the runner does those).
+//! (CONNECT for TLS with the ClientHello's server name checked against the host, plain
+//! HTTP by its absolute URL and Host), the address checks (names resolved once, every
+//! address checked, the connection made to a checked one), the per-sandbox [`Limits`] and
+//! counters ([`Usage`]), refusals (`403` with a line naming the host and the rule), logs
+//! and metrics. What it is not for: making the listener in the sandbox, configuration, or
+//! the runner's API (the runner does those). It cannot see inside TLS, and a granted
+//! name's server may itself relay elsewhere: the crate's README says what it checks and
+//! what it cannot.
 
 mod address;
 mod connection;
