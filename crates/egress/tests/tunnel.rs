@@ -129,3 +129,28 @@ async fn a_tunnel_that_is_not_tls_is_closed() {
     assert_eq!(answer, "HTTP/1.1 200 Connection established\r\n\r\n");
     assert_eq!(proxy.sandbox.usage().refused, 1);
 }
+
+#[tokio::test]
+async fn a_refused_tunnel_as_curl_and_python_see_it() {
+    let (origin, proxy) = setup().await;
+    proxy.names.set("elsewhere.test", &[&["127.0.0.1"]]);
+    let url = format!("https://elsewhere.test:{}/", origin.port);
+    let cacert = origin.certificate.cert().display().to_string();
+    let outcome = curl(&proxy, &url, &["--cacert", &cacert]).await;
+    assert!(!outcome.success, "{outcome:?}");
+    assert!(
+        outcome
+            .stderr
+            .contains("CONNECT tunnel failed, response 403"),
+        "{outcome:?}"
+    );
+    let outcome = urllib(&proxy, &url, Some(&origin.certificate.cert())).await;
+    assert!(!outcome.success, "{outcome:?}");
+    assert!(
+        outcome
+            .stderr
+            .contains("Tunnel connection failed: 403 Forbidden"),
+        "{outcome:?}"
+    );
+    assert_eq!(proxy.sandbox.usage().refused, 2);
+}
