@@ -168,3 +168,29 @@ async fn aborting_the_task_ends_its_connections() {
         "the listener is closed"
     );
 }
+
+#[tokio::test]
+async fn a_tunnel_without_a_client_hello_is_closed_in_bounded_time() {
+    let origin = HttpOrigin::start("127.0.0.1", b"ok\n".to_vec()).await;
+    let timeouts = Timeouts {
+        hello: Duration::from_millis(300),
+        ..Timeouts::default()
+    };
+    let allow = format!("quiet.test:{}", origin.port);
+    let proxy = Proxy::start_with(&allow, "", limits(MIB, 4), true, timeouts).await;
+    proxy.names.set("quiet.test", &[&["127.0.0.1"]]);
+    let started = Instant::now();
+    let answer = proxy
+        .raw(&format!(
+            "CONNECT quiet.test:{} HTTP/1.1\r\n\r\n",
+            origin.port
+        ))
+        .await;
+    assert_eq!(answer, "HTTP/1.1 200 Connection established\r\n\r\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(proxy.sandbox.usage().refused, 1);
+}

@@ -117,6 +117,29 @@ fn a_port_rule_covers_that_port_only() {
 }
 
 #[test]
+fn a_wildcard_with_a_port_and_subsets_of_ports() {
+    let policy = policy("*.internal.example:8443,pypi.org:443");
+    let all = policy.grant_all();
+    assert!(all.allows(&name("a.internal.example"), 8443));
+    assert!(!all.allows(&name("a.internal.example"), 443));
+    assert!(!all.allows(&name("pypi.org"), 80));
+    assert_eq!(
+        grant(&policy, &["a.internal.example:8443"]),
+        Ok(vec!["a.internal.example:8443".into()])
+    );
+    assert_eq!(
+        grant(&policy, &["pypi.org:443"]),
+        Ok(vec!["pypi.org:443".into()])
+    );
+    // `pypi.org` alone means 80 and 443, more than the rule covers.
+    assert_eq!(grant(&policy, &["pypi.org"]), Err(vec!["pypi.org".into()]));
+    assert_eq!(
+        grant(&policy, &["a.internal.example"]),
+        Err(vec!["a.internal.example".into()])
+    );
+}
+
+#[test]
 fn addresses_are_allowed_only_inside_the_ranges() {
     let grant = Policy::parse("pypi.org", "10.1.0.0/16")
         .unwrap()
