@@ -23,47 +23,30 @@ use crate::sandbox::SandboxEgress;
 const DRAIN: usize = 64 * 1024;
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 
+/// A request read and understood: what it asks, its host and port, and the bytes the
+/// program sent after the head.
+struct Asked {
+    request: Request,
+    host: Host,
+    port: u16,
+    rest: Vec<u8>,
+}
+
 /// Serves one connection from a sandbox to its end.
 pub(crate) async fn serve(proxy: Arc<Proxy>, sandbox: SandboxEgress, mut client: TcpStream) {
+    // Held until the connection ends, whatever way.
     let slot = sandbox.open_slot();
-    let (head, rest) = match head::read_head(&mut client, proxy.timeouts.head).await {
-        Ok(read) => read,
-        Err(HeadError::TooLarge) => {
-            return refuse(&proxy, &sandbox, client, None, Refusal::HeadTooLarge).await
-        }
-        Err(HeadError::Timeout(_)) => {
-            return refuse(&proxy, &sandbox, client, None, Refusal::HeadTimeout).await
-        }
-        Err(error) => return tracing::debug!(%error, "egress: no request"),
+    let asked = match read_request(&proxy, &sandbox, &mut client, slot.is_some()).await {
+        Ok(asked) => asked,
+        Err(Some(refusal)) => return refuse(&proxy, &sandbox, client, None, refusal).await,
+        Err(None) => return,
     };
-    if slot.is_none() {
-        let max = sandbox.limits().max_connections;
-        return refuse(
-            &proxy,
-            &sandbox,
-            client,
-            None,
-            Refusal::TooManyConnections { max },
-        )
-        .await;
-    }
-    let request = match head::parse(&head) {
-        Ok(request) => request,
-        Err(bad) => return refuse(&proxy, &sandbox, client, None, Refusal::BadRequest(bad)).await,
-    };
-    let (host_text, port) = match &request {
-        Request::Connect { host, port } | Request::Http { host, port, .. } => (host.clone(), *port),
-    };
-    let Ok(host) = Host::parse(&host_text) else {
-        return refuse(
-            &proxy,
-            &sandbox,
-            client,
-            None,
-            Refusal::BadHost { host: host_text },
-        )
-        .await;
-    };
+    let Asked {
+        request,
+        host,
+        port,
+        rest,
+    } = asked;
     let label = proxy.policy.label(&host, port);
     let meter = Meter {
         sandbox: sandbox.clone(),
@@ -83,6 +66,40 @@ pub(crate) async fn serve(proxy: Arc<Proxy>, sandbox: SandboxEgress, mut client:
         }
     };
     tracing::debug!(host = %host, port, ?end, "egress: connection ended");
+}
+
+/// Reads and parses the head (the connection cap is answered only then, so that the
+/// program reads the answer); `Err(None)`: the program sent no request.
+async fn read_request(
+    proxy: &Proxy,
+    sandbox: &SandboxEgress,
+    client: &mut TcpStream,
+    has_slot: bool,
+) -> Result<Asked, Option<Refusal>> {
+    let (head, rest) = match head::read_head(client, proxy.timeouts.head).await {
+        Ok(read) => read,
+        Err(HeadError::TooLarge) => return Err(Some(Refusal::HeadTooLarge)),
+        Err(HeadError::Timeout(_)) => return Err(Some(Refusal::HeadTimeout)),
+        Err(error) => {
+            tracing::debug!(%error, "egress: no request");
+            return Err(None);
+        }
+    };
+    if !has_slot {
+        let max = sandbox.limits().max_connections;
+        return Err(Some(Refusal::TooManyConnections { max }));
+    }
+    let request = head::parse(&head).map_err(|bad| Some(Refusal::BadRequest(bad)))?;
+    let (host, port) = match &request {
+        Request::Connect { host, port } | Request::Http { host, port, .. } => (host, *port),
+    };
+    let host = Host::parse(host).map_err(|_| Some(Refusal::BadHost { host: host.clone() }))?;
+    Ok(Asked {
+        request,
+        host,
+        port,
+        rest,
+    })
 }
 
 /// Checks the grant and the addresses, and connects: everything that can be refused with
