@@ -228,25 +228,24 @@ async fn tunnel(
             Ok(read) => read,
             Err(error) => return refuse_tunnel(meter, host, port, &error.to_string()),
         };
-    let expected = host.to_string();
-    let matches = name.as_deref().map(|n| {
-        n.strip_suffix('.')
-            .unwrap_or(n)
-            .eq_ignore_ascii_case(&expected)
-    });
-    match (matches, &name) {
-        (Some(true), _) => {}
-        (None, _) if matches!(host, Host::Address(_)) => {}
-        (None, _) => {
-            return refuse_tunnel(meter, host, port, "the TLS ClientHello has no server name")
-        }
-        (Some(false), Some(name)) => {
-            let why = format!("the TLS server name {name} is not the CONNECT host");
-            return refuse_tunnel(meter, host, port, &why);
-        }
-        (Some(false), None) => return None,
+    if let Some(why) = server_name_refusal(host, name.as_deref()) {
+        return refuse_tunnel(meter, host, port, &why);
     }
     Some(relay::relay_after(client, origin, &hello, meter, proxy.timeouts.idle).await)
+}
+
+/// Why a tunnel's TLS server name is refused, if it is: it must be the CONNECT host (case
+/// and a trailing dot aside); only a tunnel to an IP literal may go without one.
+fn server_name_refusal(host: &Host, name: Option<&str>) -> Option<String> {
+    match (name, host) {
+        (None, Host::Address(_)) => None,
+        (None, Host::Name(_)) => Some("the TLS ClientHello has no server name".to_string()),
+        (Some(name), host) => {
+            let bare = name.strip_suffix('.').unwrap_or(name);
+            let same = bare.eq_ignore_ascii_case(&host.to_string());
+            (!same).then(|| format!("the TLS server name {name} is not the CONNECT host"))
+        }
+    }
 }
 
 fn refuse_tunnel(meter: &Meter, host: &Host, port: u16, why: &str) -> Option<RelayEnd> {
@@ -318,4 +317,45 @@ fn same_host(header: &str, host: &Host, port: u16) -> bool {
         return false;
     };
     header_port.unwrap_or(80) == port && Host::parse(&name).is_ok_and(|named| named == *host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(text: &str) -> Host {
+        Host::parse(text).unwrap()
+    }
+
+    #[test]
+    fn the_server_name_must_be_the_connect_host() {
+        assert_eq!(
+            server_name_refusal(&host("pypi.org"), Some("pypi.org")),
+            None
+        );
+        assert_eq!(
+            server_name_refusal(&host("pypi.org"), Some("PyPI.org.")),
+            None
+        );
+        let fronted = server_name_refusal(&host("pypi.org"), Some("evil.example"));
+        assert_eq!(
+            fronted.as_deref(),
+            Some("the TLS server name evil.example is not the CONNECT host")
+        );
+        assert!(server_name_refusal(&host("pypi.org"), None).is_some());
+        assert!(server_name_refusal(&host("pypi.org"), Some("pypi.org.evil")).is_some());
+        assert_eq!(server_name_refusal(&host("192.0.2.1"), None), None);
+        assert!(server_name_refusal(&host("192.0.2.1"), Some("pypi.org")).is_some());
+    }
+
+    #[test]
+    fn the_host_header_must_name_the_url_host_and_port() {
+        assert!(same_host("pypi.org", &host("pypi.org"), 80));
+        assert!(same_host("PyPI.org.:80", &host("pypi.org"), 80));
+        assert!(same_host("pypi.org:8080", &host("pypi.org"), 8080));
+        assert!(!same_host("pypi.org", &host("pypi.org"), 8080));
+        assert!(!same_host("evil.example", &host("pypi.org"), 80));
+        assert!(same_host("[2001:db8::1]:80", &host("2001:db8::1"), 80));
+        assert!(!same_host("", &host("pypi.org"), 80));
+    }
 }

@@ -153,20 +153,16 @@ async fn narrowing_the_grant_refuses_the_next_request() {
 #[tokio::test]
 async fn aborting_the_task_ends_its_connections() {
     let origin = HttpOrigin::start("127.0.0.1", b"ok\n".to_vec()).await;
-    let proxy = held_proxy(&origin, 4).await;
+    let mut proxy = held_proxy(&origin, 4).await;
     let mut stream = TcpStream::connect(proxy.address).await.unwrap();
     let connect = format!("CONNECT held.test:{0} HTTP/1.1\r\n\r\n", origin.port);
     stream.write_all(connect.as_bytes()).await.unwrap();
     let mut answer = [0u8; 39];
     stream.read_exact(&mut answer).await.unwrap();
-    proxy.stop();
+    assert!(proxy.stop().await, "the serving task ends when aborted");
     let mut rest = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest)).await;
     assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
-    assert!(
-        TcpStream::connect(proxy.address).await.is_err(),
-        "the listener is closed"
-    );
 }
 
 #[tokio::test]

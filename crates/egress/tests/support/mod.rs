@@ -137,9 +137,11 @@ impl Proxy {
         String::from_utf8_lossy(&answer).into_owned()
     }
 
-    /// Stops serving.
-    pub fn stop(&self) {
+    /// Aborts the serving task as the runner does; returns whether it ended cancelled.
+    pub async fn stop(&mut self) -> bool {
         self.task.abort();
+        let ended = tokio::time::timeout(CLIENT_TIME, &mut self.task).await;
+        matches!(ended, Ok(Err(error)) if error.is_cancelled())
     }
 }
 
