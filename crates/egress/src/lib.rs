@@ -55,3 +55,35 @@ pub fn proxy_env() -> Vec<(&'static str, String)> {
         ("no_proxy", no_proxy),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_get_every_proxy_variable_and_loopback_stays_direct() {
+        let env = proxy_env();
+        for name in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            let value = env
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str());
+            assert_eq!(value, Some("http://127.0.0.1:3128"), "{name}");
+        }
+        for name in ["NO_PROXY", "no_proxy"] {
+            let value = env
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str());
+            assert_eq!(value, Some("localhost,127.0.0.1"), "{name}");
+        }
+        assert_eq!(env.len(), 8);
+    }
+}

@@ -164,3 +164,33 @@ async fn a_name_that_does_not_resolve_gets_a_502() {
     );
     assert_eq!(proxy.sandbox.usage().refused, 0);
 }
+
+#[tokio::test]
+async fn the_default_proxy_resolves_as_the_host_and_refuses_loopback() {
+    // Egress::new: getaddrinfo (localhost from /etc/hosts), no loopback let through.
+    let policy = sandbox_egress::Policy::parse("localhost", "").unwrap();
+    let egress = sandbox_egress::Egress::new(policy.clone(), limits(MIB, 16));
+    let sandbox = egress.sandbox();
+    sandbox.set_grant(policy.grant_all());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let _task = egress.serve(listener, sandbox.clone());
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = connect("localhost", 443);
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    let reading = tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut answer);
+    tokio::time::timeout(support::CLIENT_TIME, reading)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+    assert!(
+        answer.contains("egress: localhost resolves to "),
+        "{answer}"
+    );
+    assert!(answer.ends_with(", a loopback address\n"), "{answer}");
+    assert_eq!(sandbox.usage().refused, 1);
+}
