@@ -197,7 +197,7 @@ async fn connect(
     let mut last_error = String::from("no address");
     for ip in addresses {
         let address = SocketAddr::new(*ip, port);
-        match tokio::time::timeout_at(deadline, TcpStream::connect(address)).await {
+        match tokio::time::timeout_at(deadline, proxy.dialer.dial(address)).await {
             Ok(Ok(stream)) => return Ok(stream),
             Ok(Err(error)) => last_error = format!("{address}: {error}"),
             Err(_) => {

@@ -19,6 +19,7 @@
 
 mod address;
 mod connection;
+mod dial;
 mod head;
 mod hello;
 mod metrics;
@@ -30,6 +31,7 @@ mod resolve;
 mod sandbox;
 mod server;
 
+pub use dial::{Dial, Dialing, TcpDialer};
 pub use policy::{Grant, NotAllowed, Policy, PolicyError, MAX_ENTRIES};
 pub use proxy::Timeouts;
 pub use resolve::{Lookup, Resolve, SystemResolver};

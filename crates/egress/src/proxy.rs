@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::address::AddressCheck;
+use crate::dial::Dial;
 use crate::metrics::HostMetrics;
 use crate::policy::Policy;
 use crate::resolve::Resolve;
@@ -41,6 +42,7 @@ pub(crate) struct Proxy {
     pub(crate) limits: Limits,
     pub(crate) addresses: AddressCheck,
     pub(crate) resolver: Arc<dyn Resolve>,
+    pub(crate) dialer: Arc<dyn Dial>,
     pub(crate) timeouts: Timeouts,
     pub(crate) metrics: HostMetrics,
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::address::{host_addresses, AddressCheck};
+use crate::dial::{Dial, TcpDialer};
 use crate::metrics::HostMetrics;
 use crate::policy::Policy;
 use crate::proxy::{Proxy, Timeouts};
@@ -22,6 +23,9 @@ const REFUSING: usize = 16;
 pub struct Options {
     /// How names are resolved (default: as the host does, getaddrinfo).
     pub resolver: Arc<dyn Resolve>,
+    /// How connections to checked addresses are opened (default: TCP on the host's
+    /// network).
+    pub dialer: Arc<dyn Dial>,
     /// Lets loopback destinations through the address check, for tests whose servers
     /// listen on loopback. No configuration reaches it: the runner uses [`Egress::new`].
     pub pass_loopback: bool,
@@ -33,6 +37,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             resolver: Arc::new(SystemResolver),
+            dialer: Arc::new(TcpDialer),
             pass_loopback: false,
             timeouts: Timeouts::default(),
         }
@@ -50,7 +55,8 @@ impl Egress {
         Egress::with_options(policy, limits, Options::default())
     }
 
-    /// [`Egress::new`] with another resolver, timeouts, or (tests) loopback let through.
+    /// [`Egress::new`] with another resolver, dialer, timeouts, or (tests) loopback let
+    /// through.
     pub fn with_options(policy: Policy, limits: Limits, options: Options) -> Egress {
         let own = host_addresses();
         let addresses =
@@ -61,6 +67,7 @@ impl Egress {
             limits,
             addresses,
             resolver: options.resolver,
+            dialer: options.dialer,
             timeouts: options.timeouts,
             metrics,
         }))

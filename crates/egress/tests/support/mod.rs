@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandbox_egress::{Egress, Limits, Lookup, Options, Policy, Resolve, SandboxEgress, Timeouts};
+use sandbox_egress::{
+    Dial, Dialing, Egress, Limits, Lookup, Options, Policy, Resolve, SandboxEgress, Timeouts,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
@@ -64,12 +66,40 @@ impl Resolve for Names {
     }
 }
 
+/// A dialer that connects on loopback only and keeps every address asked for: a test never
+/// sends a packet elsewhere, even when the proxy under test is wrong, and says so.
+#[derive(Debug, Default)]
+pub struct LoopbackOnly {
+    outside: Mutex<Vec<SocketAddr>>,
+}
+
+impl LoopbackOnly {
+    /// The addresses off loopback the proxy tried to connect to.
+    pub fn outside(&self) -> Vec<SocketAddr> {
+        self.outside.lock().unwrap().clone()
+    }
+}
+
+impl Dial for LoopbackOnly {
+    fn dial(&self, address: SocketAddr) -> Dialing<'_> {
+        Box::pin(async move {
+            if !address.ip().is_loopback() {
+                self.outside.lock().unwrap().push(address);
+                let refused = "the test dials loopback only";
+                return Err(io::Error::new(io::ErrorKind::PermissionDenied, refused));
+            }
+            TcpStream::connect(address).await
+        })
+    }
+}
+
 /// A proxy serving one sandbox on a loopback listener.
 pub struct Proxy {
     pub egress: Egress,
     pub sandbox: SandboxEgress,
     pub address: SocketAddr,
     pub names: Arc<Names>,
+    pub dialer: Arc<LoopbackOnly>,
     task: JoinHandle<()>,
 }
 
@@ -89,8 +119,10 @@ impl Proxy {
     ) -> Proxy {
         let policy = Policy::parse(allow, cidrs).unwrap();
         let names = Arc::new(Names::default());
+        let dialer = Arc::new(LoopbackOnly::default());
         let options = Options {
             resolver: names.clone(),
+            dialer: dialer.clone(),
             pass_loopback,
             timeouts,
         };
@@ -105,6 +137,7 @@ impl Proxy {
             sandbox,
             address,
             names,
+            dialer,
             task,
         }
     }
@@ -148,6 +181,13 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
+        if !std::thread::panicking() {
+            let outside = self.dialer.outside();
+            assert!(
+                outside.is_empty(),
+                "the proxy dialed off loopback: {outside:?}"
+            );
+        }
     }
 }
 
