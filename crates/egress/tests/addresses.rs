@@ -194,3 +194,18 @@ async fn the_default_proxy_resolves_as_the_host_and_refuses_loopback() {
     assert!(answer.ends_with(", a loopback address\n"), "{answer}");
     assert_eq!(sandbox.usage().refused, 1);
 }
+
+#[tokio::test]
+async fn an_ipv6_literal_inside_a_range_is_reached() {
+    let origin = HttpOrigin::start("::1", b"over ipv6\n".to_vec()).await;
+    let proxy = Proxy::start("", "::1/128", limits(MIB, 16), false).await;
+    let url = format!("http://[::1]:{}/", origin.port);
+    let outcome = curl(&proxy, &url, &[]).await;
+    assert_eq!(outcome.stdout, "over ipv6\n", "{outcome:?}");
+    let answer = proxy.raw(&connect("[::2]", origin.port)).await;
+    let expected = format!(
+        "egress: [::2]:{} is not allowed (allowed: ::1/128)\n",
+        origin.port
+    );
+    assert!(answer.ends_with(&expected), "{answer}");
+}
