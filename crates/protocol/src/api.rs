@@ -1,4 +1,5 @@
-//! The runner's HTTP API: `POST /run`, the sessions (`/sessions...`), `GET /health`,
+//! The runner's HTTP API: `POST /run`, the sessions (`/sessions...`, `PATCH` of a
+//! session's `egress` included), `GET /health`,
 //! `GET /health/live` and error bodies.
 //!
 //! Field names are camelCase on the wire, as users and outside tests rely on them. With

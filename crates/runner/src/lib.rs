@@ -2,7 +2,8 @@
 //!
 //! `POST /run {lang, code, timeoutMs}` runs a program in any language of its table
 //! ([`languages`]: bash, Python, Node.js, TypeScript, C, C++, Go, Java built in) in a
-//! fresh sandbox that is never reused: no network, 256 MiB, half a CPU, a process cap, a
+//! fresh sandbox that is never reused: no network (but, where the operator opens named
+//! hosts, a way to the runner's proxy, `sandbox-egress`), 256 MiB, half a CPU, a process cap, a
 //! read-only system and a small writable /tmp and home; sessions ([`session`]) are
 //! sandboxes that live across runs, with files, frozen between their calls. Sandboxes are
 //! made ahead of time in a warm pool ([`pool`]) by a backend ([`backend`]): the process

@@ -1,4 +1,5 @@
-//! The sessions' endpoints: `POST /sessions`, `GET` and `DELETE /sessions/{id}`,
+//! The sessions' endpoints: `POST /sessions`, `GET`, `PATCH` (its `egress`) and
+//! `DELETE /sessions/{id}`,
 //! `POST /sessions/{id}/run` (the body and the answer of `POST /run`, streamed alike
 //! with `Accept: application/x-ndjson`), and the files of the session's home folder:
 //! `PUT` and `GET /sessions/{id}/files/{path}` (raw bytes), `GET /sessions/{id}/files`
