@@ -15,6 +15,8 @@ use crate::tools::ArgsError;
 pub const MAX_NAMES: usize = 64;
 /// The longest name (a DNS name's most, with a port).
 const MAX_NAME_BYTES: usize = 260;
+/// What a call whose `egress` is not a list of names is told.
+const BAD: ArgsError = ArgsError::BadEgress(MAX_NAMES);
 
 /// Reads `egress` from a call's arguments: none when absent (the runner's default then
 /// applies), else a list of at most [`MAX_NAMES`] host names, passed on as they are (the
@@ -28,11 +30,11 @@ pub fn parse(
     let Value::Array(items) = value else {
         return match value {
             Value::Null => Ok(None),
-            _ => Err(ArgsError::BadEgress),
+            _ => Err(BAD),
         };
     };
     if items.len() > MAX_NAMES {
-        return Err(ArgsError::BadEgress);
+        return Err(BAD);
     }
     items
         .iter()
@@ -40,7 +42,7 @@ pub fn parse(
             Value::String(name) if !name.is_empty() && name.len() <= MAX_NAME_BYTES => {
                 Ok(name.clone())
             }
-            _ => Err(ArgsError::BadEgress),
+            _ => Err(BAD),
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
@@ -135,7 +137,7 @@ mod tests {
         ] {
             assert_eq!(
                 parse(Some(&args(json!({ "egress": bad })))),
-                Err(ArgsError::BadEgress),
+                Err(BAD),
                 "{bad}"
             );
         }

@@ -356,9 +356,9 @@ pub enum ArgsError {
         /// The signals' names.
         names: String,
     },
-    /// `egress` is not a list of host names.
-    #[error("invalid arguments: `egress` must be a list of host names (at most {}), such as [\"pypi.org\"]", crate::egress_args::MAX_NAMES)]
-    BadEgress,
+    /// `egress` is not a list of host names (at most the number given).
+    #[error("invalid arguments: `egress` must be a list of at most {0} host names, such as [\"pypi.org\"]")]
+    BadEgress(usize),
     /// A flag is not a boolean.
     #[error("invalid arguments: `{0}` must be true or false")]
     BadFlag(&'static str),
