@@ -406,6 +406,18 @@ fn a_session_narrowed_with_patch_loses_its_host() {
             let before = runner.ok_in(&id, "bash", &fetch).await;
             assert_eq!(stdout(&before), format!("{PAGE}\n200"), "{before}");
             assert_eq!(before["egress"]["connections"], 1, "{before}");
+            let (status, started) = runner
+                .request(
+                    "POST",
+                    &format!("/sessions/{id}/processes"),
+                    Some(&json!({"command": format!("{fetch} > /tmp/by-process")})),
+                )
+                .await;
+            assert_eq!(status, 201, "{started}");
+            let by_process = runner
+                .ok_in(&id, "bash", "for i in $(seq 100); do grep -q 200 /tmp/by-process 2>/dev/null && break; sleep 0.1; done; cat /tmp/by-process")
+                .await;
+            assert_eq!(stdout(&by_process), format!("{PAGE}\n200"), "a process: {by_process}");
             let path = format!("/sessions/{id}");
             let (status, refused) = runner
                 .request("PATCH", &path, Some(&json!({"egress": [OTHER]})))
