@@ -2,6 +2,7 @@
 
 use crate::config::SandboxArgs;
 use crate::job::{self, Jobs, Place, RequestError};
+use crate::pool::PooledSandbox;
 use crate::server::{make_backend, make_egress};
 use sandbox_protocol::api::RunRequest;
 use std::io::{Read, Write};
@@ -85,6 +86,10 @@ pub async fn run(args: RunArgs) -> Result<i32, OneshotError> {
             return Err(e.into());
         }
     };
+    // The operator's default grant (`RUNNER_EGRESS_DEFAULT`), where hosts are open.
+    if let (Ok(Some(grant)), Some(handle)) = (config.egress.grant(None), sandbox.egress()) {
+        handle.set_grant(grant);
+    }
     let outcome = sandbox.run(job, None).await;
     sandbox.destroy().await;
     backend.shutdown();
