@@ -214,11 +214,19 @@ fn can_run(test: &str) -> bool {
     true
 }
 
-/// A runner in `net`'s namespace that opens `ALLOWED` (and the `allow` more).
+/// A runner in `net`'s namespace that opens `allow`.
 fn runner_in(net: &Net, allow: &str) -> Runner {
+    runner_with(net, allow, true)
+}
+
+/// [`runner_in`], its sandboxes forked from templates or not (each made by a jail).
+fn runner_with(net: &Net, allow: &str, templates: bool) -> Runner {
     Runner::with(Options {
         pool_size: 2,
-        env: vec![("RUNNER_EGRESS_ALLOW".into(), allow.into())],
+        env: vec![
+            ("RUNNER_EGRESS_ALLOW".into(), allow.into()),
+            ("RUNNER_TEMPLATES".into(), templates.to_string()),
+        ],
         wrapper: net.wrapper(),
         ..Options::default()
     })
@@ -444,6 +452,34 @@ fn a_session_narrowed_with_patch_loses_its_host() {
             assert_eq!(status, 400, "a session's run takes no egress: {run_egress}");
             let (status, _) = runner.request("DELETE", &path, None).await;
             assert_eq!(status, 204);
+        })
+    });
+}
+
+#[test]
+fn a_sandbox_made_by_a_jail_reaches_the_proxy_too() {
+    if !can_run("egress without templates") {
+        return;
+    }
+    let net = Net::new("j");
+    net.wait_for_server();
+    net.within(|| {
+        block_on(async {
+            let runner = runner_with(&net, ALLOWED, false);
+            let fetch = format!("curl -sS -m 10 http://{ALLOWED}/");
+            for lang_code in [
+                ("bash", fetch.clone()),
+                (
+                    "python",
+                    format!("import urllib.request\nprint(urllib.request.urlopen('http://{ALLOWED}/', timeout=10).read().decode(), end='')"),
+                ),
+            ] {
+                let (lang, code) = lang_code;
+                let body = json!({"lang": lang, "code": code, "egress": [ALLOWED]});
+                let (status, out) = runner.post(&body).await;
+                assert_eq!(status, 200, "{out}");
+                assert_eq!(stdout(&out), PAGE, "{lang}: {out}");
+            }
         })
     });
 }
