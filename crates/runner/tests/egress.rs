@@ -25,6 +25,9 @@ const OTHER: &str = "other.test";
 /// What the test's web server answers at `/`.
 const PAGE: &str = "hello from the allowed host";
 
+/// The size of the web server's `/big.bin`.
+const BIG: usize = 150_000;
+
 /// The namespaces, web server and files of one test; all removed on drop.
 struct Net {
     runner_ns: String,
@@ -80,6 +83,7 @@ impl Net {
         std::fs::create_dir_all(web.join("simple/tinypkg")).expect("index folder");
         std::fs::create_dir_all(web.join("files")).expect("files folder");
         std::fs::write(web.join("index.html"), PAGE).expect("page");
+        std::fs::write(web.join("big.bin"), vec![b'x'; BIG]).expect("a big file");
         let wheel = "tinypkg-0.1-py3-none-any.whl";
         std::fs::write(
             web.join("simple/tinypkg/index.html"),
@@ -221,12 +225,16 @@ fn runner_in(net: &Net, allow: &str) -> Runner {
 
 /// [`runner_in`], its sandboxes forked from templates or not (each made by a jail).
 fn runner_with(net: &Net, allow: &str, templates: bool) -> Runner {
+    runner_env(net, allow, &[("RUNNER_TEMPLATES", &templates.to_string())])
+}
+
+/// [`runner_in`] with more variables.
+fn runner_env(net: &Net, allow: &str, more: &[(&str, &str)]) -> Runner {
+    let mut env = vec![("RUNNER_EGRESS_ALLOW".to_owned(), allow.to_owned())];
+    env.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     Runner::with(Options {
         pool_size: 2,
-        env: vec![
-            ("RUNNER_EGRESS_ALLOW".into(), allow.into()),
-            ("RUNNER_TEMPLATES".into(), templates.to_string()),
-        ],
+        env,
         wrapper: net.wrapper(),
         ..Options::default()
     })
@@ -480,6 +488,43 @@ fn a_sandbox_made_by_a_jail_reaches_the_proxy_too() {
                 assert_eq!(status, 200, "{out}");
                 assert_eq!(stdout(&out), PAGE, "{lang}: {out}");
             }
+        })
+    });
+}
+
+#[test]
+fn a_sessions_bytes_are_capped_over_its_whole_life() {
+    if !can_run("egress byte cap") {
+        return;
+    }
+    let net = Net::new("b");
+    net.wait_for_server();
+    net.within(|| {
+        block_on(async {
+            let cap = 100_000;
+            let runner = runner_env(
+                &net,
+                ALLOWED,
+                &[("RUNNER_EGRESS_MAX_BYTES", &cap.to_string())],
+            );
+            let id = runner.open_session(json!({"egress": [ALLOWED]})).await;
+            let big = format!("curl -s -m 10 http://{ALLOWED}/big.bin | wc -c");
+            let first = runner.ok_in(&id, "bash", &big).await;
+            let got: usize = stdout(&first).trim().parse().expect("a count");
+            assert!(
+                got < BIG,
+                "{got} bytes of {BIG} through a cap of {cap}: {first}"
+            );
+            let moved = &first["egress"];
+            let total = moved["bytesIn"].as_u64().unwrap() + moved["bytesOut"].as_u64().unwrap();
+            assert!(total <= cap, "{first}");
+            let fetch = format!("curl -s -m 10 -w '\\n%{{http_code}}' http://{ALLOWED}/");
+            let next = runner.ok_in(&id, "bash", &fetch).await;
+            assert!(
+                stdout(&next).ends_with("\n403"),
+                "the cap holds across runs: {next}"
+            );
+            assert!(!stdout(&next).contains(PAGE), "{next}");
         })
     });
 }
