@@ -230,7 +230,12 @@ fn runner_with(net: &Net, allow: &str, templates: bool) -> Runner {
 
 /// [`runner_in`] with more variables.
 fn runner_env(net: &Net, allow: &str, more: &[(&str, &str)]) -> Runner {
-    let mut env = vec![("RUNNER_EGRESS_ALLOW".to_owned(), allow.to_owned())];
+    // Its own data folder: the sessions it pauses at its stop go with the test's files.
+    let data = net.dir.join("data").display().to_string();
+    let mut env = vec![
+        ("RUNNER_EGRESS_ALLOW".to_owned(), allow.to_owned()),
+        ("RUNNER_DATA_DIR".to_owned(), data),
+    ];
     env.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     Runner::with(Options {
         pool_size: 2,
@@ -422,6 +427,7 @@ fn a_session_narrowed_with_patch_loses_its_host() {
             let before = runner.ok_in(&id, "bash", &fetch).await;
             assert_eq!(stdout(&before), format!("{PAGE}\n200"), "{before}");
             assert_eq!(before["egress"]["connections"], 1, "{before}");
+            paused_and_forked_keep_their_host(&runner, &id, &fetch).await;
             let (status, started) = runner
                 .request(
                     "POST",
@@ -462,6 +468,39 @@ fn a_session_narrowed_with_patch_loses_its_host() {
             assert_eq!(status, 204);
         })
     });
+}
+
+/// A session woken from its pause, in a new sandbox, and a fork of it keep its grant.
+async fn paused_and_forked_keep_their_host(runner: &Runner, id: &str, fetch: &str) {
+    let (status, paused) = runner
+        .request("POST", &format!("/sessions/{id}/pause"), None)
+        .await;
+    assert_eq!(status, 200, "{paused}");
+    let woken = runner.ok_in(id, "bash", fetch).await;
+    assert_eq!(woken["resumed"], true, "{woken}");
+    assert_eq!(stdout(&woken), format!("{PAGE}\n200"), "{woken}");
+    let (status, forked) = runner
+        .request(
+            "POST",
+            &format!("/sessions/{id}/fork"),
+            Some(&json!({"count": 1})),
+        )
+        .await;
+    assert_eq!(status, 201, "{forked}");
+    let fork = forked["sessions"][0]["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let (_, info) = runner
+        .request("GET", &format!("/sessions/{fork}"), None)
+        .await;
+    assert_eq!(info["egress"], json!([ALLOWED]), "{info}");
+    let in_fork = runner.ok_in(&fork, "bash", fetch).await;
+    assert_eq!(stdout(&in_fork), format!("{PAGE}\n200"), "{in_fork}");
+    let (status, _) = runner
+        .request("DELETE", &format!("/sessions/{fork}"), None)
+        .await;
+    assert_eq!(status, 204);
 }
 
 #[test]

@@ -43,6 +43,14 @@ impl SessionEgress {
         self.apply();
     }
 
+    /// What a fork of the session starts with: its grant, no sandbox yet.
+    pub(super) fn for_fork(&self) -> SessionEgress {
+        SessionEgress {
+            grant: self.grant.clone(),
+            handle: None,
+        }
+    }
+
     /// The names granted (none where the runner opens no host).
     pub(super) fn names(&self) -> Option<Vec<String>> {
         self.grant.as_ref().map(Grant::names)

@@ -163,6 +163,7 @@ impl<S: PooledSandbox> Sessions<S> {
         }
         match self.sandbox_from(Some(incoming.folder())).await {
             Ok((sandbox, lost)) => {
+                lock(&session.egress).attach(sandbox.egress());
                 *guard = Slot::Active(sandbox);
                 if lost {
                     *lock(&session.woken) = Some(true);
@@ -188,6 +189,8 @@ impl<S: PooledSandbox> Sessions<S> {
         record.runs = 0;
         self.store.commit_session(&incoming, &mut record)?;
         let session = paused_session::<S>(&record);
+        // A fork may reach what its original may (its sandbox gets it when it wakes).
+        *lock(&session.egress) = lock(&original.egress).for_fork();
         lock(&self.table).insert(id.clone(), Arc::new(session));
         Ok(ForkedSession {
             id,
