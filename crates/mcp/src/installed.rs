@@ -5,18 +5,24 @@ use sandbox_protocol::api::{PackageVersion, Packages};
 use sandbox_protocol::Lang;
 
 /// The sentences for `lang`'s tool ("" for a runner that says nothing of packages, or
-/// a language that has none).
-pub fn describe(lang: &Lang, packages: &Packages) -> String {
+/// a language that has none), on a runner whose sandboxes have `network` (hosts opened
+/// through its proxy, which the tool's description then names) or none.
+pub fn describe(lang: &Lang, packages: &Packages, network: bool) -> String {
     match lang.as_str() {
-        "python" => python(packages),
-        "node" | "typescript" => node(packages),
+        "python" => python(packages, network),
+        "node" | "typescript" => node(packages, network),
         "bash" => bash(packages),
         _ => String::new(),
     }
 }
 
-fn python(packages: &Packages) -> String {
-    let mut text = if packages.python.is_empty() {
+fn python(packages: &Packages, network: bool) -> String {
+    let mut text = if network {
+        match packages.python.is_empty() {
+            true => " Only the standard library is installed.".to_owned(),
+            false => format!(" Installed (import directly): {}.", list(&packages.python)),
+        }
+    } else if packages.python.is_empty() {
         " Only the standard library is installed; there is no network, so pip cannot \
          install anything."
             .to_owned()
@@ -49,8 +55,13 @@ fn python(packages: &Packages) -> String {
     text
 }
 
-fn node(packages: &Packages) -> String {
-    if packages.node.is_empty() {
+fn node(packages: &Packages, network: bool) -> String {
+    if network {
+        match packages.node.is_empty() {
+            true => " Only Node's built-in modules are installed.".to_owned(),
+            false => format!(" Installed npm packages: {}.", list(&packages.node)),
+        }
+    } else if packages.node.is_empty() {
         " Only Node's built-in modules are available; there is no network, so npm cannot \
          install anything."
             .to_owned()
@@ -101,22 +112,34 @@ mod tests {
 
     #[test]
     fn each_tool_names_what_it_can_import() {
-        let python = describe(&Lang::PYTHON, &set());
+        let python = describe(&Lang::PYTHON, &set(), false);
         assert!(python.contains("numpy 1.0, matplotlib 1.0"), "{python}");
         assert!(python.contains("PNG images"), "{python}");
         assert!(python.contains("PEP 723"), "{python}");
         assert!(python.contains("Already imported"), "{python}");
-        assert!(describe(&Lang::NODE, &set()).contains("lodash 1.0"));
-        assert!(describe(&Lang::BASH, &set()).contains("same installed packages"));
+        assert!(describe(&Lang::NODE, &set(), false).contains("lodash 1.0"));
+        assert!(describe(&Lang::BASH, &set(), false).contains("same installed packages"));
     }
 
     #[test]
     fn without_a_set_only_the_standard_library_is_promised() {
         let bare = Packages::default();
-        let python = describe(&Lang::PYTHON, &bare);
+        let python = describe(&Lang::PYTHON, &bare, false);
         assert!(python.contains("Only the standard library"), "{python}");
         assert!(!python.contains("PEP 723"), "{python}");
-        assert!(describe(&Lang::NODE, &bare).contains("built-in modules"));
-        assert_eq!(describe(&Lang::BASH, &bare), "");
+        assert!(describe(&Lang::NODE, &bare, false).contains("built-in modules"));
+        assert_eq!(describe(&Lang::BASH, &bare, false), "");
+    }
+
+    #[test]
+    fn where_hosts_are_open_no_sentence_says_there_is_no_network() {
+        for packages in [set(), Packages::default()] {
+            for lang in [Lang::PYTHON, Lang::NODE] {
+                let text = describe(&lang, &packages, true);
+                assert!(!text.contains("no network"), "{lang}: {text}");
+                assert!(!text.contains("cannot"), "{lang}: {text}");
+            }
+        }
+        assert!(describe(&Lang::PYTHON, &set(), true).contains("numpy 1.0"));
     }
 }

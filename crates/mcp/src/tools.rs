@@ -262,7 +262,8 @@ pub fn definition(
         .open_world(false);
     let mut tool = Tool::new(
         tool_name(&info.name),
-        description(info, limits, default_timeout_ms) + &installed::describe(&info.name, packages),
+        description(info, limits, default_timeout_ms)
+            + &installed::describe(&info.name, packages, limits.network),
         input_schema(info, limits, default_timeout_ms),
     );
     tool.title = Some(title);

@@ -264,7 +264,8 @@ impl SandboxServer {
             "Run code with the run_<language> tools, one per language the runner offers \
              (run_bash, run_python, run_node, and run_typescript, run_c, run_cpp, run_go, \
              run_java where offered: tools/list says). Without sandboxId each call runs in a \
-             fresh sandbox with no network, and nothing is kept between calls. For \
+             fresh sandbox with no network (but the hosts the run tools name, where the runner \
+             opens any), and nothing is kept between calls. For \
              multi-step work, create_sandbox gives a sandboxId: runs with it keep their files, \
              and Python, Node.js and TypeScript variables, between calls; \
              upload_file, download_file and list_files move files in and out; close_sandbox \
