@@ -45,7 +45,10 @@ async fn the_tools_name_the_open_hosts_and_pass_egress_on() {
         let description = tool["description"].as_str().unwrap_or_default();
         assert!(description.contains(HOST), "{name}: {description}");
         assert!(description.contains("pip install"), "{name}: {description}");
-        assert!(!description.contains("there is no network"), "{name}: {description}");
+        assert!(
+            !description.contains("there is no network"),
+            "{name}: {description}"
+        );
         let egress = &tool["inputSchema"]["properties"]["egress"];
         assert_eq!(egress["type"], "array", "{name}: {tool}");
     }

@@ -427,6 +427,11 @@ fn a_session_narrowed_with_patch_loses_its_host() {
             let before = runner.ok_in(&id, "bash", &fetch).await;
             assert_eq!(stdout(&before), format!("{PAGE}\n200"), "{before}");
             assert_eq!(before["egress"]["connections"], 1, "{before}");
+            let python = format!(
+                "import urllib.request\nprint(urllib.request.urlopen('http://{ALLOWED}/', timeout=10).read().decode(), end='')"
+            );
+            let resident = runner.ok_in(&id, "python", &python).await;
+            assert_eq!(stdout(&resident), PAGE, "a session's interpreter: {resident}");
             paused_and_forked_keep_their_host(&runner, &id, &fetch).await;
             let (status, started) = runner
                 .request(
