@@ -245,6 +245,23 @@ fn runner_env(net: &Net, allow: &str, more: &[(&str, &str)]) -> Runner {
     })
 }
 
+/// Runs `test` with the runner `make` starts in a test network of its own (`tag` names
+/// its namespaces and links), on a thread in the runner's namespace, and the web server's
+/// address; skips, saying why, where it cannot run.
+fn in_test_net<Fut: std::future::Future<Output = ()>>(
+    tag: &str,
+    make: impl FnOnce(&Net) -> Runner + Send,
+    test: impl FnOnce(Runner, String) -> Fut + Send,
+) {
+    if !can_run(&format!("egress ({tag})")) {
+        return;
+    }
+    let net = Net::new(tag);
+    net.wait_for_server();
+    let web_ip = net.web_ip.clone();
+    net.within(|| block_on(test(make(&net), web_ip)));
+}
+
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -264,14 +281,10 @@ async fn run_bash(runner: &Runner, code: &str, egress: Value) -> Value {
 
 #[test]
 fn a_granted_host_works_from_curl_python_and_pip_and_nothing_else_leaves() {
-    if !can_run("egress end to end") {
-        return;
-    }
-    let net = Net::new("a");
-    net.wait_for_server();
-    net.within(|| {
-        block_on(async {
-            let runner = runner_in(&net, ALLOWED);
+    in_test_net(
+        "a",
+        |net| runner_in(net, ALLOWED),
+        |runner, web_ip| async move {
             let health = runner.health().await;
             assert_eq!(health["limits"]["network"], true, "{health}");
             assert_eq!(
@@ -280,7 +293,7 @@ fn a_granted_host_works_from_curl_python_and_pip_and_nothing_else_leaves() {
                 "{health}"
             );
             granted_host_works(&runner).await;
-            everything_else_is_refused(&runner, &net.web_ip).await;
+            everything_else_is_refused(&runner, &web_ip).await;
             let (status, refused) = runner
                 .post(&json!({"lang": "bash", "code": "true", "egress": [OTHER]}))
                 .await;
@@ -295,8 +308,8 @@ fn a_granted_host_works_from_curl_python_and_pip_and_nothing_else_leaves() {
                 metrics.contains(ALLOWED),
                 "/metrics names no host:\n{metrics}"
             );
-        })
-    });
+        },
+    );
 }
 
 /// curl, urllib and pip reach the granted host; the run's answer counts it.
@@ -409,14 +422,10 @@ async fn everything_else_is_refused(runner: &Runner, web_ip: &str) {
 
 #[test]
 fn a_session_narrowed_with_patch_loses_its_host() {
-    if !can_run("egress in a session") {
-        return;
-    }
-    let net = Net::new("s");
-    net.wait_for_server();
-    net.within(|| {
-        block_on(async {
-            let runner = runner_in(&net, &format!("{ALLOWED},*.example.test"));
+    in_test_net(
+        "s",
+        |net| runner_in(net, &format!("{ALLOWED},*.example.test")),
+        |runner, _web_ip| async move {
             let (status, info) = runner
                 .request("POST", "/sessions", Some(&json!({"egress": [ALLOWED]})))
                 .await;
@@ -431,7 +440,11 @@ fn a_session_narrowed_with_patch_loses_its_host() {
                 "import urllib.request\nprint(urllib.request.urlopen('http://{ALLOWED}/', timeout=10).read().decode(), end='')"
             );
             let resident = runner.ok_in(&id, "python", &python).await;
-            assert_eq!(stdout(&resident), PAGE, "a session's interpreter: {resident}");
+            assert_eq!(
+                stdout(&resident),
+                PAGE,
+                "a session's interpreter: {resident}"
+            );
             paused_and_forked_keep_their_host(&runner, &id, &fetch).await;
             let (status, started) = runner
                 .request(
@@ -444,7 +457,11 @@ fn a_session_narrowed_with_patch_loses_its_host() {
             let by_process = runner
                 .ok_in(&id, "bash", "for i in $(seq 100); do grep -q 200 /tmp/by-process 2>/dev/null && break; sleep 0.1; done; cat /tmp/by-process")
                 .await;
-            assert_eq!(stdout(&by_process), format!("{PAGE}\n200"), "a process: {by_process}");
+            assert_eq!(
+                stdout(&by_process),
+                format!("{PAGE}\n200"),
+                "a process: {by_process}"
+            );
             let path = format!("/sessions/{id}");
             let (status, refused) = runner
                 .request("PATCH", &path, Some(&json!({"egress": [OTHER]})))
@@ -471,8 +488,8 @@ fn a_session_narrowed_with_patch_loses_its_host() {
             assert_eq!(status, 400, "a session's run takes no egress: {run_egress}");
             let (status, _) = runner.request("DELETE", &path, None).await;
             assert_eq!(status, 204);
-        })
-    });
+        },
+    );
 }
 
 /// A session woken from its pause, in a new sandbox, and a fork of it keep its grant.
@@ -510,14 +527,10 @@ async fn paused_and_forked_keep_their_host(runner: &Runner, id: &str, fetch: &st
 
 #[test]
 fn a_sandbox_made_by_a_jail_reaches_the_proxy_too() {
-    if !can_run("egress without templates") {
-        return;
-    }
-    let net = Net::new("j");
-    net.wait_for_server();
-    net.within(|| {
-        block_on(async {
-            let runner = runner_with(&net, ALLOWED, false);
+    in_test_net(
+        "j",
+        |net| runner_with(net, ALLOWED, false),
+        |runner, _web_ip| async move {
             let fetch = format!("curl -sS -m 10 http://{ALLOWED}/");
             for lang_code in [
                 ("bash", fetch.clone()),
@@ -532,25 +545,23 @@ fn a_sandbox_made_by_a_jail_reaches_the_proxy_too() {
                 assert_eq!(status, 200, "{out}");
                 assert_eq!(stdout(&out), PAGE, "{lang}: {out}");
             }
-        })
-    });
+        },
+    );
 }
 
 #[test]
 fn a_sessions_bytes_are_capped_over_its_whole_life() {
-    if !can_run("egress byte cap") {
-        return;
-    }
-    let net = Net::new("b");
-    net.wait_for_server();
-    net.within(|| {
-        block_on(async {
-            let cap = 100_000;
-            let runner = runner_env(
-                &net,
+    let cap = 100_000;
+    in_test_net(
+        "b",
+        |net| {
+            runner_env(
+                net,
                 ALLOWED,
                 &[("RUNNER_EGRESS_MAX_BYTES", &cap.to_string())],
-            );
+            )
+        },
+        |runner, _web_ip| async move {
             let id = runner.open_session(json!({"egress": [ALLOWED]})).await;
             let big = format!("curl -s -m 10 http://{ALLOWED}/big.bin | wc -c");
             let first = runner.ok_in(&id, "bash", &big).await;
@@ -569,8 +580,8 @@ fn a_sessions_bytes_are_capped_over_its_whole_life() {
                 "the cap holds across runs: {next}"
             );
             assert!(!stdout(&next).contains(PAGE), "{next}");
-        })
-    });
+        },
+    );
 }
 
 #[tokio::test]
