@@ -34,8 +34,16 @@ struct Net {
     web_ns: String,
     /// The web server's address, 198.18.<octet>.2 (the runner's side is .1).
     web_ip: String,
-    server: Option<Child>,
+    servers: Vec<Child>,
     dir: PathBuf,
+}
+
+/// What a test is told of its web server: its address, and the certificate of its HTTPS
+/// side (for `ALLOWED`), in PEM.
+#[derive(Clone)]
+struct Site {
+    ip: String,
+    cert: String,
 }
 
 impl Net {
@@ -50,7 +58,7 @@ impl Net {
             runner_ns: format!("{prefix}r"),
             web_ns: format!("{prefix}w"),
             web_ip: format!("198.18.{octet}.2"),
-            server: None,
+            servers: Vec::new(),
             dir,
         };
         net.link(octet, &prefix);
@@ -102,27 +110,47 @@ impl Net {
         );
         std::fs::write(self.dir.join("hosts"), hosts).expect("hosts");
         std::fs::write(self.dir.join("resolv.conf"), "nameserver 127.0.0.1\n").expect("resolv");
+        let made = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", &format!("/CN={ALLOWED}")])
+            .args(["-addext", &format!("subjectAltName=DNS:{ALLOWED}")])
+            .arg("-keyout")
+            .arg(self.dir.join("key.pem"))
+            .arg("-out")
+            .arg(self.dir.join("cert.pem"))
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl");
+        assert!(made.success(), "the test's certificate was not made");
     }
 
+    fn site(&self) -> Site {
+        let cert = std::fs::read_to_string(self.dir.join("cert.pem")).expect("the certificate");
+        Site {
+            ip: self.web_ip.clone(),
+            cert,
+        }
+    }
+
+    /// The web server, plain on port 80 and HTTPS on 443.
     fn serve(&mut self) {
         let web = self.dir.join("web");
-        let server = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.web_ns,
-                "python3",
-                "-m",
-                "http.server",
-            ])
-            .args(["80", "--bind", &self.web_ip, "--directory"])
-            .arg(&web)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the web server");
-        self.server = Some(server);
+        for (port, script) in [("80", PLAIN_SERVER), ("443", TLS_SERVER)] {
+            let server = Command::new("ip")
+                .args(["netns", "exec", &self.web_ns, "python3", "-c", script])
+                .arg(&web)
+                .args([&self.web_ip, port])
+                .arg(self.dir.join("cert.pem"))
+                .arg(self.dir.join("key.pem"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("the web server");
+            self.servers.push(server);
+        }
     }
 
     /// The runner's wrapper: a mount namespace of its own where the test's hosts file and
@@ -159,14 +187,16 @@ impl Net {
         })
     }
 
-    /// Waits until the web server answers (from the runner's namespace).
+    /// Waits until the web server answers on both ports (from the runner's namespace).
     fn wait_for_server(&self) {
-        let addr = format!("{}:80", self.web_ip);
         self.within(|| {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while std::net::TcpStream::connect(&addr).is_err() {
-                assert!(Instant::now() < deadline, "the web server did not start");
-                std::thread::sleep(Duration::from_millis(50));
+            for port in [80, 443] {
+                let addr = format!("{}:{port}", self.web_ip);
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while std::net::TcpStream::connect(&addr).is_err() {
+                    assert!(Instant::now() < deadline, "the web server did not start");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
         });
     }
@@ -174,7 +204,7 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
-        if let Some(mut server) = self.server.take() {
+        for server in &mut self.servers {
             let _ = server.kill();
             let _ = server.wait();
         }
@@ -184,6 +214,25 @@ impl Drop for Net {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The plain web server: `python3 -c PLAIN_SERVER FOLDER ADDRESS PORT` (the certificate's
+/// arguments unused).
+const PLAIN_SERVER: &str = r#"
+import functools, http.server, sys
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+http.server.ThreadingHTTPServer((sys.argv[2], int(sys.argv[3])), handler).serve_forever()
+"#;
+
+/// The HTTPS web server: `python3 -c TLS_SERVER FOLDER ADDRESS PORT CERT KEY`.
+const TLS_SERVER: &str = r#"
+import functools, http.server, ssl, sys
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+server = http.server.ThreadingHTTPServer((sys.argv[2], int(sys.argv[3])), handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[4], sys.argv[5])
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"#;
 
 /// Writes a wheel of one module, `tinypkg` (`VALUE = 42`), at the path given.
 const WHEEL_MAKER: &str = r#"
@@ -251,15 +300,15 @@ fn runner_env(net: &Net, allow: &str, more: &[(&str, &str)]) -> Runner {
 fn in_test_net<Fut: std::future::Future<Output = ()>>(
     tag: &str,
     make: impl FnOnce(&Net) -> Runner + Send,
-    test: impl FnOnce(Runner, String) -> Fut + Send,
+    test: impl FnOnce(Runner, Site) -> Fut + Send,
 ) {
     if !can_run(&format!("egress ({tag})")) {
         return;
     }
     let net = Net::new(tag);
     net.wait_for_server();
-    let web_ip = net.web_ip.clone();
-    net.within(|| block_on(test(make(&net), web_ip)));
+    let site = net.site();
+    net.within(|| block_on(test(make(&net), site)));
 }
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
@@ -284,7 +333,7 @@ fn a_granted_host_works_from_curl_python_and_pip_and_nothing_else_leaves() {
     in_test_net(
         "a",
         |net| runner_in(net, ALLOWED),
-        |runner, web_ip| async move {
+        |runner, site| async move {
             let health = runner.health().await;
             assert_eq!(health["limits"]["network"], true, "{health}");
             assert_eq!(
@@ -293,7 +342,7 @@ fn a_granted_host_works_from_curl_python_and_pip_and_nothing_else_leaves() {
                 "{health}"
             );
             granted_host_works(&runner).await;
-            everything_else_is_refused(&runner, &web_ip).await;
+            everything_else_is_refused(&runner, &site.ip).await;
             let (status, refused) = runner
                 .post(&json!({"lang": "bash", "code": "true", "egress": [OTHER]}))
                 .await;
@@ -420,12 +469,66 @@ async fn everything_else_is_refused(runner: &Runner, web_ip: &str) {
     );
 }
 
+/// Over CONNECT, a sandbox's TLS client verifies the host's certificate (the test's own
+/// CA: given, it works; the host's CAs alone do not know it), and the proxy closes a
+/// tunnel whose ClientHello names another host than the CONNECT's.
+#[test]
+fn tls_goes_through_connect_and_another_server_name_is_refused() {
+    in_test_net(
+        "t",
+        |net| runner_in(net, ALLOWED),
+        |runner, site| async move {
+            let cert = site.cert;
+            let code = format!(
+                "cat > /tmp/ca.pem <<'END'\n{cert}END\n\
+                 curl -sS -m 10 --cacert /tmp/ca.pem https://{ALLOWED}/"
+            );
+            let verified = run_bash(&runner, &code, json!([ALLOWED])).await;
+            assert_eq!(stdout(&verified), PAGE, "{verified}");
+            let code = format!("curl -s -m 10 https://{ALLOWED}/; echo $?");
+            let unknown = run_bash(&runner, &code, json!([ALLOWED])).await;
+            assert_eq!(stdout(&unknown).trim(), "60", "not verified: {unknown}");
+            let (status, fronted) = runner
+                .post(&json!({"lang": "python", "code": FRONTING, "egress": [ALLOWED]}))
+                .await;
+            assert_eq!(status, 200, "{fronted}");
+            let lines: Vec<&str> = stdout(&fronted).lines().collect();
+            assert!(
+                lines[0].contains(" 200"),
+                "the CONNECT is answered: {fronted}"
+            );
+            assert!(
+                lines[1].starts_with("closed"),
+                "the tunnel is closed: {fronted}"
+            );
+        },
+    );
+}
+
+/// A CONNECT to the granted host whose ClientHello names the other: prints the proxy's
+/// status line, then `closed ...` or `ANSWERED ...`.
+const FRONTING: &str = r#"
+import socket, ssl
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+print(s.recv(4096).decode().split("\r\n")[0])
+context = ssl.create_default_context()
+context.check_hostname = False
+context.verify_mode = ssl.CERT_NONE
+try:
+    tls = context.wrap_socket(s, server_hostname="other.test")
+    tls.sendall(b"GET / HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n")
+    print("ANSWERED", tls.recv(4096)[:40])
+except (OSError, ssl.SSLError) as e:
+    print("closed", type(e).__name__)
+"#;
+
 #[test]
 fn a_session_narrowed_with_patch_loses_its_host() {
     in_test_net(
         "s",
         |net| runner_in(net, &format!("{ALLOWED},*.example.test")),
-        |runner, _web_ip| async move {
+        |runner, _site| async move {
             let (status, info) = runner
                 .request("POST", "/sessions", Some(&json!({"egress": [ALLOWED]})))
                 .await;
@@ -530,7 +633,7 @@ fn a_sandbox_made_by_a_jail_reaches_the_proxy_too() {
     in_test_net(
         "j",
         |net| runner_with(net, ALLOWED, false),
-        |runner, _web_ip| async move {
+        |runner, _site| async move {
             let fetch = format!("curl -sS -m 10 http://{ALLOWED}/");
             for lang_code in [
                 ("bash", fetch.clone()),
@@ -561,7 +664,7 @@ fn a_sessions_bytes_are_capped_over_its_whole_life() {
                 &[("RUNNER_EGRESS_MAX_BYTES", &cap.to_string())],
             )
         },
-        |runner, _web_ip| async move {
+        |runner, _site| async move {
             let id = runner.open_session(json!({"egress": [ALLOWED]})).await;
             let big = format!("curl -s -m 10 http://{ALLOWED}/big.bin | wc -c");
             let first = runner.ok_in(&id, "bash", &big).await;
