@@ -28,7 +28,7 @@ fn config() -> &'static RunnerConfig {
 fuzz_target!(|data: &[u8]| {
     let config = config();
     match parse_run(data, config, Place::OneShot) {
-        Ok(job) => {
+        Ok((job, _grant)) => {
             assert!(job.code.len() <= config.code_cap_bytes);
             let max = config.sandbox.max_timeout.as_millis() as u64;
             assert!((1..=max).contains(&job.timeout_ms));
@@ -37,6 +37,10 @@ fuzz_target!(|data: &[u8]| {
         Err(ApiError::BadRequest(message) | ApiError::TooLarge(message)) => {
             assert!(!message.is_empty());
         }
-        Err(other) => panic!("input can only be bad or too large, not {other:?}"),
+        // A grant the runner's egress policy does not hold (400 `egress_not_allowed`).
+        Err(ApiError::EgressNotAllowed(refused)) => assert!(!refused.to_string().is_empty()),
+        Err(other) => {
+            panic!("input can only be bad, too large or outside the egress policy, not {other:?}")
+        }
     }
 });
