@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::head::{self, HeadError, Request};
@@ -32,8 +32,14 @@ struct Asked {
     rest: Vec<u8>,
 }
 
+/// A program's connection to the proxy: a TCP connection accepted in the sandbox, or a
+/// stream that carries one from elsewhere (a VM's tunnel).
+pub trait Client: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Client for T {}
+
 /// Serves one connection from a sandbox to its end.
-pub(crate) async fn serve(proxy: Arc<Proxy>, sandbox: SandboxEgress, mut client: TcpStream) {
+pub(crate) async fn serve<C: Client>(proxy: Arc<Proxy>, sandbox: SandboxEgress, mut client: C) {
     // Held until the connection ends, whatever way.
     let slot = sandbox.open_slot();
     let asked = match read_request(&proxy, &sandbox, &mut client, slot.is_some()).await {
@@ -70,10 +76,10 @@ pub(crate) async fn serve(proxy: Arc<Proxy>, sandbox: SandboxEgress, mut client:
 
 /// Reads and parses the head (the connection cap is answered only then, so that the
 /// program reads the answer); `Err(None)`: the program sent no request.
-async fn read_request(
+async fn read_request<C: Client>(
     proxy: &Proxy,
     sandbox: &SandboxEgress,
-    client: &mut TcpStream,
+    client: &mut C,
     has_slot: bool,
 ) -> Result<Asked, Option<Refusal>> {
     let (head, rest) = match head::read_head(client, proxy.timeouts.head).await {
@@ -212,9 +218,9 @@ async fn connect(
 }
 
 /// CONNECT: `200`, then the ClientHello's server name must be the host.
-async fn tunnel(
+async fn tunnel<C: Client>(
     proxy: &Proxy,
-    mut client: TcpStream,
+    mut client: C,
     origin: TcpStream,
     meter: &Meter,
     host: &Host,
@@ -256,9 +262,9 @@ fn refuse_tunnel(meter: &Meter, host: &Host, port: u16, why: &str) -> Option<Rel
 }
 
 /// Plain HTTP: the rewritten head and whatever followed it, then the relay.
-async fn forward_http(
+async fn forward_http<C: Client>(
     proxy: &Proxy,
-    client: TcpStream,
+    client: C,
     origin: TcpStream,
     meter: &Meter,
     forward: &[u8],
@@ -269,10 +275,10 @@ async fn forward_http(
 }
 
 /// Answers a refusal, logs and counts it, and closes after dropping what the program sent.
-async fn refuse(
+async fn refuse<C: Client>(
     proxy: &Proxy,
     sandbox: &SandboxEgress,
-    mut client: TcpStream,
+    mut client: C,
     meter: Option<&Meter>,
     refusal: Refusal,
 ) {

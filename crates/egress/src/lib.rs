@@ -31,6 +31,7 @@ mod resolve;
 mod sandbox;
 mod server;
 
+pub use connection::Client;
 pub use dial::{Dial, Dialing, TcpDialer};
 pub use policy::{Grant, NotAllowed, Policy, PolicyError, MAX_ENTRIES};
 pub use proxy::Timeouts;

@@ -4,9 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::address::{host_addresses, AddressCheck};
+use crate::connection::{self, Client};
 use crate::dial::{Dial, TcpDialer};
 use crate::metrics::HostMetrics;
 use crate::policy::Policy;
@@ -100,8 +102,26 @@ impl Egress {
                     return;
                 }
             };
-            accept_loop(proxy, listener, sandbox).await;
+            accept_loop(
+                proxy,
+                Accepting::<tokio::net::TcpStream>::Tcp(listener),
+                sandbox,
+            )
+            .await;
         })
+    }
+
+    /// As [`Egress::serve`], for connections that reach the runner some other way (a VM's
+    /// tunnel): each stream received on `streams` is one program's connection to the
+    /// proxy, served for `sandbox` under the same caps, until the task is aborted or
+    /// the sending side is dropped and the last connection has ended.
+    pub fn serve_streams<C: Client>(
+        &self,
+        streams: mpsc::Receiver<C>,
+        sandbox: SandboxEgress,
+    ) -> JoinHandle<()> {
+        let proxy = self.0.clone();
+        tokio::spawn(accept_loop(proxy, Accepting::Streams(streams), sandbox))
     }
 
     /// Prometheus lines: connections, bytes and refusals by host.
@@ -110,20 +130,56 @@ impl Egress {
     }
 }
 
-async fn accept_loop(proxy: Arc<Proxy>, listener: tokio::net::TcpListener, sandbox: SandboxEgress) {
+/// Where a sandbox's connections come from.
+enum Accepting<C> {
+    /// A listener inside the sandbox.
+    Tcp(tokio::net::TcpListener),
+    /// Streams handed over one by one.
+    Streams(mpsc::Receiver<C>),
+}
+
+/// What waiting for the next connection gave.
+enum Next<C> {
+    Tcp(std::io::Result<tokio::net::TcpStream>),
+    Stream(C),
+    /// No more will come.
+    End,
+}
+
+impl<C: Client> Accepting<C> {
+    async fn next(&mut self) -> Next<C> {
+        match self {
+            Accepting::Tcp(listener) => Next::Tcp(listener.accept().await.map(|(s, _)| s)),
+            Accepting::Streams(streams) => streams.recv().await.map_or(Next::End, Next::Stream),
+        }
+    }
+}
+
+async fn accept_loop<C: Client>(
+    proxy: Arc<Proxy>,
+    mut source: Accepting<C>,
+    sandbox: SandboxEgress,
+) {
     let most = proxy.limits.max_connections.saturating_add(REFUSING);
     let mut connections = JoinSet::new();
-    loop {
+    let mut open = true;
+    while open || !connections.is_empty() {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) if connections.len() < most => {
-                    connections.spawn(crate::connection::serve(proxy.clone(), sandbox.clone(), stream));
+            next = source.next(), if open => match next {
+                Next::Tcp(Ok(stream)) if connections.len() < most => {
+                    connections.spawn(connection::serve(proxy.clone(), sandbox.clone(), stream));
                 }
-                Ok(_) => tracing::warn!("egress: a sandbox's connection closed unanswered (too many)"),
-                Err(error) => {
+                Next::Stream(stream) if connections.len() < most => {
+                    connections.spawn(connection::serve(proxy.clone(), sandbox.clone(), stream));
+                }
+                Next::Tcp(Ok(_)) | Next::Stream(_) => {
+                    tracing::warn!("egress: a sandbox's connection closed unanswered (too many)");
+                }
+                Next::Tcp(Err(error)) => {
                     tracing::warn!(%error, "egress: accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
+                Next::End => open = false,
             },
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }

@@ -117,3 +117,40 @@ async fn https_without_connect_and_other_schemes_get_400() {
         "{answer}"
     );
 }
+
+/// A connection handed over as a stream (a VM's tunnel) is served as a listener's is,
+/// under the same caps, and the task ends once no more can come and the last has ended.
+#[tokio::test]
+async fn streams_handed_over_are_served_as_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (origin, proxy) = setup().await;
+    let sandbox = proxy.egress.sandbox();
+    sandbox.set_grant(proxy.egress.policy().grant_all());
+    let (streams, handed) = tokio::sync::mpsc::channel(4);
+    let serving = proxy.egress.serve_streams(handed, sandbox.clone());
+    let ask = |host: &str| {
+        format!(
+            "GET http://{host}:{0}/ HTTP/1.1\r\nHost: {host}:{0}\r\n\r\n",
+            origin.port
+        )
+    };
+    let mut answers = Vec::new();
+    for host in ["plain.test", "other.test"] {
+        let (mut ours, theirs) = tokio::io::duplex(64 * 1024);
+        streams.send(theirs).await.unwrap();
+        ours.write_all(ask(host).as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        ours.read_to_string(&mut answer).await.unwrap();
+        answers.push(answer);
+    }
+    assert!(answers[0].ends_with("hello over http\n"), "{}", answers[0]);
+    assert!(answers[1].starts_with("HTTP/1.1 403"), "{}", answers[1]);
+    assert!(answers[1].contains("other.test"), "{}", answers[1]);
+    let usage = sandbox.usage();
+    assert_eq!((usage.connections, usage.refused), (1, 1), "{usage:?}");
+    drop(streams);
+    tokio::time::timeout(std::time::Duration::from_secs(5), serving)
+        .await
+        .expect("the task ends with its streams")
+        .unwrap();
+}

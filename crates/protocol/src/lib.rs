@@ -11,6 +11,8 @@
 //! - [`process`]: a session's processes, as the agent keeps them and as the API shows
 //!   them;
 //! - [`tools`]: tools a run's caller offers its program, and the calls on their way;
+//! - [`tunnel`]: a VM sandbox's connections to the runner's egress proxy, carried over a
+//!   stream of their own;
 //! - [`Lang`]: a language's name; [`language`]: how a sandbox runs one, and how a
 //!   runner lists those it offers.
 //!
@@ -26,6 +28,7 @@ pub mod media;
 pub mod process;
 pub mod snapshot;
 pub mod tools;
+pub mod tunnel;
 
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
