@@ -23,12 +23,14 @@ CONFORMANCE_SCENARIOS=(server-initialize ping tools-list server-sse-multiple-str
 
 log() { printf '\n=== %s\n' "$*"; }
 
-# npm ci, tried up to three times: a registry's hiccup must not fail the suite. Each failed try
-# shows the end of npm's own log (npm --loglevel=error prints little else).
+# npm ci, tried up to three times: a registry's hiccup must not fail the suite. Each try is
+# bounded, killed if it ignores the TERM (a fetch that stalled once held a CI run for 20
+# minutes, and npm ignored SIGTERM); each failed try shows the
+# end of npm's own log (npm --loglevel=error prints little else).
 npm_ci() {
     local try
     for try in 1 2 3; do
-        if npm ci --no-audit --no-fund --loglevel=error; then return 0; fi
+        if timeout -k 10 300 npm ci --no-audit --no-fund --loglevel=error; then return 0; fi
         printf 'npm ci in %s failed (try %d of 3); the end of its log:\n' "$PWD" "$try" >&2
         tail -n 25 "$(ls -t "${npm_config_cache:-$HOME/.npm}"/_logs/*.log 2>/dev/null | head -n 1)" >&2 || true
         sleep $((try * 10))

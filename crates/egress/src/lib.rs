@@ -39,8 +39,8 @@ pub use resolve::{Lookup, Resolve, SystemResolver};
 pub use sandbox::{Limits, SandboxEgress, Usage, DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS};
 pub use server::{Egress, Options};
 
-/// Inside a sandbox: the proxy's address.
-pub const PROXY_ADDR: &str = "127.0.0.1:3128";
+/// Inside a sandbox: the proxy's address (a VM guest's init listens there too).
+pub use sandbox_protocol::tunnel::PROXY_ADDR;
 
 /// The variables programs in a sandbox get: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, their
 /// lower-case forms, and NO_PROXY=localhost,127.0.0.1 (the sandbox's own loopback).

@@ -22,6 +22,9 @@
 
 use std::io::{self, Read};
 
+/// Inside a sandbox: the proxy's address, where programs connect (the proxy variables
+/// name it), on either backend.
+pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 /// The name the host gives the tunnel's virtio serial port.
 pub const PORT_NAME: &str = "egress";
 /// The most payload bytes of one frame.
@@ -136,12 +139,14 @@ impl Frame {
             OPEN => Frame::Open(id),
             DATA => Frame::Data(id, payload),
             CREDIT => {
-                let bytes: [u8; 4] = payload.as_slice().try_into().map_err(|_| {
-                    TunnelError::Length {
-                        kind,
-                        len: payload.len() as u32,
-                    }
-                })?;
+                let bytes: [u8; 4] =
+                    payload
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| TunnelError::Length {
+                            kind,
+                            len: payload.len() as u32,
+                        })?;
                 Frame::Credit(id, u32::from_le_bytes(bytes))
             }
             EOF => Frame::Eof(id),
@@ -165,7 +170,9 @@ impl Frame {
         let (kind, id, len) = Frame::parse_header(&header).map_err(invalid)?;
         let mut payload = vec![0u8; len];
         reader.read_exact(&mut payload)?;
-        Frame::from_parts(kind, id, payload).map(Some).map_err(invalid)
+        Frame::from_parts(kind, id, payload)
+            .map(Some)
+            .map_err(invalid)
     }
 }
 

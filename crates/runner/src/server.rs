@@ -64,7 +64,7 @@ pub fn make_backend(
             sandboxes,
             egress,
         )?))),
-        BackendConfig::Vm(vm) => Ok(Backend::Vm(Box::new(VmBackend::new(vm.clone())?))),
+        BackendConfig::Vm(vm) => Ok(Backend::Vm(Box::new(VmBackend::new(vm.clone(), egress)?))),
     }
 }
 

@@ -77,7 +77,7 @@ impl Restorable for PortHost {
     /// name in sysfs); not found until its driver has probed it. Close-on-exec: the
     /// jail never inherits it.
     fn connect(&mut self) -> io::Result<File> {
-        let device = find_port().ok_or_else(|| {
+        let device = find_port(PORT_NAME).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
                 format!("no virtio serial port named {PORT_NAME:?}"),
@@ -128,11 +128,13 @@ fn reseed(entropy: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-fn find_port() -> Option<PathBuf> {
+/// The device of the virtio serial port the host names `wanted` (its node is numbered by
+/// probe order, so it is found by name in sysfs).
+pub(super) fn find_port(wanted: &str) -> Option<PathBuf> {
     let entries = fs::read_dir(Path::new("/sys/class/virtio-ports")).ok()?;
     entries.flatten().find_map(|entry| {
         let name = fs::read_to_string(entry.path().join("name")).unwrap_or_default();
         let device = Path::new("/dev").join(entry.file_name());
-        (name.trim() == PORT_NAME && device.exists()).then_some(device)
+        (name.trim() == wanted && device.exists()).then_some(device)
     })
 }

@@ -25,6 +25,10 @@
 //! session's, saved whole between its calls, takes fresh entropy and the time from
 //! the runner before it serves anything after its restore.
 //!
+//! Beside it, on a thread of its own, the init carries the sandbox's connections to the
+//! runner's egress proxy where the runner serves them (`tunnel.rs`: a listener at the
+//! proxy's address inside the sandbox, the virtio serial port named `egress`).
+//!
 //! Then it powers the VM off (or, where the VMM has no power-off, as Firecracker on
 //! x86, resets it, which ends the VMM). Any failure is written to the console (the
 //! host keeps the VM's serial output) and also ends the VM: an init never returns.
@@ -39,6 +43,7 @@ mod host;
 mod relay;
 mod sandbox;
 mod settings;
+mod tunnel;
 
 pub use error::InitError;
 
@@ -74,6 +79,9 @@ fn boot_and_serve() -> Result<(), InitError> {
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     boot::mount_fs("cgroup2", "cgroup2", sandbox::CGROUP_MOUNT, flags, None)?;
     let mut jailed = sandbox::Jailed::start(&settings)?;
+    if settings.vsock_port.is_none() {
+        tunnel::start();
+    }
     match settings.vsock_port {
         Some(port) => serve_restorable(&mut host::VsockHost { port }, &mut jailed)?,
         None => serve_restorable(&mut host::PortHost, &mut jailed)?,

@@ -18,7 +18,7 @@ use std::process::Command;
 /// The Debian packages every image starts from (with the packages they depend on): the
 /// three interpreters, and the tools shell programs expect (coreutils, grep, sed, awk,
 /// find, setsid, ps, kill).
-pub const PACKAGES: [&str; 14] = [
+pub const PACKAGES: [&str; 15] = [
     "bash",
     "dash",
     "coreutils",
@@ -33,6 +33,8 @@ pub const PACKAGES: [&str; 14] = [
     "python3.11",
     "python3",
     "nodejs",
+    // Where the runner opens hosts, the usual way to reach them (through its proxy).
+    "curl",
 ];
 
 /// Folders copied whole (Python's standard library is spread over several packages).
@@ -61,6 +63,11 @@ const EXCLUDED_NAMES: [&str; 3] = [
     "site-packages",
     "config-3.11-x86_64-linux-gnu",
 ];
+
+/// The host's CA certificates (links into `/usr/share/ca-certificates`, copied with
+/// their targets, and the bundle), which the guest's sandbox shows as a host's does, so
+/// that TLS clients inside verify what the host's would through the runner's proxy.
+const CA_CERTIFICATES: &str = "/etc/ssl/certs";
 
 /// Top-level folders of a merged-/usr host, recreated as the same symlinks.
 const USR_LINKS: [&str; 4] = ["bin", "sbin", "lib", "lib64"];
@@ -111,6 +118,7 @@ impl Manifest {
         for path in &shared {
             shared_files(path, &mut paths)?;
         }
+        shared_files(Path::new(CA_CERTIFICATES), &mut paths)?;
         let links = dpkg::alternative_links(&paths)?;
         paths.extend(links.into_iter().filter(|link| !excluded(link)));
         let elves: Vec<PathBuf> = paths.iter().filter(|p| is_elf(p)).cloned().collect();

@@ -31,6 +31,23 @@ pub struct RunOutcome {
     pub egress: Option<sandbox_protocol::api::EgressUsage>,
 }
 
+/// A run's use of the proxy since `before` (the sandbox's counters when it began), as
+/// its answer says it; `None` when it used none, or the sandbox has no proxy.
+pub(crate) fn run_egress(
+    handle: Option<&sandbox_egress::SandboxEgress>,
+    before: Option<sandbox_egress::Usage>,
+) -> Option<sandbox_protocol::api::EgressUsage> {
+    let usage = handle
+        .zip(before)
+        .map(|(e, before)| e.usage().since(&before))?;
+    (!usage.is_empty()).then_some(sandbox_protocol::api::EgressUsage {
+        connections: usage.connections,
+        bytes_in: usage.bytes_in,
+        bytes_out: usage.bytes_out,
+        refused: usage.refused,
+    })
+}
+
 /// Why a sandbox could not be made or could not run its job.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {

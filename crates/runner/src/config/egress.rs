@@ -3,6 +3,7 @@
 //! `RUNNER_EGRESS_ALLOW` or `RUNNER_EGRESS_ALLOW_CIDRS` names something.
 
 use super::{check, BackendKind, ConfigError};
+use crate::backend::vm::Vmm;
 use sandbox_egress::{
     Grant, Limits, NotAllowed, Policy, DEFAULT_MAX_BYTES, DEFAULT_MAX_CONNECTIONS,
 };
@@ -60,9 +61,13 @@ pub struct EgressConfig {
 }
 
 impl EgressArgs {
-    /// Parses the policy and checks the caps; egress configured on a backend that does
-    /// not build it yet (the vm backend) is refused, so that it fails closed.
-    pub(super) fn validate(&self, backend: BackendKind) -> Result<EgressConfig, ConfigError> {
+    /// Parses the policy and checks the caps; egress configured where it is not built
+    /// (Firecracker VMs) is refused, so that it fails closed.
+    pub(super) fn validate(
+        &self,
+        backend: BackendKind,
+        vmm: Vmm,
+    ) -> Result<EgressConfig, ConfigError> {
         let policy = Policy::parse(&self.egress_allow, &self.egress_allow_cidrs)
             .map_err(|e| ConfigError::Egress(e.to_string()))?;
         check(
@@ -77,10 +82,11 @@ impl EgressArgs {
             "between 1 and 1024",
             self.egress_max_connections,
         )?;
-        if !policy.is_off() && backend == BackendKind::Vm {
+        if !policy.is_off() && backend == BackendKind::Vm && vmm == Vmm::Firecracker {
             return Err(ConfigError::Egress(
-                "the vm backend does not reach the proxy yet: RUNNER_EGRESS_ALLOW and \
-                 RUNNER_EGRESS_ALLOW_CIDRS work with the process backend only"
+                "a Firecracker VM does not reach the proxy yet (its guest has no egress \
+                 port): RUNNER_EGRESS_ALLOW and RUNNER_EGRESS_ALLOW_CIDRS work with the \
+                 process backend and QEMU VMs"
                     .into(),
             ));
         }

@@ -352,7 +352,7 @@ impl SandboxArgs {
     pub fn validate(&self) -> Result<SandboxConfig, ConfigError> {
         self.check_ranges()?;
         let packages = self.packages_config()?;
-        let egress = self.egress.validate(self.backend)?;
+        let egress = self.egress.validate(self.backend, self.vmm)?;
         let mut languages = self.languages(&packages)?;
         if egress.is_on() {
             languages.add_env(&sandbox_egress::proxy_env());

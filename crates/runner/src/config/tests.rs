@@ -578,10 +578,17 @@ fn an_egress_policy_that_cannot_be_used_is_refused_naming_the_entry() {
         (&["--egress-allow", "not a name"][..], "not a name"),
         (&["--egress-allow", "pypi.org:0"], "pypi.org:0"),
         (&["--egress-allow-cidrs", "10.0.0.0/33"], "10.0.0.0/33"),
-        // Not built on the vm backend yet: refused rather than left open or ignored.
+        // Not built for Firecracker yet: refused rather than left open or ignored.
         (
-            &["--backend", "vm", "--egress-allow", "pypi.org"],
-            "vm backend",
+            &[
+                "--backend",
+                "vm",
+                "--vmm",
+                "firecracker",
+                "--egress-allow",
+                "pypi.org",
+            ],
+            "Firecracker",
         ),
     ] {
         match host.parse(args).validate() {

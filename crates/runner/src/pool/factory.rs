@@ -266,7 +266,7 @@ impl PooledSandbox for Sandbox {
     fn egress(&self) -> Option<&sandbox_egress::SandboxEgress> {
         match self {
             Sandbox::Process(s) => s.egress(),
-            Sandbox::Vm(_) => None,
+            Sandbox::Vm(s) => s.egress(),
         }
     }
 

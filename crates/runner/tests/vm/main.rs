@@ -6,6 +6,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod egress;
 mod firecracker;
 mod live;
 mod packages;

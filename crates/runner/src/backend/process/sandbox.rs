@@ -251,10 +251,6 @@ impl ProcessSandbox {
         }
         let before = self.egress().map(|e| e.usage());
         let result = channel::run_job(&mut self.channel, &job, REPORT_GRACE, live).await;
-        let egress = self
-            .egress()
-            .zip(before)
-            .map(|(e, before)| e.usage().since(&before));
         // The cgroup's count covers the sandbox's life; a session's sandbox runs more
         // than one job.
         let kills = self.cgroup.as_ref().and_then(|c| c.oom_kills().ok());
@@ -264,7 +260,7 @@ impl ProcessSandbox {
             job: result?,
             oom_killed,
             resumed: false,
-            egress: egress.filter(|usage| !usage.is_empty()).map(wire_usage),
+            egress: crate::backend::run_egress(self.egress(), before),
         })
     }
 
@@ -333,16 +329,6 @@ impl ProcessSandbox {
                 tracing::error!(sandbox = self.id, ids = ?identity.ids, "host ids kept from reuse");
             }
         }
-    }
-}
-
-/// A run's use of the proxy, as its answer says it.
-fn wire_usage(usage: sandbox_egress::Usage) -> sandbox_protocol::api::EgressUsage {
-    sandbox_protocol::api::EgressUsage {
-        connections: usage.connections,
-        bytes_in: usage.bytes_in,
-        bytes_out: usage.bytes_out,
-        refused: usage.refused,
     }
 }
 

@@ -7,6 +7,7 @@ use super::error::io_error;
 use super::sandbox::{Leftovers, VmSandbox};
 use super::{BootError, VmConfig, VmError, VmImage, VMM_UIDS};
 use crate::backend::cgroup::{self, Hierarchy};
+use sandbox_egress::Egress;
 use sandbox_protocol::Lang;
 use std::fs;
 use std::io;
@@ -25,12 +26,15 @@ pub(super) struct Host {
     /// This runner's folder of VM folders.
     pub(super) instance_dir: PathBuf,
     next_id: AtomicU64,
+    /// The runner's egress proxy, where the operator opened hosts: a QEMU VM's tunnel is
+    /// served by it.
+    pub(super) egress: Option<Arc<Egress>>,
 }
 
 impl Host {
     /// Leases the image, opens the cgroup hierarchy, removes what dead runners left,
     /// and makes this runner's state folder.
-    pub(super) fn open(config: VmConfig) -> Result<Host, VmError> {
+    pub(super) fn open(config: VmConfig, egress: Option<Arc<Egress>>) -> Result<Host, VmError> {
         let image = VmImage::open(&config.image_dir)?;
         let instance = cgroup::instance_name();
         let hierarchy = Hierarchy::open(&config.cgroup_mount, &instance)?;
@@ -48,6 +52,7 @@ impl Host {
             hierarchy: Arc::new(hierarchy),
             instance_dir,
             next_id: AtomicU64::new(1),
+            egress,
         })
     }
 

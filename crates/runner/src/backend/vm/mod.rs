@@ -46,6 +46,7 @@ pub mod qemu;
 mod qmp;
 mod sandbox;
 mod saved;
+mod tunnel;
 
 pub use error::{ApiError, BootError, VmError};
 pub use image::VmImage;
@@ -57,6 +58,7 @@ use firecracker::Firecracker;
 use host::Host;
 use qemu::Qemu;
 use sandbox::Control;
+use sandbox_egress::Egress;
 use sandbox_protocol::Lang;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -145,7 +147,7 @@ enum Monitor {
 impl VmBackend {
     /// Checks what the backend needs (root, the VMM, the image, cgroups), cleans up after
     /// dead runners, and makes this runner's state folder.
-    pub fn new(config: VmConfig) -> Result<Self, VmError> {
+    pub fn new(config: VmConfig, egress: Option<Arc<Egress>>) -> Result<Self, VmError> {
         if !nix::unistd::geteuid().is_root() {
             return Err(VmError::NotRoot);
         }
@@ -157,7 +159,7 @@ impl VmBackend {
             Vmm::Qemu => Monitor::Qemu(Qemu::new(&config)),
             Vmm::Firecracker => Monitor::Firecracker(Firecracker::new()),
         };
-        let host = Host::open(config)?;
+        let host = Host::open(config, egress)?;
         tracing::info!(
             vmm = ?host.config.vmm,
             image = %host.image.rootfs.display(),

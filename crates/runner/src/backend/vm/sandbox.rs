@@ -6,6 +6,7 @@
 
 use super::qmp::Qmp;
 use super::saved::Machine;
+use super::tunnel::{Quiesced, Tunnel};
 use super::{BootError, VmError};
 use crate::backend::archive::{ArchiveRefusal, ArchiveSummary};
 use crate::backend::cgroup::Cgroup;
@@ -13,6 +14,7 @@ use crate::backend::channel;
 use crate::backend::RunOutcome;
 use crate::languages::Language;
 use crate::live::LiveOutput;
+use sandbox_egress::{Egress, SandboxEgress};
 use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::process::ProcessRequest;
 use std::fs;
@@ -81,7 +83,17 @@ pub struct VmSandbox {
     pub(super) machine: Option<Machine>,
     /// The way to its VMM, for a save (taken by it).
     pub(super) control: Option<Control>,
+    /// Its egress port's stream (QEMU), served or only held.
+    egress: Option<Box<EgressPort>>,
     leftovers: Leftovers,
+}
+
+/// A QEMU VM's egress port, as the runner keeps it.
+enum EgressPort {
+    /// Without egress: held open (so that QEMU keeps the port connected), never used.
+    Held { _open: UnixStream },
+    /// Served by the runner's proxy.
+    Served(Tunnel),
 }
 
 impl VmSandbox {
@@ -93,7 +105,52 @@ impl VmSandbox {
             channel: None,
             machine: None,
             control: None,
+            egress: None,
             leftovers,
+        }
+    }
+
+    /// Takes the VM's egress port: served by `egress` where the runner has a proxy,
+    /// for `handle` (a resumed tunnel's) or a new sandbox handle, else only held.
+    pub(super) fn attach_egress(
+        &mut self,
+        stream: UnixStream,
+        egress: Option<&Egress>,
+        handle: Option<SandboxEgress>,
+    ) {
+        self.egress = Some(Box::new(match egress {
+            Some(egress) => {
+                let handle = handle.unwrap_or_else(|| egress.sandbox());
+                EgressPort::Served(Tunnel::open(egress, handle, stream))
+            }
+            None => EgressPort::Held { _open: stream },
+        }));
+    }
+
+    /// The VM sandbox's grant and counters, where its tunnel is served.
+    pub fn egress(&self) -> Option<&SandboxEgress> {
+        match self.egress.as_deref() {
+            Some(EgressPort::Served(tunnel)) => Some(&tunnel.handle),
+            _ => None,
+        }
+    }
+
+    /// Quiesces the tunnel before a save (see [`Tunnel::quiesce`]); what
+    /// [`VmSandbox::resume_egress`] takes should the save not happen. A held port stays.
+    pub(super) async fn quiesce_egress(&mut self) -> Option<Quiesced> {
+        match self.egress.take().map(|port| *port) {
+            Some(EgressPort::Served(tunnel)) => tunnel.quiesce().await,
+            held => {
+                self.egress = held.map(Box::new);
+                None
+            }
+        }
+    }
+
+    /// Serves a quiesced tunnel again (a save that did not happen).
+    pub(super) fn resume_egress(&mut self, quiesced: Option<Quiesced>) {
+        if let Some(quiesced) = quiesced {
+            self.egress = Some(Box::new(EgressPort::Served(quiesced.resume())));
         }
     }
 
@@ -201,6 +258,7 @@ impl VmSandbox {
         job: Job,
         live: Option<&LiveOutput>,
     ) -> Result<RunOutcome, VmError> {
+        let before = self.egress().map(SandboxEgress::usage);
         let channel = self.channel.as_mut().ok_or(VmError::NoChannel)?;
         let job = channel::run_job(channel, &job, REPORT_GRACE, live).await?;
         // The agent is alone in its kernel: its count of OOM kills is exact.
@@ -209,7 +267,7 @@ impl VmSandbox {
             job,
             oom_killed,
             resumed: false,
-            egress: None,
+            egress: crate::backend::run_egress(self.egress(), before),
         })
     }
 

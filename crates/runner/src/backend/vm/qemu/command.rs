@@ -1,10 +1,12 @@
 //! The QEMU command line of one VM sandbox: the `microvm` machine with one vCPU, no
-//! network device, the root image read-only, the agent channel on a virtio serial port,
-//! QMP on a socket the runner listens on; the same machine, waiting for its state, for
-//! a restore.
+//! network device, the root image read-only, the agent channel on a virtio serial port
+//! and the egress tunnel on another (always there, so that a saved VM restores under a
+//! runner with egress or without; served only with it), QMP on a socket the runner
+//! listens on; the same machine, waiting for its state, for a restore.
 
 use super::Accel;
 use crate::backend::vm::VmImage;
+use sandbox_protocol::tunnel::PORT_NAME;
 use std::ffi::OsString;
 use std::path::Path;
 use tokio::process::Command;
@@ -25,6 +27,8 @@ pub struct QemuSpec<'a> {
     pub memory_mb: u64,
     /// The runner's listening socket, which QEMU connects the agent's port to.
     pub socket: &'a Path,
+    /// The runner's listening socket, which QEMU connects the egress port to.
+    pub egress: &'a Path,
     /// The runner's listening socket for QMP.
     pub qmp: &'a Path,
     /// Wait for the state of a saved VM (given later over QMP) instead of booting.
@@ -77,6 +81,10 @@ pub fn command(spec: &QemuSpec) -> Command {
         .arg("-chardev")
         .arg(option("socket,id=agent,path=", spec.socket))
         .args(["-device", "virtserialport,chardev=agent,name=agent"])
+        .arg("-chardev")
+        .arg(option("socket,id=egress,path=", spec.egress))
+        .arg("-device")
+        .arg(format!("virtserialport,chardev=egress,name={PORT_NAME}"))
         .args(["-device", "virtio-rng-device"])
         .arg("-chardev")
         .arg(option("socket,id=qmp,path=", spec.qmp))
@@ -119,6 +127,7 @@ mod tests {
             accel: Accel::Tcg,
             memory_mb: 400,
             socket: Path::new("/vm/1/agent.sock"),
+            egress: Path::new("/vm/1/egress.sock"),
             qmp: Path::new("/vm/1/qmp.sock"),
             console: Path::new("/vm/1/console.log"),
             cmdline: "quiet",

@@ -1,8 +1,8 @@
 //! QEMU: each VM is QEMU's `microvm` machine, under KVM or TCG, started directly as the
 //! VM's own uid (`command.rs` builds its command line). The agent channel is a virtio
 //! serial port that QEMU connects to a unix socket the runner listens on, in the VM's
-//! folder beside the console log and QEMU's own messages; QMP, the way to QEMU itself,
-//! is another such socket. A VM can be saved whole and restored (`save.rs`).
+//! folder beside the console log and QEMU's own messages; the egress tunnel's port
+//! another (`../tunnel.rs`); QMP, the way to QEMU itself, another. A VM can be saved whole and restored (`save.rs`).
 //!
 //! With `--accel auto` the first VM is a probe: KVM if /dev/kvm opens and a guest boots
 //! with it in time, TCG otherwise. TCG guests are told the host's TSC rate (see
@@ -54,6 +54,8 @@ struct Listeners {
     agent: UnixListener,
     /// For QMP.
     qmp: UnixListener,
+    /// For the egress tunnel.
+    egress: UnixListener,
 }
 
 /// The QEMU side of the backend: the accelerator, once chosen, and the TCG guests'
@@ -150,7 +152,10 @@ impl Qemu {
             sandbox.accept(&listeners.agent).await?;
             let qmp = sandbox.accept_control(&listeners.qmp).await?;
             sandbox.control = Some(Control::Qmp(Qmp::new(qmp)));
-            host.ready(&mut sandbox, prepare.as_ref()).await
+            let egress = sandbox.accept_control(&listeners.egress).await?;
+            host.ready(&mut sandbox, prepare.as_ref()).await?;
+            sandbox.attach_egress(egress, host.egress.as_deref(), None);
+            Ok(())
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;
@@ -188,6 +193,7 @@ impl Qemu {
         };
         let (socket, agent) = listen("agent.sock")?;
         let (qmp_socket, qmp) = listen("qmp.sock")?;
+        let (egress_socket, egress) = listen("egress.sock")?;
         let console = vm.dir.join("console.log");
         let cmdline = self.cmdline(host, accel);
         let spec = command::QemuSpec {
@@ -195,6 +201,7 @@ impl Qemu {
             accel,
             memory_mb: host.config.guest_memory_mb,
             socket: &socket,
+            egress: &egress_socket,
             qmp: &qmp_socket,
             console: &console,
             cmdline: &cmdline,
@@ -205,7 +212,7 @@ impl Qemu {
         let child = spawn_in_cgroup(cmd, &vm.procs, Some(vm.user), Stdio::null(), log)?;
         let mut sandbox = VmSandbox::started(vm.id, child, vm.leftovers);
         sandbox.machine = Some(machine);
-        Ok((sandbox, Listeners { agent, qmp }))
+        Ok((sandbox, Listeners { agent, qmp, egress }))
     }
 
     /// The guest kernel's command line: the common part, TCG's clock settings, and the

@@ -59,13 +59,19 @@ pub(in crate::backend::vm) async fn save(
 ) -> Result<u64, VmError> {
     let machine = vm.machine.clone().ok_or(VmError::NoChannel)?;
     let started = Instant::now();
+    // The tunnel's connections end here, both directions at a frame's end.
+    let quiesced = vm.quiesce_egress().await;
     let channel = vm.channel.as_mut().ok_or(VmError::NoChannel)?;
     let announced =
         tokio::time::timeout(SETTLE_TIMEOUT, channel::announce_snapshot(channel, true)).await;
-    match announced {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(e.into()),
-        Err(_) => return Err(VmError::SaveTimeout(SETTLE_TIMEOUT)),
+    let failed = match announced {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.into()),
+        Err(_) => Some(VmError::SaveTimeout(SETTLE_TIMEOUT)),
+    };
+    if let Some(e) = failed {
+        vm.resume_egress(quiesced);
+        return Err(e);
     }
     let written = tokio::time::timeout(SAVE_TIMEOUT, write_state(&mut qmp, dir, &machine)).await;
     let error = match written {
@@ -85,7 +91,10 @@ pub(in crate::backend::vm) async fn save(
     };
     saved::remove(dir, &[STATE_FILE]);
     match tokio::time::timeout(SETTLE_TIMEOUT, undo(vm, &mut qmp)).await {
-        Ok(Ok(())) => vm.control = Some(Control::Qmp(qmp)),
+        Ok(Ok(())) => {
+            vm.control = Some(Control::Qmp(qmp));
+            vm.resume_egress(quiesced);
+        }
         Ok(Err(e)) => tracing::error!(vm = vm.id, error = %e, "a failed save left the VM stopped"),
         Err(_) => tracing::error!(vm = vm.id, "undoing a failed save took too long"),
     }
@@ -177,6 +186,7 @@ impl Qemu {
         let restored = async {
             vm.accept(&listeners.agent).await?;
             let mut qmp = Qmp::new(vm.accept_control(&listeners.qmp).await?);
+            let egress = vm.accept_control(&listeners.egress).await?;
             let migrated = async {
                 qmp.send_fd(FD_NAME, state.as_fd()).await?;
                 let uri = format!("fd:{FD_NAME}");
@@ -194,7 +204,11 @@ impl Qemu {
                 }
             }
             vm.control = Some(Control::Qmp(qmp));
-            reseed(&mut vm).await
+            reseed(&mut vm).await?;
+            // The restored guest serves its tunnel again once told Reset (a session's
+            // grant is given again by its owner).
+            vm.attach_egress(egress, host.egress.as_deref(), None);
+            Ok(())
         };
         let outcome = tokio::time::timeout(timeout, restored).await;
         let vm = vm.booted(outcome, timeout).await?;
