@@ -138,6 +138,15 @@ async fn a_guest_reaches_the_granted_host_through_its_tunnel_and_nothing_else() 
     assert_eq!(used["refused"], 2, "{out}");
     assert!(used["bytesIn"].as_u64().unwrap_or(0) > BIG as u64, "{out}");
 
+    // A program that floods the proxy's address with idle connections takes nothing
+    // from the next one: past the caps they are closed, and all are freed on close.
+    let flood = format!(
+        "python3 -c \"import socket; s = [socket.create_connection(('127.0.0.1', 3128)) \
+         for _ in range(100)]; [c.close() for c in s]\"\ncurl -sS {small}\n"
+    );
+    let out = run_bash(&runner, &flood, json!([ORIGIN_IP])).await;
+    assert_eq!(stdout(&out), "hello from the host\n", "{out}");
+
     // Without a grant the proxy is there, and refuses.
     let out = run_bash(&runner, &status_of(&small), Value::Null).await;
     assert_eq!(stdout(&out), "403\n", "{out}");

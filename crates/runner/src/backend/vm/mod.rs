@@ -23,7 +23,9 @@
 //!   destroying the VM;
 //! - `saved.rs`: a VM saved whole, as a folder: the machine it was (`vm.json`), which a
 //!   restore must match, and what a restored guest gets first (entropy, the time);
-//! - `qmp.rs`: QEMU's machine protocol, by which a QEMU VM is saved and restored.
+//! - `qmp.rs`: QEMU's machine protocol, by which a QEMU VM is saved and restored;
+//! - `tunnel.rs`: a QEMU VM's egress tunnel, whose connections the runner's proxy serves
+//!   as the VM sandbox's own (the guest has no network card).
 //!
 //! A VM can be saved whole into a folder ([`VmSandbox::save`]) and restored from it
 //! ([`VmBackend::restore`]), by each VMM's own means (QEMU's migration to a file,
