@@ -305,12 +305,15 @@ struct Pump {
 }
 
 impl Pump {
-    /// Both directions until both have ended, or either fails; then the guest is told
-    /// the connection is gone. Its output is its id.
+    /// Both directions until both have ended; if either failed, the guest is told the
+    /// connection is gone (after a clean end both ways it has seen both Eofs, and a Close
+    /// would drop what it has not yet written to the program). Its output is its id.
     async fn run(self, pipe: DuplexStream, inbound: mpsc::UnboundedReceiver<Vec<u8>>) -> u32 {
         let (from_proxy, to_proxy) = tokio::io::split(pipe);
-        let _ = tokio::join!(self.up(from_proxy), self.down(to_proxy, inbound));
-        let _ = self.frames.send(Frame::Close(self.id)).await;
+        let ended = tokio::join!(self.up(from_proxy), self.down(to_proxy, inbound));
+        if ended != (Some(()), Some(())) {
+            let _ = self.frames.send(Frame::Close(self.id)).await;
+        }
         self.id
     }
 
