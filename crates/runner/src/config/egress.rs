@@ -122,4 +122,78 @@ impl EgressConfig {
         };
         Ok(Some(grant))
     }
+
+    /// What a session paused by an earlier runner is granted by this one: of `saved`,
+    /// the names its grant held then (none: that runner opened no host), those this
+    /// policy still allows, each checked alone, so never more than was saved; nothing
+    /// where egress is off now (`None`). The names dropped come second, for the log.
+    pub fn regrant(&self, saved: Option<&[String]>) -> (Option<Grant>, Vec<String>) {
+        let saved = saved.unwrap_or_default();
+        if !self.is_on() {
+            return (None, saved.to_vec());
+        }
+        let (kept, dropped): (Vec<String>, Vec<String>) = saved
+            .iter()
+            .cloned()
+            .partition(|name| self.policy.grant(std::slice::from_ref(name)).is_ok());
+        // Each kept name passed alone, so together they pass too.
+        let grant = self.policy.grant(&kept).unwrap_or_else(|_| Grant::none());
+        (Some(grant), dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(allow: &str) -> EgressConfig {
+        EgressConfig {
+            policy: Policy::parse(allow, "").expect("a valid policy"),
+            default: EgressDefault::All,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|name| name.to_string()).collect()
+    }
+
+    #[test]
+    fn a_paused_sessions_grant_comes_back_within_the_policy_now() {
+        let saved = names(&["pypi.org", "*.pythonhosted.org", "internal.test:8443"]);
+        let same = config("pypi.org,*.pythonhosted.org,internal.test:8443");
+        let (grant, dropped) = same.regrant(Some(&saved));
+        assert_eq!(grant.expect("on").names(), saved);
+        assert!(dropped.is_empty(), "{dropped:?}");
+
+        let narrower = config("pypi.org,files.pythonhosted.org");
+        let (grant, dropped) = narrower.regrant(Some(&saved));
+        assert_eq!(grant.expect("on").names(), ["pypi.org"]);
+        assert_eq!(
+            dropped,
+            names(&["*.pythonhosted.org", "internal.test:8443"])
+        );
+
+        let off = config("");
+        assert_eq!(off.regrant(Some(&saved)), (None, saved.clone()));
+        assert_eq!(off.regrant(None), (None, Vec::new()));
+    }
+
+    #[test]
+    fn a_regrant_never_widens() {
+        // Saved with nothing (or by a runner with egress off): nothing, even where the
+        // operator's default is every host.
+        let wide = config("pypi.org,*.example.test");
+        let (grant, dropped) = wide.regrant(None);
+        assert!(grant.expect("on").is_none() && dropped.is_empty());
+        let (grant, _) = wide.regrant(Some(&[]));
+        assert!(grant.expect("on").is_none());
+        let (grant, _) = wide.regrant(Some(&names(&["a.example.test"])));
+        assert_eq!(grant.expect("on").names(), ["a.example.test"]);
+        let narrow = config("a.example.test");
+        let (grant, dropped) = narrow.regrant(Some(&names(&["*.example.test", "garbage name"])));
+        assert!(grant.expect("on").is_none());
+        assert_eq!(dropped.len(), 2);
+    }
 }

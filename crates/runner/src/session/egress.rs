@@ -1,5 +1,8 @@
 //! A session's hosts at the runner's proxy (issue 33): its grant, which outlives its
-//! sandboxes, and `PATCH /sessions/{id}`, which changes it.
+//! sandboxes (and, saved with a paused session, its runner: a runner started on the same
+//! data folder gives back what its own policy still allows, see
+//! [`EgressConfig::regrant`](crate::config::EgressConfig::regrant)), and
+//! `PATCH /sessions/{id}`, which changes it.
 
 use super::{lock, SessionError, Sessions};
 use crate::pool::PooledSandbox;

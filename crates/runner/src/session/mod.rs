@@ -20,6 +20,7 @@
 //! in [`crate::http`] (`sessions.rs`).
 
 use crate::backend::{DepsMount, RunOutcome};
+use crate::config::EgressConfig;
 use crate::live::LiveOutput;
 use crate::pool::{AcquireError, PooledSandbox};
 use crate::store::{PausedRecord, Store};
@@ -76,18 +77,21 @@ pub struct Sessions<S> {
 
 impl<S: PooledSandbox> Sessions<S> {
     /// The sessions `paused` (found in the store by a runner starting on it), each
-    /// woken by its first call; sandboxes from `acquire`, saved ones back by `restore`.
+    /// woken by its first call, its grant at the proxy what `egress` (this runner's
+    /// policy) still allows of the one it saved; sandboxes from `acquire`, saved ones
+    /// back by `restore`.
     pub fn new(
         config: SessionConfig,
         store: Arc<Store>,
         acquire: Acquire<S>,
         restore: Restore<S>,
         paused: Vec<PausedRecord>,
+        egress: &EgressConfig,
     ) -> Self {
         let table = paused
             .into_iter()
             .map(|record| {
-                let session = paused_session(&record);
+                let session = found_session(&record, egress);
                 (record.id, Arc::new(session))
             })
             .collect();
@@ -610,6 +614,6 @@ mod state;
 mod tests;
 
 pub use error::{OnIdle, SessionConfig, SessionError};
-use pause::paused_session;
+use pause::{found_session, paused_session};
 pub use snapshots::MAX_FORKS;
 use state::{Held, Pause, Session, Slot};

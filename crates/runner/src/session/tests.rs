@@ -73,11 +73,28 @@ async fn start_with(fake: &Fake, config: SessionConfig) -> (Harness, Arc<Session
             Box::pin(async move { pool.restore(&dir).await.map_err(|e| e.to_string()) })
         })
     };
-    let sessions = Sessions::new(config, Arc::new(store), acquire, restore, found.paused);
+    let sessions = Sessions::new(
+        config,
+        Arc::new(store),
+        acquire,
+        restore,
+        found.paused,
+        &egress_allowing(""),
+    );
     (Harness { pool, _data: data }, Arc::new(sessions))
 }
 
 type FakeSandbox = crate::pool::tests::fake::FakeSandbox;
+
+/// A runner's egress settings opening `allow` (empty: egress off).
+fn egress_allowing(allow: &str) -> EgressConfig {
+    EgressConfig {
+        policy: sandbox_egress::Policy::parse(allow, "").expect("a valid policy"),
+        default: crate::config::EgressDefault::None,
+        max_bytes: sandbox_egress::DEFAULT_MAX_BYTES,
+        max_connections: sandbox_egress::DEFAULT_MAX_CONNECTIONS,
+    }
+}
 
 /// Ends every session, shuts the pool down, and checks that nothing was left.
 async fn finish(fake: &Fake, harness: Harness, sessions: &Sessions<FakeSandbox>) {

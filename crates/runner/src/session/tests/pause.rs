@@ -166,3 +166,47 @@ async fn a_session_its_backend_saves_whole_wakes_restored_with_its_state() {
     assert_eq!(fake.log().restored.len(), 4);
     finish(&fake, pool, &sessions).await;
 }
+
+/// A record of a session paused with `egress` granted.
+fn record_granted(egress: Option<&[&str]>) -> PausedRecord {
+    PausedRecord {
+        id: "0123456789abcdef0123456789abcdef".into(),
+        idle_timeout_ms: 10_000,
+        ttl_ms: 60_000,
+        runs: 1,
+        paused_at_ms: crate::store::epoch_ms(std::time::SystemTime::now()),
+        bytes: 0,
+        memory: false,
+        egress: egress.map(|names| names.iter().map(|n| n.to_string()).collect()),
+    }
+}
+
+#[test]
+fn a_session_found_paused_is_granted_only_what_the_runners_policy_allows_now() {
+    let shown = |record: &PausedRecord, allow: &str| {
+        let session = found_session::<FakeSandbox>(record, &egress_allowing(allow));
+        session.info(100 * SECOND).egress
+    };
+    let saved = record_granted(Some(&["pypi.org", "*.pythonhosted.org"]));
+    let both = Some(vec!["pypi.org".to_owned(), "*.pythonhosted.org".to_owned()]);
+    assert_eq!(shown(&saved, "pypi.org,*.pythonhosted.org"), both);
+    assert_eq!(
+        shown(&saved, "pypi.org,files.pythonhosted.org"),
+        Some(vec!["pypi.org".to_owned()]),
+        "narrowed to what is still allowed"
+    );
+    assert_eq!(shown(&saved, ""), None, "egress off: nothing");
+    let before_egress = record_granted(None);
+    assert_eq!(
+        shown(&before_egress, "pypi.org"),
+        Some(Vec::new()),
+        "saved without a grant: nothing, whatever is open now"
+    );
+    let saved_record = found_session::<FakeSandbox>(&saved, &egress_allowing("pypi.org"))
+        .record(std::time::SystemTime::now(), false);
+    assert_eq!(
+        saved_record.egress,
+        Some(vec!["pypi.org".to_owned()]),
+        "its next pause saves what it has now"
+    );
+}
