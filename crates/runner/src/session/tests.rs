@@ -4,8 +4,10 @@
 //! sandbox made was destroyed exactly once.
 
 use super::*;
+use crate::backend::RunOutcome;
 use crate::pool::tests::fake::{Fake, FakeError};
 use crate::pool::{Pool, PoolConfig};
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::language::Recipe;
 use sandbox_protocol::Lang;
 use tokio::time::sleep;
