@@ -22,10 +22,9 @@
 //! `snapshots.rs`, a session's hosts at the egress proxy in `egress.rs`. The HTTP
 //! endpoints over it are in [`crate::http`] (`sessions.rs`).
 
-use crate::config::EgressConfig;
 use crate::pool::{AcquireError, PooledSandbox};
 use crate::store::{PausedRecord, Store};
-use sandbox_egress::Grant;
+use sandbox_egress::{Grant, Policy};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
 use std::collections::HashMap;
 use std::future::Future;
@@ -76,15 +75,15 @@ pub struct Sessions<S> {
 impl<S: PooledSandbox> Sessions<S> {
     /// The sessions `paused` (found in the store by a runner starting on it), each
     /// woken by its first call, its grant at the proxy what `egress` (this runner's
-    /// policy) still allows of the one it saved; sandboxes from `acquire`, saved ones
-    /// back by `restore`.
+    /// operator's policy) still allows of the one it saved; sandboxes from `acquire`,
+    /// saved ones back by `restore`.
     pub fn new(
         config: SessionConfig,
         store: Arc<Store>,
         acquire: Acquire<S>,
         restore: Restore<S>,
         paused: Vec<PausedRecord>,
-        egress: &EgressConfig,
+        egress: &Policy,
     ) -> Self {
         let table = paused
             .into_iter()

@@ -11,11 +11,12 @@
 //! allows of the hosts it saved ([`found_session`]). A pause that does not fit in the store is refused
 //! ([`SessionError::StorageFull`]), and the session goes on as it was.
 
+use super::egress::regrant;
 use super::{lock, Held, Pause, Session, SessionError, Sessions, Slot};
 use crate::backend::ArchiveRefusal;
-use crate::config::EgressConfig;
 use crate::pool::PooledSandbox;
 use crate::store::{from_epoch_ms, Incoming, PausedRecord};
+use sandbox_egress::Policy;
 use sandbox_protocol::snapshot::{PauseInfo, SessionState};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -232,11 +233,11 @@ where
 }
 
 /// A session an earlier runner paused, found in the store at this one's start: its
-/// grant at the proxy is what `egress` (this runner's policy) still allows of the hosts
-/// it saved; the others are dropped, and logged.
-pub(super) fn found_session<S>(record: &PausedRecord, egress: &EgressConfig) -> Session<S> {
+/// grant at the proxy is what `egress` (this runner's operator's policy) still allows of
+/// the hosts it saved; the others are dropped, and logged.
+pub(super) fn found_session<S>(record: &PausedRecord, egress: &Policy) -> Session<S> {
     let session = paused_session(record);
-    let (grant, dropped) = egress.regrant(record.egress.as_deref());
+    let (grant, dropped) = regrant(egress, record.egress.as_deref());
     if !dropped.is_empty() {
         tracing::warn!(
             session = %record.id,

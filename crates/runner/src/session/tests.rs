@@ -88,14 +88,9 @@ async fn start_with(fake: &Fake, config: SessionConfig) -> (Harness, Arc<Session
 
 type FakeSandbox = crate::pool::tests::fake::FakeSandbox;
 
-/// A runner's egress settings opening `allow` (empty: egress off).
-fn egress_allowing(allow: &str) -> EgressConfig {
-    EgressConfig {
-        policy: sandbox_egress::Policy::parse(allow, "").expect("a valid policy"),
-        default: crate::config::EgressDefault::None,
-        max_bytes: sandbox_egress::DEFAULT_MAX_BYTES,
-        max_connections: sandbox_egress::DEFAULT_MAX_CONNECTIONS,
-    }
+/// A runner's egress policy opening `allow` (empty: egress off).
+fn egress_allowing(allow: &str) -> Policy {
+    Policy::parse(allow, "").expect("a valid policy")
 }
 
 /// Ends every session, shuts the pool down, and checks that nothing was left.
