@@ -3,7 +3,7 @@
 //! data folder gives back what its own policy still allows, [`regrant`]), and
 //! `PATCH /sessions/{id}`, which changes it.
 
-use super::{lock, SessionError, Sessions};
+use super::{lock, Session, SessionError, Sessions};
 use crate::pool::PooledSandbox;
 use sandbox_egress::{Grant, Policy, SandboxEgress};
 use sandbox_protocol::api::SessionInfo;
@@ -62,11 +62,39 @@ impl SessionEgress {
 impl<S: PooledSandbox> Sessions<S> {
     /// Sets the hosts a session's programs may reach (`PATCH /sessions/{id}`): at once,
     /// without waiting for a call in flight (its next connections take it), and for
-    /// every sandbox it has later; what the session is now.
+    /// every sandbox it has later; a paused one's record too, so that a runner
+    /// restarted meanwhile gives it no more (one that cannot be rewritten changes
+    /// nothing). What the session is now.
     pub fn set_egress(&self, id: &str, grant: Grant) -> Result<SessionInfo, SessionError> {
         let session = self.get(id)?;
-        lock(&session.egress).set(grant);
+        {
+            // Held while the record is written: what is saved is what was set last.
+            let mut egress = lock(&session.egress);
+            if session.is_paused() {
+                let saved = self.store().set_session_egress(id, Some(grant.names()));
+                // A session woken meanwhile has no record left to rewrite.
+                if let Err(error) = saved.map_err(SessionError::from) {
+                    if session.is_paused() {
+                        return Err(error);
+                    }
+                }
+            }
+            egress.set(grant);
+        }
         Ok(session.info(self.config().paused_ttl))
+    }
+
+    /// Saves `session`'s grant in its record, just paused with `saved`, where a
+    /// `PATCH` changed it while the pause was being made.
+    pub(super) fn save_changed_egress(&self, session: &Session<S>, saved: Option<&[String]>) {
+        let egress = lock(&session.egress);
+        let now = egress.names();
+        if now.as_deref() == saved {
+            return;
+        }
+        if let Err(error) = self.store().set_session_egress(&session.id, now) {
+            tracing::warn!(session = %session.id, %error, "a paused session's record keeps the hosts it had before its last PATCH");
+        }
     }
 }
 

@@ -158,6 +158,7 @@ impl<S: PooledSandbox> Sessions<S> {
             at,
             bytes: record.bytes,
         });
+        self.save_changed_egress(&session, record.egress.as_deref());
         Ok(paused_info(&session))
     }
 

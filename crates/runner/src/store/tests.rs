@@ -72,6 +72,30 @@ fn a_record_of_a_runner_before_egress_reads_as_granted_nothing() {
 }
 
 #[test]
+fn a_paused_sessions_hosts_are_rewritten_in_its_record() {
+    let dir = tempfile::tempdir().expect("dir");
+    let root = dir.path().join("data");
+    {
+        let (store, _) = Store::open(config(&root, 1 << 20)).expect("open");
+        let mut record = paused(ID);
+        store
+            .commit_session(&incoming_with(&store, 10), &mut record)
+            .expect("commit");
+        store
+            .set_session_egress(ID, Some(Vec::new()))
+            .expect("rewritten");
+        assert!(
+            store.set_session_egress(OTHER, None).is_err(),
+            "no such session"
+        );
+    }
+    let (_, found) = Store::open(config(&root, 1 << 20)).expect("open again");
+    assert_eq!(found.paused.len(), 1);
+    assert_eq!(found.paused[0].egress, Some(Vec::new()));
+    assert_eq!((found.paused[0].runs, found.paused[0].bytes), (3, 10));
+}
+
+#[test]
 fn folders_are_the_runner_s_alone() {
     let dir = tempfile::tempdir().expect("dir");
     let root = dir.path().join("data");

@@ -1,7 +1,8 @@
 //! A paused session's hosts at the runner's proxy across restarts (issue 33): the runner
 //! saves its grant with its files, and a runner started on the same data folder gives it
 //! back only within its own policy: all of it under the same policy, the names it still
-//! allows under a narrower one (the others get the proxy's 403), nothing with egress off.
+//! allows under a narrower one (the others get the proxy's 403), nothing with egress off;
+//! a grant narrowed while the session is paused is what a restart gives back.
 //!
 //! The test's host is a web server of its own on 127.0.0.1, named in a hosts file the
 //! runner's mount namespace shows at /etc/hosts, and opened by `RUNNER_EGRESS_ALLOW_CIDRS`
@@ -173,10 +174,25 @@ async fn a_paused_sessions_grant_comes_back_after_a_restart_within_the_policy_th
         )
         .await;
     assert_eq!(status, 400, "{widened}");
-    assert!(
-        narrower.stop().success(),
-        "a clean stop (the session paused)"
-    );
+    // Locked while paused: a restart gives it nothing back.
+    let (status, _) = narrower
+        .request("POST", &format!("/sessions/{id}/pause"), None)
+        .await;
+    assert_eq!(status, 200);
+    let (status, locked) = narrower
+        .request(
+            "PATCH",
+            &format!("/sessions/{id}"),
+            Some(&json!({"egress": []})),
+        )
+        .await;
+    assert_eq!(status, 200, "{locked}");
+    assert!(narrower.stop().success(), "a clean stop");
+    let locked = runner_allowing(&data, &hosts, &kept);
+    assert_eq!(shown(&locked, &id).await["egress"], json!([]));
+    let refused = fetch(&locked, &id, &kept).await;
+    assert!(refused.ends_with("\n403"), "{refused}");
+    assert!(locked.stop().success(), "a clean stop (the session paused)");
 
     // Egress off: no grant, no proxy. (A session's bash keeps the variables it exported
     // before, the proxy's among them; nothing answers at their address.)

@@ -210,3 +210,37 @@ fn a_session_found_paused_is_granted_only_what_the_runners_policy_allows_now() {
         "its next pause saves what it has now"
     );
 }
+
+/// The hosts paused session `id`'s record keeps.
+fn stored_egress(sessions: &Sessions<FakeSandbox>, id: &str) -> Option<Vec<String>> {
+    let path = sessions.store().session_folder(id).join("session.json");
+    let bytes = std::fs::read(path).expect("its record");
+    let record: PausedRecord = serde_json::from_slice(&bytes).expect("a record");
+    record.egress
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_is_saved_with_the_pause_and_changed_while_paused() {
+    let fake = Fake::new();
+    let (pool, sessions) = start(&fake).await;
+    let id = open(&pool, &sessions).await.id;
+    let policy = egress_allowing("pypi.org,*.pythonhosted.org");
+    let both = ["pypi.org".to_owned(), "*.pythonhosted.org".to_owned()];
+    let grant = policy.grant(&both).expect("within the policy");
+    sessions.set_egress(&id, grant).expect("set");
+    sessions.pause(&id).await.expect("paused");
+    assert_eq!(stored_egress(&sessions, &id), Some(both.to_vec()));
+    let info = sessions
+        .set_egress(&id, Grant::none())
+        .expect("narrowed while paused");
+    assert_eq!(info.egress, Some(Vec::new()));
+    assert_eq!(
+        stored_egress(&sessions, &id),
+        Some(Vec::new()),
+        "a restarted runner would give it nothing"
+    );
+    let woken = sessions.run(&id, job(), None).await.expect("woken");
+    assert!(woken.resumed);
+    assert_eq!(sessions.info(&id).expect("info").egress, Some(Vec::new()));
+    finish(&fake, pool, &sessions).await;
+}
