@@ -33,6 +33,11 @@ pub struct Banner {
     pub packages: Packages,
     /// The languages the runner offers.
     pub languages: Vec<Lang>,
+    /// The hosts and address ranges the sandboxes may reach through the runner's proxy
+    /// (empty: no network).
+    pub network: Vec<String>,
+    /// Whether a call that names no `egress` gets all of them.
+    pub network_by_default: bool,
 }
 
 impl Banner {
@@ -93,12 +98,19 @@ fn indented(f: &mut fmt::Formatter<'_>, indent: usize, text: &str) -> fmt::Resul
     Ok(())
 }
 
-/// The banner's line on packages: how many, the best known first; or how to get them.
-fn packages_line(packages: &Packages) -> String {
+/// The banner's line on packages: how many, the best known first; or how to get them
+/// (the sandboxes having no network, or only `open`'s hosts: `open` says so).
+fn packages_line(packages: &Packages, open: bool) -> String {
     if packages.python.is_empty() && packages.node.is_empty() {
-        return "standard libraries only; `sandbox-runner packages build` installs numpy,\n                 \
-                pandas, matplotlib, ... (the sandboxes have no network)"
-            .to_owned();
+        let network = if open {
+            "the sandboxes reach only the hosts below"
+        } else {
+            "the sandboxes have no network"
+        };
+        return format!(
+            "standard libraries only; `sandbox-runner packages build` installs numpy,\n                 \
+             pandas, matplotlib, ... ({network})"
+        );
     }
     let known: Vec<&str> = ["numpy", "pandas", "matplotlib"]
         .into_iter()
@@ -114,6 +126,20 @@ fn packages_line(packages: &Packages) -> String {
         line.push_str("; PEP 723 for more");
     }
     line
+}
+
+/// The banner's line on the network, where the runner opens hosts: which, and how a call
+/// gets them.
+fn network_line(network: &[String], by_default: bool) -> String {
+    let how = if by_default {
+        "every call gets them unless its egress lists fewer"
+    } else {
+        "a call lists the ones it needs in egress"
+    };
+    format!(
+        "only {}, through the runner's proxy\n                 (pip, npm, curl work; {how})",
+        network.join(", ")
+    )
 }
 
 /// "bash, Python, Node.js and C": the languages by the names people use.
@@ -160,7 +186,19 @@ impl fmt::Display for Banner {
             "  Sandboxes:     one-shot by default; create_sandbox gives a sandboxId whose files\n                 \
              and variables stay across run_* calls that pass it"
         )?;
-        writeln!(f, "  Packages:      {}", packages_line(&self.packages))?;
+        let open = !self.network.is_empty();
+        writeln!(
+            f,
+            "  Packages:      {}",
+            packages_line(&self.packages, open)
+        )?;
+        if open {
+            writeln!(
+                f,
+                "  Network:       {}",
+                network_line(&self.network, self.network_by_default)
+            )?;
+        }
         if !self.resource_limits {
             writeln!(f)?;
             writeln!(f, "{NO_LIMITS_WARNING}")?;
@@ -221,6 +259,8 @@ mod tests {
             exe: Some(PathBuf::from("/opt/sandbox-mcp")),
             packages: Packages::default(),
             languages: vec![Lang::BASH, Lang::PYTHON, Lang::new("cpp").unwrap()],
+            network: Vec::new(),
+            network_by_default: false,
         }
     }
 
@@ -252,6 +292,29 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn where_the_runner_opens_hosts_the_banner_names_them_and_never_says_no_network() {
+        let closed = banner().to_string();
+        assert!(
+            closed.contains("(the sandboxes have no network)"),
+            "{closed}"
+        );
+        assert!(!closed.contains("Network:"), "{closed}");
+        let mut open = banner();
+        open.network = vec!["pypi.org".into(), "*.pythonhosted.org".into()];
+        let text = open.to_string();
+        assert!(!text.contains("no network"), "{text}");
+        assert!(
+            text.contains("  Network:       only pypi.org, *.pythonhosted.org, through"),
+            "{text}"
+        );
+        assert!(text.contains("the ones it needs in egress"), "{text}");
+        assert!(text.contains("reach only the hosts below"), "{text}");
+        open.network_by_default = true;
+        let text = open.to_string();
+        assert!(text.contains("every call gets them"), "{text}");
     }
 
     #[test]

@@ -108,6 +108,13 @@ pub struct EmbeddedRunner {
     pub packages: sandbox_protocol::api::Packages,
     /// The languages it offers, in its table's order.
     pub languages: Vec<sandbox_protocol::Lang>,
+    /// What its sandboxes may reach through its egress proxy: the hosts
+    /// (`RUNNER_EGRESS_ALLOW`), then the address ranges (`RUNNER_EGRESS_ALLOW_CIDRS`);
+    /// empty: no network.
+    pub network: Vec<String>,
+    /// Whether a call that names no `egress` gets all of [`network`](Self::network)
+    /// (`RUNNER_EGRESS_DEFAULT=all`).
+    pub network_by_default: bool,
     task: JoinHandle<Result<(), sandbox_runner::server::ServeError>>,
 }
 
@@ -169,6 +176,11 @@ pub async fn start(
         .iter()
         .map(|l| l.name().clone())
         .collect();
+    let egress = &config.sandbox.egress;
+    let mut network = egress.policy.names();
+    network.extend(egress.policy.ranges());
+    let network_by_default =
+        egress.is_on() && egress.default == sandbox_runner::config::EgressDefault::All;
     let addr = config.listen;
     let listener = TcpListener::bind(addr)
         .await
@@ -202,6 +214,8 @@ pub async fn start(
         token,
         packages,
         languages,
+        network,
+        network_by_default,
         task,
     })
 }

@@ -85,6 +85,8 @@ pub async fn up(
         resource_limits: !args.runner.sandbox.unsafe_no_resource_limits,
         packages: runner.packages.clone(),
         languages: runner.languages.clone(),
+        network: runner.network.clone(),
+        network_by_default: runner.network_by_default,
         exe: std::env::current_exe().ok(),
     });
     let served = sandbox_mcp::serve(mcp_config, mcp_listener, embedded::stopped(stop_rx)).await;

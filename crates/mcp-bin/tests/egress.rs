@@ -2,15 +2,17 @@
 //! `sandbox-mcp serve` wired to a real `sandbox-runner serve` that opens a host: the run
 //! tools and `create_sandbox` name it and take `egress`, which reaches the runner (a
 //! program granted the host has the proxy's variables; a host outside the operator's list
-//! is refused by the runner, naming it); behind a runner that opens none, the tools are
-//! as before. The proxy itself is tested in sandbox-runner's tests/egress.rs.
+//! is refused by the runner, and the result's code is `egress_not_allowed`, its text
+//! naming that host and the open ones); behind a runner that opens none, the tools are as
+//! before (and an `egress` given anyway is refused, saying no host is open). The proxy
+//! itself is tested in sandbox-runner's tests/egress.rs.
 //!
 //! Needs the runner binary (built beside these tests, or SANDBOX_RUNNER_BIN) and root.
 
 mod common;
 
 use common::{
-    call_err, call_ok, connect, start_mcp, start_runner, start_runner_with, tool, Client,
+    call_err, call_ok, connect, start_mcp, start_runner, start_runner_with, text, tool, Client,
 };
 use serde_json::{json, Value};
 
@@ -24,6 +26,26 @@ async fn client_of(runner: &common::Server) -> (common::Server, Client) {
     ]);
     let client = connect(&server, &server.token).await.expect("initialize");
     (server, client)
+}
+
+/// Calls `name` with `arguments`, whose `egress` asks for a host the runner does not open:
+/// the result is `egress_not_allowed`, and its text names that host and `open` (what the
+/// runner opens, as the result puts it).
+async fn refused_outside(client: &Client, name: &'static str, arguments: Value, open: &str) {
+    let result = client
+        .call_tool(tool(name, arguments))
+        .await
+        .expect("tools/call");
+    let said = text(&result);
+    assert_eq!(result.is_error, Some(true), "{name}: {said}");
+    let structured = result.structured_content.expect("structuredContent");
+    assert_eq!(
+        structured["error"]["code"], "egress_not_allowed",
+        "{name}: {said}"
+    );
+    assert_eq!(structured["error"]["retryable"], false, "{name}: {said}");
+    assert!(said.contains("elsewhere.test"), "{name}: {said}");
+    assert!(said.contains(open), "{name}: {said}");
 }
 
 /// `name`'s definition as `tools/list` shows it.
@@ -60,14 +82,9 @@ async fn the_tools_name_the_open_hosts_and_pass_egress_on() {
         Some("1"),
         "{granted}"
     );
+    let open = format!("the hosts it opens are: {HOST};");
     let outside = json!({"code": "true", "egress": ["elsewhere.test"]});
-    call_err(
-        &client,
-        tool("run_bash", outside),
-        "runner_refused",
-        "elsewhere.test",
-    )
-    .await;
+    refused_outside(&client, "run_bash", outside, &open).await;
     let bad = json!({"code": "true", "egress": "allowed.test"});
     call_err(
         &client,
@@ -79,13 +96,7 @@ async fn the_tools_name_the_open_hosts_and_pass_egress_on() {
     let (_, sandbox) = call_ok(&client, tool("create_sandbox", json!({"egress": [HOST]}))).await;
     assert!(sandbox["sandboxId"].as_str().is_some(), "{sandbox}");
     let refused = json!({"egress": ["elsewhere.test"]});
-    call_err(
-        &client,
-        tool("create_sandbox", refused),
-        "runner_refused",
-        "elsewhere.test",
-    )
-    .await;
+    refused_outside(&client, "create_sandbox", refused, &open).await;
 }
 
 #[tokio::test]
@@ -101,4 +112,6 @@ async fn behind_a_runner_without_egress_the_tools_are_as_before() {
         let description = tool["description"].as_str().unwrap_or_default();
         assert!(!description.contains("proxy"), "{name}: {description}");
     }
+    let anyway = json!({"code": "true", "egress": ["elsewhere.test"]});
+    refused_outside(&client, "run_bash", anyway, "opens no host").await;
 }

@@ -155,3 +155,29 @@ async fn the_token_survives_a_restart_until_rotated() {
     assert_eq!(fourth, third, "and keeps that one");
     let _ = std::fs::remove_dir_all(&state);
 }
+
+#[tokio::test]
+async fn where_up_opens_hosts_its_banner_names_them() {
+    assert!(nix::unistd::geteuid().is_root(), "`up` makes sandboxes");
+    let state = state_dir("egress");
+    let allow = ["--egress-allow", "pypi.org,*.pythonhosted.org"];
+    let (_, lines) = token_of_one_start(&state, &allow);
+    let network = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("Network:"))
+        .unwrap_or_else(|| panic!("no Network line: {lines:#?}"));
+    assert!(
+        network.contains("only pypi.org, *.pythonhosted.org, through the runner's proxy"),
+        "{network}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("no network")),
+        "{lines:#?}"
+    );
+    let (_, closed) = token_of_one_start(&state, &[]);
+    assert!(
+        !closed.iter().any(|l| l.contains("Network:")),
+        "nothing open, no Network line: {closed:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&state);
+}

@@ -45,7 +45,7 @@ pub fn paragraph(lang: &str, servers: &[String]) -> Option<String> {
     };
     Some(format!(
         " Tools from code: the program can call the operator's tools through a `tools` \
-         module (servers: {names}), with no network and no setup: {how}. A call returns the \
+         module (servers: {names}) that needs no network and no setup: {how}. A call returns the \
          tool's structured result, else its text. Call search_tools first to read the \
          functions' signatures (their names are the tools' names made identifiers); \
          `tools.list()` lists them from inside the program. Calls are checked against each \

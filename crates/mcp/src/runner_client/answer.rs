@@ -134,6 +134,12 @@ pub(super) fn classify(
         "snapshot_not_found" => return RunnerError::SnapshotNotFound,
         "storage_full" => return RunnerError::StorageFull(message),
         "storage_error" => return RunnerError::StorageFailed(message),
+        "egress_not_allowed" => {
+            return RunnerError::EgressNotAllowed {
+                message,
+                allowed: Vec::new(),
+            }
+        }
         _ => {}
     }
     let code = status.as_u16();
@@ -179,6 +185,35 @@ mod tests {
             .to_string()
             .contains("SANDBOX_RUNNER_URL"));
         assert!(RunnerError::NotConfigured.to_string().contains("503"));
+    }
+
+    #[test]
+    fn a_host_outside_the_runners_list_has_its_own_code_naming_what_is_open() {
+        let refused = || {
+            classify(
+                StatusCode::BAD_REQUEST,
+                "egress_not_allowed".into(),
+                "egress: not within the operator's policy: elsewhere.test".into(),
+                None,
+            )
+        };
+        assert_eq!(refused().code(), "egress_not_allowed");
+        assert!(!refused().retryable());
+        let open = ["pypi.org".to_owned(), "*.pythonhosted.org".to_owned()];
+        let named = refused().naming_open_hosts(&open).to_string();
+        assert!(named.contains("elsewhere.test"), "{named}");
+        assert!(
+            named.contains("the hosts it opens are: pypi.org, *.pythonhosted.org"),
+            "{named}"
+        );
+        let none = refused().naming_open_hosts(&[]).to_string();
+        assert!(none.contains("opens no host"), "{none}");
+        let other = RunnerError::SandboxBusy.naming_open_hosts(&open);
+        assert_eq!(
+            other.code(),
+            "sandbox_busy",
+            "other errors pass as they are"
+        );
     }
 
     #[test]

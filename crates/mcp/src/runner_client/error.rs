@@ -162,6 +162,20 @@ pub enum RunnerError {
         /// The runner's explanation.
         message: String,
     },
+    /// `egress` named hosts the runner's operator does not open (its 400
+    /// `egress_not_allowed`): nothing was started.
+    #[error(
+        "egress names hosts this runner does not open to sandboxes ({message}), so nothing \
+         was started; {}; retrying the same call will not help",
+        open_hosts(allowed)
+    )]
+    EgressNotAllowed {
+        /// The runner's explanation, naming the hosts outside its operator's list.
+        message: String,
+        /// The hosts the runner opens (its `/health` `limits.networkHosts`, as this server
+        /// last heard them; see [`RunnerError::naming_open_hosts`]); empty: none.
+        allowed: Vec<String>,
+    },
     /// The program's inline dependencies (its PEP 723 block) were refused: nothing ran.
     #[error(
         "the program's inline dependencies (its `# /// script` block) were refused, and \
@@ -199,7 +213,32 @@ fn retry_hint(retry_after: Option<u64>) -> String {
     }
 }
 
+/// What a call that asked for hosts outside the runner's list is told it may ask for.
+fn open_hosts(allowed: &[String]) -> String {
+    if allowed.is_empty() {
+        return "this runner opens no host to its sandboxes: leave egress out".to_owned();
+    }
+    format!(
+        "the hosts it opens are: {}; list only those in egress, or leave egress out for \
+         the server's default",
+        allowed.join(", ")
+    )
+}
+
 impl RunnerError {
+    /// This error, naming `hosts` (the runner's published `limits.networkHosts`) as the
+    /// ones a call may ask for where it is [`RunnerError::EgressNotAllowed`]; any other
+    /// error as it is.
+    pub fn naming_open_hosts(self, hosts: &[String]) -> RunnerError {
+        match self {
+            RunnerError::EgressNotAllowed { message, .. } => RunnerError::EgressNotAllowed {
+                message,
+                allowed: hosts.to_vec(),
+            },
+            other => other,
+        }
+    }
+
     /// A stable machine-readable code for this error.
     pub fn code(&self) -> &'static str {
         match self {
@@ -212,6 +251,7 @@ impl RunnerError {
             RunnerError::Unauthorized => "runner_unauthorized",
             RunnerError::Busy { .. } => "runner_busy",
             RunnerError::Refused { .. } => "runner_refused",
+            RunnerError::EgressNotAllowed { .. } => "egress_not_allowed",
             RunnerError::Dependencies { code, .. } => code,
             RunnerError::Internal { .. } => "runner_error",
             RunnerError::Cancelled => "cancelled",

@@ -376,7 +376,9 @@ impl SandboxServer {
                 self.record_code_calls(&mut result, code.as_ref());
                 result
             }
-            Err(error) => report::from_runner_error(&error),
+            Err(error) => {
+                report::from_runner_error(&error.naming_open_hosts(&limits.network_hosts))
+            }
         }
     }
 }

@@ -166,6 +166,7 @@ impl SandboxServer {
                 if !matches!(error, RunnerError::Cancelled) {
                     tracing::warn!(code = error.code(), %error, "create_sandbox failed");
                 }
+                let error = error.naming_open_hosts(&self.catalog().limits().network_hosts);
                 return sandbox_report::from_runner_error(tool, &error);
             }
         };

@@ -146,7 +146,11 @@ errors!(
     UpdateSessionErrors = [
         PROTECTED,
         BODY,
-        &[codes::SESSION_NOT_FOUND, codes::EGRESS_NOT_ALLOWED]
+        &[
+            codes::SESSION_NOT_FOUND,
+            codes::EGRESS_NOT_ALLOWED,
+            codes::STORAGE_ERROR
+        ]
     ]
 );
 errors!(

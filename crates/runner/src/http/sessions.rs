@@ -230,7 +230,9 @@ fn decode_create(body: &[u8]) -> Result<CreateSession, ApiError> {
 /// operator's list (`GET /health`'s `limits.networkHosts`), `[]` for none. It takes
 /// effect at once, for the session's running processes' next connections too (a
 /// connection already open goes on), and for its later sandboxes (a paused session's
-/// wake). So a session can install what it needs, then lock the network.
+/// wake, by this runner or one restarted on its data folder: a paused session's record
+/// is rewritten, and where it cannot be, 500 `storage_error` and nothing changes). So a
+/// session can install what it needs, then lock the network.
 #[utoipa::path(
     patch,
     path = "/sessions/{id}",

@@ -110,6 +110,7 @@ impl<B: SandboxFactory> AppState<B> {
                 acquire,
                 restore,
                 paused,
+                &config.sandbox.egress.policy,
             )),
             config,
             pool,

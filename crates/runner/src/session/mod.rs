@@ -2,7 +2,7 @@
 //!
 //! A session takes a warm sandbox from the pool (the pool makes another in its place)
 //! and keeps it: its runs go to the same agent, marked as a session's
-//! ([`Job::session`]), so that the files of the home folder and `/tmp` and the processes
+//! ([`Job::session`](sandbox_protocol::agent::Job::session)), so that the files of the home folder and `/tmp` and the processes
 //! a program leaves in the background stay for the next run. One run at a time: a
 //! second one while a run is in flight is refused, never queued.
 //!
@@ -16,23 +16,21 @@
 //! then destroyed like any other (a restarted runner removes what a killed one left,
 //! as for every sandbox). Its id is 128 random bits: nothing else leads to it.
 //!
-//! [`Sessions`] is the table and what each operation does; the HTTP endpoints over it are
-//! in [`crate::http`] (`sessions.rs`).
+//! [`Sessions`] is the table and what each operation does: making, holding and ending
+//! sessions here; runs in `run.rs`, file operations in `files.rs`, processes in
+//! `processes.rs`, pausing and waking in `pause.rs`, snapshots and forks in
+//! `snapshots.rs`, a session's hosts at the egress proxy in `egress.rs`. The HTTP
+//! endpoints over it are in [`crate::http`] (`sessions.rs`).
 
-use crate::backend::{DepsMount, RunOutcome};
-use crate::live::LiveOutput;
 use crate::pool::{AcquireError, PooledSandbox};
 use crate::store::{PausedRecord, Store};
-use sandbox_egress::Grant;
-use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
+use sandbox_egress::{Grant, Policy};
 use sandbox_protocol::api::{CreateSession, SessionInfo};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
-use tokio::task::JoinHandle;
 // Tokio's clock (the system's, but in tests that pause it), so that idle timeouts and
 // TTLs are tested in paused time.
 use tokio::time::Instant;
@@ -76,18 +74,21 @@ pub struct Sessions<S> {
 
 impl<S: PooledSandbox> Sessions<S> {
     /// The sessions `paused` (found in the store by a runner starting on it), each
-    /// woken by its first call; sandboxes from `acquire`, saved ones back by `restore`.
+    /// woken by its first call, its grant at the proxy what `egress` (this runner's
+    /// operator's policy) still allows of the one it saved; sandboxes from `acquire`,
+    /// saved ones back by `restore`.
     pub fn new(
         config: SessionConfig,
         store: Arc<Store>,
         acquire: Acquire<S>,
         restore: Restore<S>,
         paused: Vec<PausedRecord>,
+        egress: &Policy,
     ) -> Self {
         let table = paused
             .into_iter()
             .map(|record| {
-                let session = paused_session(&record);
+                let session = found_session(&record, egress);
                 (record.id, Arc::new(session))
             })
             .collect();
@@ -236,81 +237,6 @@ impl<S: PooledSandbox> Sessions<S> {
         Ok(self.get(id)?.info(self.config.paused_ttl))
     }
 
-    /// Runs `job`, a session's ([`Place::Session`](crate::job::Place::Session)), in the
-    /// session's sandbox. The run goes on to its end (bounded by its timeout) even if the
-    /// caller goes away, so that the session's channel is never left in the middle of an
-    /// exchange; the session stays busy meanwhile.
-    pub async fn run(
-        self: &Arc<Self>,
-        id: &str,
-        job: Job,
-        deps: Option<DepsMount>,
-    ) -> Result<RunOutcome, SessionError>
-    where
-        S::Error: std::fmt::Display + Send,
-    {
-        self.start_run(id, job, deps, None).await?.outcome().await
-    }
-
-    /// Starts [`run`](Self::run)'s run, its output sent to `live` as it comes, and
-    /// returns once the session is held for it: a session that does not exist or is
-    /// busy is refused here, before anything starts.
-    pub async fn start_run(
-        self: &Arc<Self>,
-        id: &str,
-        job: Job,
-        deps: Option<DepsMount>,
-        live: Option<LiveOutput>,
-    ) -> Result<SessionRun, SessionError>
-    where
-        S::Error: std::fmt::Display + Send,
-    {
-        let (session, guard) = self.hold(id, HOLD_WAIT).await?;
-        let sessions = self.clone();
-        Ok(SessionRun(tokio::spawn(async move {
-            sessions.run_held(session, guard, job, deps, live).await
-        })))
-    }
-
-    async fn run_held(
-        &self,
-        session: Arc<Session<S>>,
-        mut guard: Held<S>,
-        job: Job,
-        deps: Option<DepsMount>,
-        live: Option<LiveOutput>,
-    ) -> Result<RunOutcome, SessionError>
-    where
-        S::Error: std::fmt::Display + Send,
-    {
-        let id = session.id.clone();
-        self.wake_held(&session, &mut guard).await?;
-        let Some(sandbox) = guard.as_mut() else {
-            return Err(SessionError::NotFound(id));
-        };
-        let mut ended = session.ended.subscribe();
-        let result = tokio::select! {
-            result = sandbox.session_run(job, deps.as_ref(), live) => Some(result),
-            _ = ended.wait_for(|ended| *ended) => None,
-        };
-        session.runs.fetch_add(1, Ordering::SeqCst);
-        session.touch();
-        let error = match result {
-            Some(Ok(mut outcome)) => {
-                let running = outcome.job.processes_running;
-                session.processes.store(running, Ordering::SeqCst);
-                if let Some(state_lost) = lock(&session.woken).take() {
-                    outcome.resumed = true;
-                    outcome.job.state_lost |= state_lost;
-                }
-                return Ok(outcome);
-            }
-            None => return Err(SessionError::NotFound(id)),
-            Some(Err(e)) => e.to_string(),
-        };
-        self.fail(&id, guard, error).await
-    }
-
     /// Ends a session whose sandbox failed, and says why.
     async fn fail<T>(
         &self,
@@ -324,57 +250,6 @@ impl<S: PooledSandbox> Sessions<S> {
             sandbox.destroy().await;
         }
         Err(SessionError::Sandbox(error))
-    }
-
-    /// Does a file operation in the session's sandbox (refused while a run is in
-    /// flight). Like a run, it goes on in a task of its own, so that a caller that goes
-    /// away never leaves the channel in the middle of an exchange.
-    ///
-    /// No file operation ends the session: the agent refuses what it cannot do
-    /// ([`SessionError::File`]), and it cannot block (every open is non-blocking and
-    /// only regular files on the home folder's tmpfs are read or written), so an answer
-    /// always comes. Should one not come within [`FILE_ANSWER_WAIT`], the caller hears
-    /// so ([`SessionError::FileTimeout`]) and the task goes on waiting for it, the
-    /// session busy meanwhile, until it comes or the session ends (TTL, DELETE). Only
-    /// a sandbox that fails (its channel closes or garbles) ends the session, as it
-    /// would a run.
-    pub async fn file(
-        self: &Arc<Self>,
-        id: &str,
-        request: FileRequest,
-    ) -> Result<AgentMessage, SessionError>
-    where
-        S::Error: std::fmt::Display + Send,
-    {
-        self.in_task(id, HOLD_WAIT, "file", |sessions, session, guard| async move {
-            sessions.file_held(session, guard, request).await
-        })
-        .await
-    }
-
-    async fn file_held(
-        &self,
-        session: Arc<Session<S>>,
-        mut guard: Held<S>,
-        request: FileRequest,
-    ) -> Result<AgentMessage, SessionError>
-    where
-        S::Error: std::fmt::Display + Send,
-    {
-        self.wake_held(&session, &mut guard).await?;
-        let awake = session.processes.load(Ordering::SeqCst) > 0;
-        let answer = on_sandbox(&session, &mut guard, |sandbox| {
-            sandbox.session_file(request, awake)
-        })
-        .await?;
-        let error = match answer {
-            Ok(AgentMessage::FileFailed { reason, message }) => {
-                return Err(SessionError::File(reason, message))
-            }
-            Ok(answer) => return Ok(answer),
-            Err(e) => e.to_string(),
-        };
-        self.fail(&session.id, guard, error).await
     }
 
     /// Holds the session (waiting `wait` for a call in flight), then does `op` on it in a
@@ -525,19 +400,6 @@ impl<S: PooledSandbox> Sessions<S> {
     }
 }
 
-/// A session's run under way ([`Sessions::start_run`]): it goes on to its end whether
-/// or not its outcome is awaited.
-pub struct SessionRun(JoinHandle<Result<RunOutcome, SessionError>>);
-
-impl SessionRun {
-    /// The run's outcome, once it ends.
-    pub async fn outcome(self) -> Result<RunOutcome, SessionError> {
-        self.0
-            .await
-            .map_err(|e| SessionError::Sandbox(format!("the run's task failed: {e}")))?
-    }
-}
-
 /// A session being made, counted in [`Sessions::opening`] while it lives.
 struct Opening<'a>(&'a Mutex<usize>);
 
@@ -601,15 +463,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 mod egress;
 mod error;
+mod files;
 mod import;
 mod pause;
 mod processes;
+mod run;
 mod snapshots;
 mod state;
 #[cfg(test)]
 mod tests;
 
 pub use error::{OnIdle, SessionConfig, SessionError};
-use pause::paused_session;
+use pause::{found_session, paused_session};
+pub use run::SessionRun;
 pub use snapshots::MAX_FORKS;
 use state::{Held, Pause, Session, Slot};

@@ -7,13 +7,16 @@
 //! A session is paused by `POST /sessions/{id}/pause`, at its idle timeout
 //! (`RUNNER_SESSION_ON_IDLE=pause`, the default) and when the runner stops; a runner
 //! starting on the same data folder finds its paused sessions under their ids
-//! ([`Sessions::new`]). A pause that does not fit in the store is refused
+//! ([`Sessions::new`]), each granted at the egress proxy what that runner's policy still
+//! allows of the hosts it saved ([`found_session`]). A pause that does not fit in the store is refused
 //! ([`SessionError::StorageFull`]), and the session goes on as it was.
 
+use super::egress::regrant;
 use super::{lock, Held, Pause, Session, SessionError, Sessions, Slot};
 use crate::backend::ArchiveRefusal;
 use crate::pool::PooledSandbox;
 use crate::store::{from_epoch_ms, Incoming, PausedRecord};
+use sandbox_egress::Policy;
 use sandbox_protocol::snapshot::{PauseInfo, SessionState};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -155,6 +158,7 @@ impl<S: PooledSandbox> Sessions<S> {
             at,
             bytes: record.bytes,
         });
+        self.save_changed_egress(&session, record.egress.as_deref());
         Ok(paused_info(&session))
     }
 
@@ -229,7 +233,24 @@ where
     }
 }
 
-/// The session a paused record describes.
+/// A session an earlier runner paused, found in the store at this one's start: its
+/// grant at the proxy is what `egress` (this runner's operator's policy) still allows of
+/// the hosts it saved; the others are dropped, and logged.
+pub(super) fn found_session<S>(record: &PausedRecord, egress: &Policy) -> Session<S> {
+    let session = paused_session(record);
+    let (grant, dropped) = regrant(egress, record.egress.as_deref());
+    if !dropped.is_empty() {
+        tracing::warn!(
+            session = %record.id,
+            ?dropped,
+            "a paused session's hosts that this runner's egress policy no longer allows are dropped from its grant"
+        );
+    }
+    lock(&session.egress).start(None, grant);
+    session
+}
+
+/// The session a paused record describes (granted nothing at the proxy).
 pub(super) fn paused_session<S>(record: &PausedRecord) -> Session<S> {
     let session = Session::new(
         record.id.clone(),

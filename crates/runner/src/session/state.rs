@@ -156,6 +156,7 @@ impl<S> Session<S> {
             paused_at_ms: crate::store::epoch_ms(at),
             bytes: 0,
             memory,
+            egress: lock(&self.egress).names(),
         }
     }
 }

@@ -4,8 +4,10 @@
 //! sandbox made was destroyed exactly once.
 
 use super::*;
+use crate::backend::RunOutcome;
 use crate::pool::tests::fake::{Fake, FakeError};
 use crate::pool::{Pool, PoolConfig};
+use sandbox_protocol::agent::{AgentMessage, FileRequest, Job};
 use sandbox_protocol::language::Recipe;
 use sandbox_protocol::Lang;
 use tokio::time::sleep;
@@ -73,11 +75,23 @@ async fn start_with(fake: &Fake, config: SessionConfig) -> (Harness, Arc<Session
             Box::pin(async move { pool.restore(&dir).await.map_err(|e| e.to_string()) })
         })
     };
-    let sessions = Sessions::new(config, Arc::new(store), acquire, restore, found.paused);
+    let sessions = Sessions::new(
+        config,
+        Arc::new(store),
+        acquire,
+        restore,
+        found.paused,
+        &egress_allowing(""),
+    );
     (Harness { pool, _data: data }, Arc::new(sessions))
 }
 
 type FakeSandbox = crate::pool::tests::fake::FakeSandbox;
+
+/// A runner's egress policy opening `allow` (empty: egress off).
+fn egress_allowing(allow: &str) -> Policy {
+    Policy::parse(allow, "").expect("a valid policy")
+}
 
 /// Ends every session, shuts the pool down, and checks that nothing was left.
 async fn finish(fake: &Fake, harness: Harness, sessions: &Sessions<FakeSandbox>) {

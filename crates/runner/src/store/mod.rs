@@ -336,6 +336,30 @@ impl Store {
         old.len()
     }
 
+    /// Rewrites the hosts paused session `id`'s record keeps (its grant changed while it
+    /// was paused), its archive untouched: written beside the record, then renamed over
+    /// it, so that a runner stopped midway finds one record or the other whole.
+    pub fn set_session_egress(
+        &self,
+        id: &str,
+        egress: Option<Vec<String>>,
+    ) -> Result<(), StoreError> {
+        let path = self.session_folder(id).join(SESSION_RECORD);
+        let bytes = fs::read(&path).map_err(io("reading", &path))?;
+        let mut record: PausedRecord =
+            serde_json::from_slice(&bytes).map_err(|e| StoreError::Io {
+                what: "reading",
+                path: path.clone(),
+                source: std::io::Error::other(e),
+            })?;
+        record.egress = egress;
+        let fresh = path.with_extension("json.new");
+        // One left by a runner stopped midway.
+        let _ = fs::remove_file(&fresh);
+        write_record(&fresh, &record)?;
+        fs::rename(&fresh, &path).map_err(io("renaming", &fresh))
+    }
+
     /// Removes a paused session's folder.
     pub fn remove_session(&self, id: &str) {
         self.remove("sessions", id);

@@ -23,6 +23,11 @@ pub struct PausedRecord {
     /// Its backend saved it whole (a VM's memory too), beside its files.
     #[serde(default)]
     pub memory: bool,
+    /// The hosts its programs were granted at the runner's proxy, normalized (none: that
+    /// runner opened no host). A runner waking it grants only those its own policy
+    /// still allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Vec<String>>,
 }
 
 /// A snapshot: a session's files, taken at one moment, to start sessions from.

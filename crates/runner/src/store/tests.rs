@@ -18,6 +18,7 @@ fn paused(id: &str) -> PausedRecord {
         paused_at_ms: 4,
         bytes: 0,
         memory: false,
+        egress: Some(vec!["pypi.org".to_owned()]),
     }
 }
 
@@ -50,10 +51,48 @@ fn a_paused_session_is_found_again_by_the_next_runner() {
     assert_eq!(found.paused.len(), 1);
     assert_eq!(found.paused[0].runs, 3);
     assert_eq!(found.paused[0].bytes, 100);
+    assert_eq!(found.paused[0].egress, Some(vec!["pypi.org".to_owned()]));
     assert_eq!(store.used(), 100);
     store.remove_session(ID);
     assert_eq!(store.used(), 0);
     assert!(!store.session_archive(ID).exists());
+}
+
+#[test]
+fn a_record_of_a_runner_before_egress_reads_as_granted_nothing() {
+    let old = r#"{"id":"x","idleTimeoutMs":1,"ttlMs":2,"runs":0,"pausedAtMs":3,"bytes":4}"#;
+    let record: PausedRecord = serde_json::from_str(old).expect("an older record");
+    assert_eq!(record.egress, None);
+    let none = PausedRecord {
+        egress: None,
+        ..paused(ID)
+    };
+    let written = serde_json::to_string(&none).expect("a record");
+    assert!(!written.contains("egress"), "{written}");
+}
+
+#[test]
+fn a_paused_sessions_hosts_are_rewritten_in_its_record() {
+    let dir = tempfile::tempdir().expect("dir");
+    let root = dir.path().join("data");
+    {
+        let (store, _) = Store::open(config(&root, 1 << 20)).expect("open");
+        let mut record = paused(ID);
+        store
+            .commit_session(&incoming_with(&store, 10), &mut record)
+            .expect("commit");
+        store
+            .set_session_egress(ID, Some(Vec::new()))
+            .expect("rewritten");
+        assert!(
+            store.set_session_egress(OTHER, None).is_err(),
+            "no such session"
+        );
+    }
+    let (_, found) = Store::open(config(&root, 1 << 20)).expect("open again");
+    assert_eq!(found.paused.len(), 1);
+    assert_eq!(found.paused[0].egress, Some(Vec::new()));
+    assert_eq!((found.paused[0].runs, found.paused[0].bytes), (3, 10));
 }
 
 #[test]

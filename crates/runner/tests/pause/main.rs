@@ -1,12 +1,14 @@
 //! Sessions that outlive their sandbox, against the real runner and real sandboxes:
 //! pause and wake, idle pauses, the paused TTL, restarts on the same data folder
 //! (`main.rs`); snapshots, forks, export and import (`snapshots.rs`); hostile archives
-//! (`archives.rs`, built byte by byte in `tar.rs`).
+//! (`archives.rs`, built byte by byte in `tar.rs`); a paused session's hosts at the
+//! egress proxy across restarts (`egress.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod archives;
+mod egress;
 mod snapshots;
 mod tar;
 

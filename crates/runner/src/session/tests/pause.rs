@@ -166,3 +166,81 @@ async fn a_session_its_backend_saves_whole_wakes_restored_with_its_state() {
     assert_eq!(fake.log().restored.len(), 4);
     finish(&fake, pool, &sessions).await;
 }
+
+/// A record of a session paused with `egress` granted.
+fn record_granted(egress: Option<&[&str]>) -> PausedRecord {
+    PausedRecord {
+        id: "0123456789abcdef0123456789abcdef".into(),
+        idle_timeout_ms: 10_000,
+        ttl_ms: 60_000,
+        runs: 1,
+        paused_at_ms: crate::store::epoch_ms(std::time::SystemTime::now()),
+        bytes: 0,
+        memory: false,
+        egress: egress.map(|names| names.iter().map(|n| n.to_string()).collect()),
+    }
+}
+
+#[test]
+fn a_session_found_paused_is_granted_only_what_the_runners_policy_allows_now() {
+    let shown = |record: &PausedRecord, allow: &str| {
+        let session = found_session::<FakeSandbox>(record, &egress_allowing(allow));
+        session.info(100 * SECOND).egress
+    };
+    let saved = record_granted(Some(&["pypi.org", "*.pythonhosted.org"]));
+    let both = Some(vec!["pypi.org".to_owned(), "*.pythonhosted.org".to_owned()]);
+    assert_eq!(shown(&saved, "pypi.org,*.pythonhosted.org"), both);
+    assert_eq!(
+        shown(&saved, "pypi.org,files.pythonhosted.org"),
+        Some(vec!["pypi.org".to_owned()]),
+        "narrowed to what is still allowed"
+    );
+    assert_eq!(shown(&saved, ""), None, "egress off: nothing");
+    let before_egress = record_granted(None);
+    assert_eq!(
+        shown(&before_egress, "pypi.org"),
+        Some(Vec::new()),
+        "saved without a grant: nothing, whatever is open now"
+    );
+    let saved_record = found_session::<FakeSandbox>(&saved, &egress_allowing("pypi.org"))
+        .record(std::time::SystemTime::now(), false);
+    assert_eq!(
+        saved_record.egress,
+        Some(vec!["pypi.org".to_owned()]),
+        "its next pause saves what it has now"
+    );
+}
+
+/// The hosts paused session `id`'s record keeps.
+fn stored_egress(sessions: &Sessions<FakeSandbox>, id: &str) -> Option<Vec<String>> {
+    let path = sessions.store().session_folder(id).join("session.json");
+    let bytes = std::fs::read(path).expect("its record");
+    let record: PausedRecord = serde_json::from_slice(&bytes).expect("a record");
+    record.egress
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_is_saved_with_the_pause_and_changed_while_paused() {
+    let fake = Fake::new();
+    let (pool, sessions) = start(&fake).await;
+    let id = open(&pool, &sessions).await.id;
+    let policy = egress_allowing("pypi.org,*.pythonhosted.org");
+    let both = ["pypi.org".to_owned(), "*.pythonhosted.org".to_owned()];
+    let grant = policy.grant(&both).expect("within the policy");
+    sessions.set_egress(&id, grant).expect("set");
+    sessions.pause(&id).await.expect("paused");
+    assert_eq!(stored_egress(&sessions, &id), Some(both.to_vec()));
+    let info = sessions
+        .set_egress(&id, Grant::none())
+        .expect("narrowed while paused");
+    assert_eq!(info.egress, Some(Vec::new()));
+    assert_eq!(
+        stored_egress(&sessions, &id),
+        Some(Vec::new()),
+        "a restarted runner would give it nothing"
+    );
+    let woken = sessions.run(&id, job(), None).await.expect("woken");
+    assert!(woken.resumed);
+    assert_eq!(sessions.info(&id).expect("info").egress, Some(Vec::new()));
+    finish(&fake, pool, &sessions).await;
+}
