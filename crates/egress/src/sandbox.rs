@@ -114,6 +114,19 @@ impl SandboxEgress {
         }
     }
 
+    /// Bytes of the sandbox's budget ([`Limits::max_bytes`]) used so far, those carried
+    /// over included.
+    pub fn bytes_used(&self) -> u64 {
+        self.0.used.load(Ordering::Acquire)
+    }
+
+    /// Counts `bytes` already used against the budget (a session's earlier sandboxes': a
+    /// budget over its whole life), unless more are counted already; its usage
+    /// counters, which say what this sandbox moved, stay.
+    pub fn carry_bytes(&self, bytes: u64) {
+        self.0.used.fetch_max(bytes, Ordering::AcqRel);
+    }
+
     pub(crate) fn limits(&self) -> Limits {
         self.0.limits
     }

@@ -16,12 +16,30 @@ use sandbox_protocol::api::SessionInfo;
 pub(super) struct SessionEgress {
     grant: Option<Grant>,
     handle: Option<SandboxEgress>,
+    /// Bytes its earlier sandboxes used of the budget, which is the session's over its
+    /// whole life (pauses, restarts and the sandbox it was forked from included).
+    used: u64,
 }
 
 impl SessionEgress {
-    /// The session's sandbox is now the one with `handle`: it gets the grant.
+    /// The session's sandbox is now the one with `handle`: it gets the grant, and the
+    /// bytes the session has used so far count against its budget.
     pub(super) fn attach(&mut self, handle: Option<&SandboxEgress>) {
+        self.used = self.bytes_used();
         self.handle = handle.cloned();
+        self.apply();
+    }
+
+    /// Bytes of the budget the session has used so far.
+    pub(super) fn bytes_used(&self) -> u64 {
+        self.handle
+            .as_ref()
+            .map_or(self.used, |handle| handle.bytes_used().max(self.used))
+    }
+
+    /// A session found paused at start: what it had used when it was saved.
+    pub(super) fn carry(&mut self, used: u64) {
+        self.used = used;
         self.apply();
     }
 
@@ -32,8 +50,11 @@ impl SessionEgress {
     }
 
     fn apply(&self) {
-        if let (Some(grant), Some(handle)) = (&self.grant, &self.handle) {
-            handle.set_grant(grant.clone());
+        if let Some(handle) = &self.handle {
+            handle.carry_bytes(self.used);
+            if let Some(grant) = &self.grant {
+                handle.set_grant(grant.clone());
+            }
         }
     }
 
@@ -45,11 +66,13 @@ impl SessionEgress {
         self.apply();
     }
 
-    /// What a fork of the session starts with: its grant, no sandbox yet.
+    /// What a fork of the session starts with: its grant and what it has used of its
+    /// budget (forking does not give a session more), no sandbox yet.
     pub(super) fn for_fork(&self) -> SessionEgress {
         SessionEgress {
             grant: self.grant.clone(),
             handle: None,
+            used: self.bytes_used(),
         }
     }
 

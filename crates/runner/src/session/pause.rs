@@ -246,7 +246,10 @@ pub(super) fn found_session<S>(record: &PausedRecord, egress: &Policy) -> Sessio
             "a paused session's hosts that this runner's egress policy no longer allows are dropped from its grant"
         );
     }
-    lock(&session.egress).start(None, grant);
+    let mut session_egress = lock(&session.egress);
+    session_egress.start(None, grant);
+    session_egress.carry(record.egress_bytes);
+    drop(session_egress);
     session
 }
 

@@ -148,6 +148,10 @@ impl<S> Session<S> {
 
     /// A paused session's record, for the store.
     pub(super) fn record(&self, at: SystemTime, memory: bool) -> PausedRecord {
+        let (egress, egress_bytes) = {
+            let egress = lock(&self.egress);
+            (egress.names(), egress.bytes_used())
+        };
         PausedRecord {
             id: self.id.clone(),
             idle_timeout_ms: self.idle.as_millis() as u64,
@@ -156,7 +160,8 @@ impl<S> Session<S> {
             paused_at_ms: crate::store::epoch_ms(at),
             bytes: 0,
             memory,
-            egress: lock(&self.egress).names(),
+            egress,
+            egress_bytes,
         }
     }
 }

@@ -28,6 +28,14 @@ pub struct PausedRecord {
     /// still allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<Vec<String>>,
+    /// Bytes its programs had moved through the proxy, of its budget over its whole
+    /// life (`RUNNER_EGRESS_MAX_BYTES`), which a runner waking it goes on counting from.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub egress_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A snapshot: a session's files, taken at one moment, to start sessions from.

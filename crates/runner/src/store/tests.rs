@@ -19,6 +19,7 @@ fn paused(id: &str) -> PausedRecord {
         bytes: 0,
         memory: false,
         egress: Some(vec!["pypi.org".to_owned()]),
+        egress_bytes: 5000,
     }
 }
 
@@ -52,6 +53,7 @@ fn a_paused_session_is_found_again_by_the_next_runner() {
     assert_eq!(found.paused[0].runs, 3);
     assert_eq!(found.paused[0].bytes, 100);
     assert_eq!(found.paused[0].egress, Some(vec!["pypi.org".to_owned()]));
+    assert_eq!(found.paused[0].egress_bytes, 5000);
     assert_eq!(store.used(), 100);
     store.remove_session(ID);
     assert_eq!(store.used(), 0);
@@ -63,8 +65,10 @@ fn a_record_of_a_runner_before_egress_reads_as_granted_nothing() {
     let old = r#"{"id":"x","idleTimeoutMs":1,"ttlMs":2,"runs":0,"pausedAtMs":3,"bytes":4}"#;
     let record: PausedRecord = serde_json::from_str(old).expect("an older record");
     assert_eq!(record.egress, None);
+    assert_eq!(record.egress_bytes, 0);
     let none = PausedRecord {
         egress: None,
+        egress_bytes: 0,
         ..paused(ID)
     };
     let written = serde_json::to_string(&none).expect("a record");

@@ -178,6 +178,7 @@ fn record_granted(egress: Option<&[&str]>) -> PausedRecord {
         bytes: 0,
         memory: false,
         egress: egress.map(|names| names.iter().map(|n| n.to_string()).collect()),
+        egress_bytes: 0,
     }
 }
 
@@ -209,6 +210,30 @@ fn a_session_found_paused_is_granted_only_what_the_runners_policy_allows_now() {
         Some(vec!["pypi.org".to_owned()]),
         "its next pause saves what it has now"
     );
+}
+
+/// The bytes budget is the session's over its whole life: a session found paused goes
+/// on counting from what its record saved, its next sandbox starts there (its own
+/// counters, which a run's answer shows, start at zero), and so do its forks.
+#[test]
+fn a_session_found_paused_goes_on_counting_its_bytes() {
+    let policy = egress_allowing("pypi.org");
+    let record = PausedRecord {
+        egress_bytes: 7000,
+        ..record_granted(Some(&["pypi.org"]))
+    };
+    let session = found_session::<FakeSandbox>(&record, &policy);
+    let limits = sandbox_egress::Limits {
+        max_bytes: 10_000,
+        max_connections: 4,
+    };
+    let handle = sandbox_egress::Egress::new(policy, limits).sandbox();
+    lock(&session.egress).attach(Some(&handle));
+    assert_eq!(handle.bytes_used(), 7000);
+    assert_eq!(handle.usage().bytes_in, 0);
+    assert_eq!(lock(&session.egress).for_fork().bytes_used(), 7000);
+    let next = session.record(std::time::SystemTime::now(), false);
+    assert_eq!(next.egress_bytes, 7000, "its next pause saves it again");
 }
 
 /// The hosts paused session `id`'s record keeps.
