@@ -78,6 +78,11 @@ fn answer(mut stream: TcpStream) {
 /// A runner on `data` whose /etc/hosts is `hosts`, opening `allow` (empty: egress off)
 /// and the loopback range the test's host is on.
 fn runner_allowing(data: &Path, hosts: &Path, allow: &str) -> Runner {
+    runner_capped(data, hosts, allow, None)
+}
+
+/// [`runner_allowing`], each sandbox's bytes capped at `max_bytes` when given.
+fn runner_capped(data: &Path, hosts: &Path, allow: &str, max_bytes: Option<u64>) -> Runner {
     let script = format!(
         "mount --bind {} /etc/hosts && exec \"$0\" \"$@\"",
         hosts.display()
@@ -94,6 +99,9 @@ fn runner_allowing(data: &Path, hosts: &Path, allow: &str) -> Runner {
             "RUNNER_EGRESS_ALLOW_CIDRS".to_owned(),
             "127.0.0.1/32".to_owned(),
         ));
+    }
+    if let Some(max) = max_bytes {
+        env.push(("RUNNER_EGRESS_MAX_BYTES".to_owned(), max.to_string()));
     }
     Runner::with(Options {
         pool_size: 1,
@@ -212,5 +220,60 @@ async fn a_paused_sessions_grant_comes_back_after_a_restart_within_the_policy_th
     let python = "import os; print(sorted(k for k in os.environ if 'proxy' in k.lower()))";
     let answer = off.ok_in(&id, "python", python).await;
     assert_eq!(stdout(&answer).trim(), "[]", "{answer}");
+    drop(site);
+}
+
+/// A session's byte budget is over its whole life: each sandbox it has (woken after a
+/// pause, or by a restarted runner) goes on counting from what the earlier ones used, so
+/// that pausing gives it no fresh budget.
+#[tokio::test]
+async fn a_sessions_bytes_are_counted_across_its_pauses_and_a_restart() {
+    if test_uid().is_some() {
+        eprintln!("SKIPPED: the rootless battery's runner refuses egress");
+        return;
+    }
+    let files = tempfile::tempdir().expect("the test's folder");
+    let hosts = files.path().join("hosts");
+    std::fs::write(&hosts, format!("127.0.0.1 localhost {KEPT}\n")).expect("hosts");
+    let site = Site::start();
+    let kept = format!("{KEPT}:{}", site.port);
+    let reached = format!("{PAGE}\n200");
+
+    // What one fetch moves, measured with no cap to speak of.
+    let measure = runner_allowing(&files.path().join("measure"), &hosts, &kept);
+    let id = measure.open_session(json!({"egress": [&kept]})).await;
+    let code = format!("curl -s -m 10 -o /dev/null http://{kept}/");
+    let used = measure.ok_in(&id, "bash", &code).await["egress"].clone();
+    let one = used["bytesIn"].as_u64().unwrap_or(0) + used["bytesOut"].as_u64().unwrap_or(0);
+    assert!(one > 0, "{used}");
+    assert!(measure.stop().success());
+
+    // Room for two fetches and a half: each sandbox alone would never reach it.
+    let cap = Some(one * 5 / 2);
+    let data = files.path().join("data");
+    let first = runner_capped(&data, &hosts, &kept, cap);
+    let id = first.open_session(json!({"egress": [&kept]})).await;
+    assert_eq!(fetch(&first, &id, &kept).await, reached);
+    let (status, _) = first
+        .request("POST", &format!("/sessions/{id}/pause"), None)
+        .await;
+    assert_eq!(status, 200);
+    assert!(first.stop().success(), "a clean stop");
+    let next = runner_capped(&data, &hosts, &kept, cap);
+    assert_eq!(
+        fetch(&next, &id, &kept).await,
+        reached,
+        "woken after a restart"
+    );
+    for _ in 0..2 {
+        let (status, _) = next
+            .request("POST", &format!("/sessions/{id}/pause"), None)
+            .await;
+        assert_eq!(status, 200);
+        let _ = fetch(&next, &id, &kept).await;
+    }
+    let refused = fetch(&next, &id, &kept).await;
+    assert!(refused.ends_with("\n403"), "{refused}");
+    assert!(refused.contains("RUNNER_EGRESS_MAX_BYTES"), "{refused}");
     drop(site);
 }
