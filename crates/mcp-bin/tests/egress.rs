@@ -3,7 +3,7 @@
 //! tools and `create_sandbox` name it and take `egress`, which reaches the runner (a
 //! program granted the host has the proxy's variables; a host outside the operator's list
 //! is refused by the runner, naming it); behind a runner that opens none, the tools are
-//! as before. The proxy itself is tested in sandbox-runner's tests/egress.rs.
+//! as before. The proxy itself is tested in sandbox-runner's tests/egress/.
 //!
 //! Needs the runner binary (built beside these tests, or SANDBOX_RUNNER_BIN) and root.
 
