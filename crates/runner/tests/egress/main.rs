@@ -11,6 +11,11 @@
 //! (`sessions.rs`). Needs root (network namespaces), iproute2, util-linux (`unshare`) and
 //! the host's Python with pip. Every namespace and process is removed at the end, also on
 //! failure.
+//!
+//! One test leaves the test's network: `registry.rs` installs a package from the real
+//! Python package registry through a runner on the host's network, then sees the install
+//! refused once its session is narrowed; it skips, saying why, where the host does not
+//! reach the registry.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -18,6 +23,7 @@ mod common;
 mod granted;
 mod net;
 mod refusals;
+mod registry;
 mod sessions;
 mod tls;
 
