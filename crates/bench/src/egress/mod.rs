@@ -18,6 +18,7 @@ pub use site::PAGE;
 use crate::clients::RunnerApi;
 use crate::services::{Binaries, Service};
 use crate::stats::{percentile, ratio};
+use crate::tools_from_code::Quiet;
 use anyhow::{bail, ensure, Context};
 use sandbox_protocol::api::RunRequest;
 use serde::Serialize;
@@ -117,10 +118,14 @@ async fn series(api: &RunnerApi, site: &Site, sizes: &Sizes) -> anyhow::Result<E
         proxied(api, &cert, sizes.warmup).await?;
         direct(site, sizes.warmup).await?;
     }
+    let quiet = Quiet { api };
     let (mut through, mut from_host) = (Vec::new(), Vec::new());
     while from_host.len() < sizes.requests {
         let n = sizes.batch.min(sizes.requests - from_host.len());
+        // Each side on a quiet runner: not beside the refill of the sandbox just spent.
+        quiet.wait().await?;
         through.extend(proxied(api, &cert, n).await?);
+        quiet.wait().await?;
         from_host.extend(direct(site, n).await?);
     }
     let direct_ms = spread(&mut from_host)?;

@@ -78,8 +78,8 @@ impl Site {
         ip(&["-n", ns, "link", "set", "lo", "up"])
     }
 
-    /// The page, the certificate (its own CA: self-signed, for [`HOST`]) and the hosts
-    /// file the runner sees.
+    /// The page, the certificate (its own CA: self-signed, for [`HOST`], an ECDSA P-256
+    /// key as most sites have) and the hosts file the runner sees.
     fn write_files(&self) -> anyhow::Result<()> {
         let web = self.dir.path().join("web");
         std::fs::create_dir(&web).context("the page's folder")?;
@@ -87,9 +87,8 @@ impl Site {
         let hosts = format!("127.0.0.1 localhost\n{} {HOST}\n", self.ip);
         std::fs::write(self.path("hosts"), hosts).context("the hosts file")?;
         let made = Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            ])
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
             .args(["-subj", &format!("/CN={HOST}")])
             .args(["-addext", &format!("subjectAltName=DNS:{HOST}")])
             .arg("-keyout")
