@@ -9,22 +9,12 @@ use anyhow::{bail, ensure, Context};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use test_support::https_server::PYTHON_TLS_SERVER;
 
 /// What the server answers at `/`.
 pub const PAGE: &str = "egress bench\n";
 /// How long the server may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// The HTTPS server: `python3 -c TLS_SERVER FOLDER ADDRESS PORT CERT KEY`.
-const TLS_SERVER: &str = r#"
-import functools, http.server, ssl, sys
-handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
-server = http.server.ThreadingHTTPServer((sys.argv[2], int(sys.argv[3])), handler)
-context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-context.load_cert_chain(sys.argv[4], sys.argv[5])
-server.socket = context.wrap_socket(server.socket, server_side=True)
-server.serve_forever()
-"#;
 
 /// The host, its namespace and files; removed on drop.
 pub struct Site {
@@ -106,7 +96,14 @@ impl Site {
     /// Starts the server in the namespace and waits until it accepts a connection.
     fn serve(&mut self) -> anyhow::Result<()> {
         let server = Command::new("ip")
-            .args(["netns", "exec", &self.ns, "python3", "-c", TLS_SERVER])
+            .args([
+                "netns",
+                "exec",
+                &self.ns,
+                "python3",
+                "-c",
+                PYTHON_TLS_SERVER,
+            ])
             .arg(self.path("web"))
             .args([&self.ip, "443"])
             .arg(self.path("cert.pem"))

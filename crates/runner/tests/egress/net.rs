@@ -8,6 +8,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use test_support::https_server::PYTHON_TLS_SERVER;
 
 /// The namespaces, web server and files of one test; all removed on drop.
 pub(crate) struct Net {
@@ -119,7 +120,7 @@ impl Net {
     /// The web server, plain on port 80 and HTTPS on 443.
     fn serve(&mut self) {
         let web = self.dir.join("web");
-        for (port, script) in [("80", PLAIN_SERVER), ("443", TLS_SERVER)] {
+        for (port, script) in [("80", PLAIN_SERVER), ("443", PYTHON_TLS_SERVER)] {
             let server = Command::new("ip")
                 .args(["netns", "exec", &self.web_ns, "python3", "-c", script])
                 .arg(&web)
@@ -203,17 +204,6 @@ const PLAIN_SERVER: &str = r#"
 import functools, http.server, sys
 handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
 http.server.ThreadingHTTPServer((sys.argv[2], int(sys.argv[3])), handler).serve_forever()
-"#;
-
-/// The HTTPS web server: `python3 -c TLS_SERVER FOLDER ADDRESS PORT CERT KEY`.
-const TLS_SERVER: &str = r#"
-import functools, http.server, ssl, sys
-handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
-server = http.server.ThreadingHTTPServer((sys.argv[2], int(sys.argv[3])), handler)
-context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-context.load_cert_chain(sys.argv[4], sys.argv[5])
-server.socket = context.wrap_socket(server.socket, server_side=True)
-server.serve_forever()
 "#;
 
 /// Writes a wheel of one module, `tinypkg` (`VALUE = 42`), at the path given.
