@@ -130,7 +130,27 @@ fn host_python(args: &[&str], unset: &[&str]) -> Result<Output, String> {
 /// the session to none and sees the next install refused with the proxy's 403.
 async fn install_then_lock(runner: &Runner, hosts: &[String]) {
     let id = runner.open_session(json!({ "egress": hosts })).await;
-    let installed = run(runner, &id, "bash", &install(PACKAGE)).await;
+    let import = format!(
+        "import os, sys\nsys.path.insert(0, os.path.expandvars('{TARGET}'))\n\
+         import {PACKAGE}\nprint({PACKAGE}.camelize('egress_by_policy'))"
+    );
+    installs_and_imports(runner, &id, hosts, &import).await;
+    let path = format!("/sessions/{id}");
+    let (status, narrowed) = runner
+        .request("PATCH", &path, Some(&json!({"egress": []})))
+        .await;
+    assert_eq!(status, 200, "{narrowed}");
+    install_refused(runner, &id).await;
+    let still = run(runner, &id, "python", &import).await;
+    assert_eq!(stdout(&still), "EgressByPolicy\n", "{still}");
+    let (status, _) = runner.request("DELETE", &path, None).await;
+    assert_eq!(status, 204);
+}
+
+/// [`PACKAGE`] installed through the proxy (a connection to the index and to its files at
+/// least, counted in the answer and in /metrics), then `import` run.
+async fn installs_and_imports(runner: &Runner, id: &str, hosts: &[String], import: &str) {
+    let installed = run(runner, id, "bash", &install(PACKAGE)).await;
     let out = stdout(&installed);
     assert!(out.ends_with("exit=0\n"), "pip install failed: {installed}");
     assert!(
@@ -146,11 +166,7 @@ async fn install_then_lock(runner: &Runner, hosts: &[String]) {
         usage["bytesIn"].as_u64().unwrap_or(0) > 5_000,
         "{installed}"
     );
-    let import = format!(
-        "import os, sys\nsys.path.insert(0, os.path.expandvars('{TARGET}'))\n\
-         import {PACKAGE}\nprint({PACKAGE}.camelize('egress_by_policy'))"
-    );
-    let imported = run(runner, &id, "python", &import).await;
+    let imported = run(runner, id, "python", import).await;
     assert_eq!(stdout(&imported), "EgressByPolicy\n", "{imported}");
     let (_, metrics) = runner.get("/metrics").await;
     for host in hosts {
@@ -159,13 +175,11 @@ async fn install_then_lock(runner: &Runner, hosts: &[String]) {
             "{host} in /metrics:\n{metrics}"
         );
     }
+}
 
-    let path = format!("/sessions/{id}");
-    let (status, narrowed) = runner
-        .request("PATCH", &path, Some(&json!({"egress": []})))
-        .await;
-    assert_eq!(status, 200, "{narrowed}");
-    let refused = run(runner, &id, "bash", &install(SECOND)).await;
+/// [`SECOND`]'s install fails, pip printing the proxy's 403.
+async fn install_refused(runner: &Runner, id: &str) {
+    let refused = run(runner, id, "bash", &install(SECOND)).await;
     let out = stdout(&refused);
     assert!(
         !out.ends_with("exit=0\n"),
@@ -179,10 +193,6 @@ async fn install_then_lock(runner: &Runner, hosts: &[String]) {
         refused["egress"]["refused"].as_u64().unwrap_or(0) >= 1,
         "{refused}"
     );
-    let still = run(runner, &id, "python", &import).await;
-    assert_eq!(stdout(&still), "EgressByPolicy\n", "{still}");
-    let (status, _) = runner.request("DELETE", &path, None).await;
-    assert_eq!(status, 204);
 }
 
 /// `pip install` of `package` into [`TARGET`], with no cache and nothing local; its
