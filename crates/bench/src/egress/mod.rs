@@ -3,8 +3,9 @@
 //! page of the section's own HTTPS host (`site`: a network namespace, its own CA) from a
 //! sandbox, through the proxy (CONNECT, the ClientHello's name checked, the address
 //! checked), and from the host directly, in alternating batches of the same run. Each
-//! request is a new connection and TLS handshake; its time is curl's `time_total`, so a
-//! run's own start is not counted on either side.
+//! request is a new connection and TLS handshake; its times are curl's own (`time_total`,
+//! and `time_appconnect`: until the handshake was done), so a run's own start is not
+//! counted on either side.
 //!
 //! The runner is a real one of the section's own (`RUNNER_EGRESS_ALLOW` naming the host,
 //! its sandboxes forked from templates), started in a mount namespace where the site's
@@ -83,6 +84,19 @@ pub struct EgressFigures {
     pub added_ms: Spread,
     /// The proxied percentile over the direct one.
     pub ratio: Spread,
+    /// Until the TLS handshake was done (curl's `time_appconnect`), from the host, ms.
+    pub direct_tls_ms: Spread,
+    /// The same through the proxy (the CONNECT's exchange included), ms.
+    pub proxied_tls_ms: Spread,
+}
+
+/// One request's times, ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Timing {
+    /// The whole request (curl's `time_total`).
+    total: f64,
+    /// Until its TLS handshake was done (`time_appconnect`).
+    tls: f64,
 }
 
 /// Measures the section, or skips it (loudly) where it cannot run.
@@ -128,8 +142,8 @@ async fn series(api: &RunnerApi, site: &Site, sizes: &Sizes) -> anyhow::Result<E
         quiet.wait().await?;
         from_host.extend(direct(site, n).await?);
     }
-    let direct_ms = spread(&mut from_host)?;
-    let proxied_ms = spread(&mut through)?;
+    let direct_ms = spread(&from_host, |t| t.total)?;
+    let proxied_ms = spread(&through, |t| t.total)?;
     Ok(EgressFigures {
         requests: sizes.requests,
         batch: sizes.batch,
@@ -144,11 +158,13 @@ async fn series(api: &RunnerApi, site: &Site, sizes: &Sizes) -> anyhow::Result<E
             p50: ratio(proxied_ms.p50, direct_ms.p50).unwrap_or(f64::NAN),
             p90: ratio(proxied_ms.p90, direct_ms.p90).unwrap_or(f64::NAN),
         },
+        direct_tls_ms: spread(&from_host, |t| t.tls)?,
+        proxied_tls_ms: spread(&through, |t| t.tls)?,
     })
 }
 
 /// `n` requests from one sandbox run granted [`HOST`]: their times, ms.
-async fn proxied(api: &RunnerApi, cert: &str, n: usize) -> anyhow::Result<Vec<f64>> {
+async fn proxied(api: &RunnerApi, cert: &str, n: usize) -> anyhow::Result<Vec<Timing>> {
     let code = format!(
         "cat > /tmp/ca.pem <<'END'\n{cert}END\n{}",
         requests(n, "/tmp/ca.pem", "")
@@ -171,7 +187,7 @@ async fn proxied(api: &RunnerApi, cert: &str, n: usize) -> anyhow::Result<Vec<f6
 }
 
 /// `n` requests from the host, to the site's address: their times, ms.
-async fn direct(site: &Site, n: usize) -> anyhow::Result<Vec<f64>> {
+async fn direct(site: &Site, n: usize) -> anyhow::Result<Vec<Timing>> {
     let cert = site.path("cert.pem").display().to_string();
     let resolve = format!("--resolve {HOST}:443:{}", site.ip);
     let out = tokio::process::Command::new("bash")
@@ -186,34 +202,47 @@ async fn direct(site: &Site, n: usize) -> anyhow::Result<Vec<f64>> {
 }
 
 /// A bash loop of `n` curl requests for the page, verified with the CA at `ca`; a line
-/// `TIME STATUS` each (`failed` when curl fails).
+/// `TOTAL STATUS TLS` each, in seconds (`failed` when curl fails).
 fn requests(n: usize, ca: &str, extra: &str) -> String {
     format!(
         "for i in $(seq {n}); do curl -sS -m 10 -o /dev/null --cacert {ca} {extra} \
-         -w '%{{time_total}} %{{http_code}}\\n' https://{HOST}/ || echo failed; done"
+         -w '%{{time_total}} %{{http_code}} %{{time_appconnect}}\\n' https://{HOST}/ || echo failed; done"
     )
 }
 
-/// The times of `n` lines `TIME 200`, in ms.
-fn times(out: &str, n: usize) -> anyhow::Result<Vec<f64>> {
-    let mut ms = Vec::with_capacity(n);
+/// The times of `n` lines `TOTAL 200 TLS`, in ms.
+fn times(out: &str, n: usize) -> anyhow::Result<Vec<Timing>> {
+    let mut timings = Vec::with_capacity(n);
     for line in out.lines() {
-        let Some((time, "200")) = line.split_once(' ') else {
+        let [total, "200", tls] = line.split(' ').collect::<Vec<_>>()[..] else {
             bail!("a request failed: {line:?} in {out:?}");
         };
-        let secs: f64 = time
-            .parse()
-            .with_context(|| format!("curl's time {time:?}"))?;
-        ms.push(secs * 1e3);
+        timings.push(Timing {
+            total: ms(total)?,
+            tls: ms(tls)?,
+        });
     }
-    ensure!(ms.len() == n, "{n} requests, {} times: {out:?}", ms.len());
-    Ok(ms)
+    ensure!(
+        timings.len() == n,
+        "{n} requests, {} times: {out:?}",
+        timings.len()
+    );
+    Ok(timings)
 }
 
-/// The median and 90th percentile of `ms`.
-fn spread(ms: &mut [f64]) -> anyhow::Result<Spread> {
+/// curl's seconds, in ms.
+fn ms(secs: &str) -> anyhow::Result<f64> {
+    let secs: f64 = secs
+        .parse()
+        .with_context(|| format!("curl's time {secs:?}"))?;
+    Ok(secs * 1e3)
+}
+
+/// The median and 90th percentile of `of` the timings.
+fn spread(timings: &[Timing], of: fn(&Timing) -> f64) -> anyhow::Result<Spread> {
+    let mut ms: Vec<f64> = timings.iter().map(of).collect();
     ms.sort_by(f64::total_cmp);
-    let at = |p| percentile(ms, p).context("no requests measured");
+    let at = |p| percentile(&ms, p).context("no requests measured");
     Ok(Spread {
         p50: at(50.0)?,
         p90: at(90.0)?,
@@ -226,17 +255,29 @@ mod tests {
 
     #[test]
     fn times_are_read_from_curls_lines_and_a_failure_is_an_error() {
-        assert_eq!(times("0.0125 200\n0.5 200\n", 2).unwrap(), [12.5, 500.0]);
-        assert!(times("0.0125 200\nfailed\n", 2).is_err());
-        assert!(times("0.0125 403\n", 1).is_err());
-        assert!(times("0.0125 200\n", 2).is_err(), "a missing line");
+        let read = times("0.0125 200 0.01\n0.5 200 0.25\n", 2).unwrap();
+        let timing = |total, tls| Timing { total, tls };
+        assert_eq!(read, [timing(12.5, 10.0), timing(500.0, 250.0)]);
+        assert!(times("0.0125 200 0.01\nfailed\n", 2).is_err());
+        assert!(times("0.0125 403 0.01\n", 1).is_err());
+        assert!(times("0.0125 200\n", 1).is_err(), "no TLS time");
+        assert!(times("0.0125 200 0.01\n", 2).is_err(), "a missing line");
     }
 
     #[test]
     fn the_spread_is_the_median_and_the_90th_percentile() {
-        let mut ms: Vec<f64> = (1..=10).rev().map(f64::from).collect();
-        assert_eq!(spread(&mut ms).unwrap(), Spread { p50: 5.0, p90: 9.0 });
-        assert!(spread(&mut []).is_err());
+        let timings: Vec<Timing> = (1..=10)
+            .rev()
+            .map(|n| Timing {
+                total: f64::from(n),
+                tls: f64::from(n) / 2.0,
+            })
+            .collect();
+        let total = spread(&timings, |t| t.total).unwrap();
+        assert_eq!(total, Spread { p50: 5.0, p90: 9.0 });
+        let tls = spread(&timings, |t| t.tls).unwrap();
+        assert_eq!(tls, Spread { p50: 2.5, p90: 4.5 });
+        assert!(spread(&[], |t| t.total).is_err());
     }
 
     #[test]
@@ -244,7 +285,10 @@ mod tests {
         let code = requests(3, "/tmp/ca.pem", "--resolve x");
         assert!(code.starts_with("for i in $(seq 3); do curl"), "{code}");
         assert!(code.contains("--cacert /tmp/ca.pem --resolve x"), "{code}");
-        assert!(code.contains("%{time_total} %{http_code}\\n"), "{code}");
+        assert!(
+            code.contains("%{time_total} %{http_code} %{time_appconnect}\\n"),
+            "{code}"
+        );
         assert!(code.contains(&format!("https://{HOST}/")), "{code}");
     }
 }

@@ -20,10 +20,12 @@ fn measured(f: &EgressFigures, md: &mut String) {
         md,
         "`curl --cacert` of a {page}-byte page at `https://{HOST}/` (the bench's own host: a \
          Python HTTPS server in a network namespace, its own CA), a new connection and TLS \
-         handshake each, timed by curl's `time_total`: from a sandbox granted `{HOST}` \
-         (through the runner's proxy; one `POST /run` per batch of {batch}, the runner's \
-         pool {POOL_SIZE}) and from the host directly, batches in turn; {n} requests per \
-         side after {warmup} unmeasured. Added: the proxied percentile less the direct one.\n",
+         handshake each, timed by curl (`time_total`; `time_appconnect`: until the TLS \
+         handshake was done, through the proxy the CONNECT's exchange included): from a \
+         sandbox granted `{HOST}` (through the runner's proxy; one `POST /run` per batch of \
+         {batch}, the runner's pool {POOL_SIZE}) and from the host directly, batches in \
+         turn; {n} requests per side after {warmup} unmeasured. Added: the proxied \
+         percentile less the direct one.\n",
         page = crate::egress::PAGE.len(),
         batch = f.batch,
         n = f.requests,
@@ -38,9 +40,16 @@ fn measured(f: &EgressFigures, md: &mut String) {
     row("added by the proxy", &f.added_ms, md);
     let _ = writeln!(
         md,
-        "| ratio (proxied / host) | {:.2}x | {:.2}x |\n",
+        "| ratio (proxied / host) | {:.2}x | {:.2}x |",
         f.ratio.p50, f.ratio.p90
     );
+    row(
+        "TLS done (`time_appconnect`), from the host",
+        &f.direct_tls_ms,
+        md,
+    );
+    row("TLS done, through the proxy", &f.proxied_tls_ms, md);
+    md.push('\n');
 }
 
 fn row(label: &str, spread: &Spread, md: &mut String) {
