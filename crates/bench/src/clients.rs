@@ -188,11 +188,17 @@ impl RunnerApi {
             tools: None,
             egress: None,
         };
+        self.run_request(&request).await
+    }
+
+    /// `POST /run` with `request` (a timeout, a grant of hosts): the answer, whatever the
+    /// program did (an error only when the runner does not answer 200).
+    pub async fn run_request(&self, request: &RunRequest) -> anyhow::Result<RunResponse> {
         let response = self
             .http
             .post(format!("{}/run", self.base))
             .bearer_auth(&*self.token)
-            .json(&request)
+            .json(request)
             .send()
             .await
             .context("POST /run")?;

@@ -14,15 +14,19 @@
 //! `live_output`); then what a session's pause, its wake and a fork of 8 cost (issue 31,
 //! see `pause`), then a task done as one MCP tool call per page against one run whose
 //! program calls the tools, and the cost of one call from code (issue 32, see
-//! `tools_from_code`), and with `--only vm-pause` the same on the vm backend under TCG (see
-//! `vm_pause`). `--only` picks sections. It writes `bench.json` and `bench.md` to
-//! `--out`. It is not a load generator for remote hosts: all traffic stays on loopback
-//! and every phase is bounded in count and time.
+//! `tools_from_code`), then a small HTTPS request through the runner's proxy next to the
+//! same request from the host (issue 33, see `egress`), and with `--only vm-pause` the
+//! pause and wake on the vm backend under TCG (see `vm_pause`). `--only` picks sections.
+//! It writes `bench.json` and `bench.md` to `--out`. It is not a load generator for
+//! remote hosts: all traffic stays on this machine (loopback, and the egress section's
+//! HTTPS host in a network namespace of its own) and every phase is bounded in count and
+//! time.
 
 mod cases;
 mod clients;
 mod cpu_cost;
 mod cpu_group;
+mod egress;
 mod first_plot;
 mod languages;
 mod live_output;
@@ -110,6 +114,10 @@ struct Args {
     /// past 2 minutes, once it has 3).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     tools_rounds: u32,
+    /// Measured HTTPS requests per side of the egress section (through the proxy from a
+    /// sandbox, and from the host), in batches of 20.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    egress_requests: u32,
     /// A Python with the `mcp` package (v2 API), which serves the tools section's
     /// upstream (`tests/mcp-clients/run.sh` makes the default); missing: the section is
     /// skipped, saying so.
@@ -161,6 +169,7 @@ async fn main() -> anyhow::Result<()> {
         live_output: None,
         pause: None,
         tools: None,
+        egress: None,
         vm_pause: None,
         targets: Vec::new(),
     };
@@ -199,6 +208,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if plan.has(Section::Tools) {
         report.tools = Some(tools_from_code::measure(&bins, &runner_token, &plan.tools).await?);
+    }
+    if plan.has(Section::Egress) {
+        report.egress = Some(egress::measure(&bins, &runner_token, &plan.egress).await?);
     }
     if plan.has(Section::VmPause) {
         let figure = vm_pause::measure(&bins, &runner_token, &plan.vm_pause).await?;

@@ -3,7 +3,8 @@
 
 use crate::tools_from_code::{self, Rounds, TRACKER_SCRIPT};
 use crate::{
-    cpu_cost, first_plot, languages, live_output, pause, scale_out, sessions, vm_pause, Args,
+    cpu_cost, egress, first_plot, languages, live_output, pause, scale_out, sessions, vm_pause,
+    Args,
 };
 use clap::ValueEnum;
 use serde::Serialize;
@@ -26,6 +27,10 @@ pub const SMOKE_SESSION_REST: Duration = Duration::from_millis(200);
 /// The time after which each figure of the tools section stops (after its round), once
 /// it has a few rounds.
 pub const TOOLS_BUDGET: Duration = Duration::from_secs(120);
+/// Requests per batch of the egress section (one run, then as many from the host).
+pub const EGRESS_BATCH: usize = 20;
+/// Unmeasured requests per side before the egress section's batches.
+pub const EGRESS_WARMUP: usize = 5;
 
 /// A part of the bench that `--only` can pick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -55,6 +60,9 @@ pub enum Section {
     /// Tools called from code: a task as one tool call per page against one run whose
     /// program calls the tools, and the cost of one call from code (issue 32).
     Tools,
+    /// A small HTTPS request through the runner's proxy next to the same request from the
+    /// host (issue 33).
+    Egress,
     /// Pause and wake on the vm backend under TCG (issue 31); only when named: it builds
     /// an image and boots VMs.
     VmPause,
@@ -62,7 +70,7 @@ pub enum Section {
 
 impl Section {
     /// Every section, in bench order.
-    pub const ALL: [Section; 11] = [
+    pub const ALL: [Section; 12] = [
         Section::ColdStart,
         Section::Paths,
         Section::Sessions,
@@ -73,6 +81,7 @@ impl Section {
         Section::LiveOutput,
         Section::Pause,
         Section::Tools,
+        Section::Egress,
         Section::VmPause,
     ];
 
@@ -114,6 +123,8 @@ pub struct Plan {
     pub vm_pause: vm_pause::Sizes,
     /// Tools called from code.
     pub tools: tools_from_code::Sizes,
+    /// A request through the proxy and from the host.
+    pub egress: egress::Sizes,
     /// The sections measured, in bench order.
     pub sections: Vec<Section>,
 }
@@ -184,6 +195,11 @@ impl Plan {
                 python: args.upstream_python.clone(),
                 script: TRACKER_SCRIPT.into(),
             },
+            egress: egress::Sizes {
+                requests: args.egress_requests as usize,
+                batch: EGRESS_BATCH,
+                warmup: EGRESS_WARMUP,
+            },
             sections,
         };
         if args.smoke {
@@ -213,6 +229,11 @@ impl Plan {
         for rounds in [&mut self.tools.task, &mut self.tools.per_call] {
             (rounds.rounds, rounds.warmup) = (2, 0);
         }
+        self.egress = egress::Sizes {
+            requests: 4,
+            batch: 2,
+            warmup: 0,
+        };
         self
     }
 
@@ -258,6 +279,9 @@ mod tests {
         for rounds in [plan.tools.task, plan.tools.per_call] {
             assert_eq!((rounds.rounds, rounds.warmup), (2, 0));
         }
+        let egress = plan.egress;
+        assert_eq!((egress.requests, egress.batch, egress.warmup), (4, 2, 0));
+        assert!(plan.has(Section::Egress), "in the default set");
         assert_eq!(plan.sections, Section::default_run());
         assert!(plan.has(Section::Tools), "in the default set");
         assert_eq!(plan.sections.len(), Section::ALL.len() - 1);
@@ -323,5 +347,18 @@ mod tests {
         assert_eq!((plan.tools.task.rounds, plan.tools.per_call.rounds), (7, 7));
         assert_eq!(plan.tools.python, PathBuf::from("/opt/py/bin/python"));
         assert!(Args::try_parse_from(["bench", "--tools-rounds", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_egress_section_takes_its_requests_from_the_flag() {
+        let args = Args::parse_from(["bench", "--only", "egress"]);
+        let plan = Plan::from(&args);
+        assert_eq!(plan.sections, [Section::Egress]);
+        let egress = plan.egress;
+        assert_eq!((egress.requests, egress.batch), (100, EGRESS_BATCH));
+        assert_eq!(egress.warmup, EGRESS_WARMUP);
+        let args = Args::parse_from(["bench", "--only", "egress", "--egress-requests", "40"]);
+        assert_eq!(Plan::from(&args).egress.requests, 40);
+        assert!(Args::try_parse_from(["bench", "--egress-requests", "0"]).is_err());
     }
 }

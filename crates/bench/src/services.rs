@@ -110,16 +110,29 @@ impl Service {
             .arg(pool_size.to_string())
             .args(extra)
             .env("SANDBOX_RUNNER_TOKEN", token);
-        let flags = RUNNER_FLAGS.get().cloned().unwrap_or_default();
-        if let Some(templates) = flags.templates.filter(|_| !extra.contains(&"--templates")) {
-            cmd.args(["--templates", if templates { "true" } else { "false" }]);
-        }
-        if let Some(warm) = flags
-            .warm_imports
-            .filter(|_| !extra.contains(&"--warm-imports"))
-        {
-            cmd.args(["--warm-imports", &warm]);
-        }
+        with_bench_flags(&mut cmd, extra);
+        Service::start(cmd, "sandbox-runner listening on ").await
+    }
+
+    /// Starts `sandbox-runner serve` on loopback as [`Service::runner_with`] does, under
+    /// `wrapper` (a program and its arguments, which ends by executing the command line
+    /// it is given after them: a mount namespace of the runner's own), with `env`.
+    pub async fn runner_wrapped(
+        bin: &Path,
+        token: &str,
+        pool_size: usize,
+        wrapper: &[String],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Service> {
+        let (program, args) = wrapper.split_first().context("an empty wrapper")?;
+        let mut cmd = command(Path::new(program));
+        cmd.args(args)
+            .arg(bin)
+            .args(["serve", "--listen", "127.0.0.1:0", "--pool-size"])
+            .arg(pool_size.to_string())
+            .envs(env.iter().copied())
+            .env("SANDBOX_RUNNER_TOKEN", token);
+        with_bench_flags(&mut cmd, &[]);
         Service::start(cmd, "sandbox-runner listening on ").await
     }
 
@@ -214,4 +227,19 @@ fn command(bin: &Path) -> Command {
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("RUST_LOG", "warn");
     cmd
+}
+
+/// The bench's flags for every runner (`--runner-templates`, `--runner-warm-imports`),
+/// each unless `extra` names it.
+fn with_bench_flags(cmd: &mut Command, extra: &[&str]) {
+    let flags = RUNNER_FLAGS.get().cloned().unwrap_or_default();
+    if let Some(templates) = flags.templates.filter(|_| !extra.contains(&"--templates")) {
+        cmd.args(["--templates", if templates { "true" } else { "false" }]);
+    }
+    if let Some(warm) = flags
+        .warm_imports
+        .filter(|_| !extra.contains(&"--warm-imports"))
+    {
+        cmd.args(["--warm-imports", &warm]);
+    }
 }

@@ -5,7 +5,7 @@
 //! is refused by the runner, and the result's code is `egress_not_allowed`, its text
 //! naming that host and the open ones); behind a runner that opens none, the tools are as
 //! before (and an `egress` given anyway is refused, saying no host is open). The proxy
-//! itself is tested in sandbox-runner's tests/egress.rs.
+//! itself is tested in sandbox-runner's tests/egress/.
 //!
 //! Needs the runner binary (built beside these tests, or SANDBOX_RUNNER_BIN) and root.
 

@@ -11,6 +11,11 @@
 //! A runner keeps paused sessions and snapshots in its data folder, which no two runners
 //! may share (the second refuses to start): each service gets one of its own
 //! (`RUNNER_DATA_DIR`, removed with the service) unless its command names one.
+//!
+//! [`https_server`] holds the HTTPS server of the test hosts the egress tests and the
+//! bench make.
+
+pub mod https_server;
 
 use std::io::{self, BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};

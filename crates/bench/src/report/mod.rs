@@ -3,11 +3,12 @@
 //!
 //! This module holds the report, its targets and the tables of the paths (latency,
 //! throughput, memory, cold start); each later section's table is a module of its own
-//! (`sessions`, `first_plot`, `languages`, `cpu`, `live`, `pause`, `tools`; the scale-out section's is
+//! (`sessions`, `first_plot`, `languages`, `cpu`, `live`, `pause`, `tools`, `egress`; the scale-out section's is
 //! `scale_out::markdown`), and `cells` how a figure is written in one.
 
 mod cells;
 mod cpu;
+mod egress;
 mod first_plot;
 mod languages;
 mod live;
@@ -17,6 +18,7 @@ mod tools;
 
 use crate::clients::Via;
 use crate::cpu_cost::CpuFigures;
+use crate::egress::EgressSection;
 use crate::first_plot::FirstPlot;
 use crate::languages::LanguageFigures;
 use crate::live_output::LiveFigures;
@@ -106,6 +108,9 @@ pub struct Report {
     pub pause: Option<PauseFigures>,
     /// Tools called from code, or why the section was skipped (issue 32).
     pub tools: Option<ToolsSection>,
+    /// A request through the proxy next to the host's, or why the section was skipped
+    /// (issue 33).
+    pub egress: Option<EgressSection>,
     /// Pause and wake on the vm backend under TCG (issue 31).
     pub vm_pause: Option<VmPauseFigures>,
     /// The targets of issue 5.
@@ -251,6 +256,9 @@ impl Report {
         }
         if let Some(section) = &self.tools {
             tools::markdown(section, &mut md);
+        }
+        if let Some(section) = &self.egress {
+            egress::markdown(section, &mut md);
         }
         if let Some(figures) = &self.vm_pause {
             pause::vm_markdown(figures, &mut md);

@@ -20,7 +20,7 @@ mod task;
 mod upstream;
 
 pub use per_call::PerCallFigures;
-pub use rounds::Rounds;
+pub use rounds::{Quiet, Rounds};
 pub use task::{TaskFigures, Way};
 pub use upstream::TRACKER_SCRIPT;
 
@@ -30,7 +30,6 @@ use anyhow::{bail, ensure, Context};
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::Peer;
 use rmcp::RoleClient;
-use rounds::Quiet;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
