@@ -17,12 +17,17 @@ pub trait Dial: Send + Sync + std::fmt::Debug {
     fn dial(&self, address: SocketAddr) -> Dialing<'_>;
 }
 
-/// Connects on the host's network.
+/// Connects on the host's network, with Nagle's algorithm off (the proxy relays what it
+/// reads as it reads it: a small write must not wait for the last one's ACK).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TcpDialer;
 
 impl Dial for TcpDialer {
     fn dial(&self, address: SocketAddr) -> Dialing<'_> {
-        Box::pin(TcpStream::connect(address))
+        Box::pin(async move {
+            let stream = TcpStream::connect(address).await?;
+            stream.set_nodelay(true)?;
+            Ok(stream)
+        })
     }
 }

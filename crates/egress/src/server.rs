@@ -167,6 +167,8 @@ async fn accept_loop<C: Client>(
         tokio::select! {
             next = source.next(), if open => match next {
                 Next::Tcp(Ok(stream)) if connections.len() < most => {
+                    // As the dialer's: relayed writes go out at once.
+                    let _ = stream.set_nodelay(true);
                     connections.spawn(connection::serve(proxy.clone(), sandbox.clone(), stream));
                 }
                 Next::Stream(stream) if connections.len() < most => {

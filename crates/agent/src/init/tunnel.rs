@@ -255,7 +255,8 @@ impl Tunnel {
             if self.quiesced || self.conns.len() >= MAX_CONNECTIONS {
                 continue; // dropped: closed at once
             }
-            if stream.set_nonblocking(true).is_err() {
+            // Relayed bytes go out as they come (no wait for an ACK on loopback).
+            if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
                 continue;
             }
             let id = self.next_id;
