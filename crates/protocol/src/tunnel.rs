@@ -181,29 +181,35 @@ fn invalid(e: TunnelError) -> io::Error {
 }
 
 /// Splits bytes read from the stream into frames, keeping an incomplete one for the
-/// next bytes (for a reader that cannot block, as the guest's).
+/// next bytes (for a reader that cannot block, as the guest's). Frames are taken from a
+/// read offset; the bytes before it are dropped once per push, not once per frame.
 #[derive(Debug, Default)]
 pub struct Decoder {
     pending: Vec<u8>,
+    /// Where the next frame begins in `pending`.
+    start: usize,
 }
 
 impl Decoder {
     /// Adds bytes read from the stream.
     pub fn push(&mut self, bytes: &[u8]) {
+        self.pending.drain(..self.start);
+        self.start = 0;
         self.pending.extend_from_slice(bytes);
     }
 
     /// The next whole frame, if the bytes so far hold one.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, TunnelError> {
-        let Some(header) = self.pending.first_chunk::<HEADER>() else {
+        let rest = &self.pending[self.start..];
+        let Some(header) = rest.first_chunk::<HEADER>() else {
             return Ok(None);
         };
         let (kind, id, len) = Frame::parse_header(header)?;
-        if self.pending.len() < HEADER + len {
+        let Some(payload) = rest.get(HEADER..HEADER + len) else {
             return Ok(None);
-        }
-        let payload = self.pending[HEADER..HEADER + len].to_vec();
-        self.pending.drain(..HEADER + len);
+        };
+        let payload = payload.to_vec();
+        self.start += HEADER + len;
         Frame::from_parts(kind, id, payload).map(Some)
     }
 }
