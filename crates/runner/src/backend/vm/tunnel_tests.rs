@@ -114,6 +114,11 @@ async fn a_guest_that_breaks_the_protocol_loses_its_tunnel() {
     for broken in [
         vec![Frame::Open(1).encode(), Frame::Open(1).encode()],
         vec![Frame::Quiesce.encode()],
+        // Credit for more than the runner could have sent.
+        vec![
+            Frame::Open(1).encode(),
+            Frame::Credit(1, WINDOW as u32 + 1).encode(),
+        ],
         vec![Frame::Credit(7, 1).encode(), header],
     ] {
         let (_tunnel, mut guest) = tunnel();
