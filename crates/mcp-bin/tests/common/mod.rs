@@ -87,6 +87,7 @@ pub fn mcp_command(env: &[(&str, &str)], token: &str) -> Command {
         "SANDBOX_HANDLE_KEY",
         "FEATURE_SANDBOX_EXEC",
         "MCP_ALLOWED_ORIGINS",
+        "MCP_LANGUAGE_TOOLS",
     ] {
         command.env_remove(var);
     }
