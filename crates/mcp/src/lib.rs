@@ -1,7 +1,9 @@
 //! sandbox-mcp: the MCP server that gives agents sandboxed code execution.
 //!
-//! It offers a `run_<language>` tool per language its runner offers (`run_bash`,
-//! `run_python`, `run_node`, `run_c`, ...) over MCP's Streamable HTTP transport
+//! It offers `run_code`, which runs a program of any language its runner offers
+//! ([`run_code`]), and a `run_<language>` tool for each of those the operator lists
+//! ([`language_tools`]; by default `run_bash`, `run_python`, `run_node`, `run_c`, ...)
+//! over MCP's Streamable HTTP transport
 //! ([`serve`]) and over stdio ([`serve_stdio`]), and runs each call in a fresh sandbox by
 //! calling a sandbox runner's `POST /run` ([`runner_client`]); sandboxes that live
 //! across calls ([`sandbox_tools`]): runner sessions behind an opaque, authenticated

@@ -1,5 +1,6 @@
-//! The run tools, one per language the runner offers (`run_bash`, `run_python`,
-//! `run_c`, ...): their definitions (schemas, descriptions, annotations), written from
+//! The run tools, one per language the runner offers among those the operator lists
+//! ([`crate::language_tools`]; `run_bash`, `run_python`, `run_c`, ...; `run_code`, for
+//! all of them, is [`crate::run_code`]'s): their definitions (schemas, descriptions, annotations), written from
 //! the runner's language table, and the parsing of a call's arguments; which tool a
 //! name stands for ([`ToolKind`]). The sandbox tools are in [`crate::sandbox_tools`], those
 //! that pause, snapshot and fork sandboxes in [`crate::snapshot_tools`], the process tools
