@@ -8,21 +8,9 @@
 mod common;
 
 use common::{
-    call_err, call_ok, connect, start_mcp, start_mcp_logging_to, start_runner, tool, Server,
+    call_err, call_ok, connect, run_tools, start_mcp, start_mcp_logging_to, start_runner, tool,
 };
 use serde_json::json;
-
-/// The names of the run tools `server` lists.
-async fn run_tools(server: &Server) -> Vec<String> {
-    let client = connect(server, &server.token).await.expect("initialize");
-    let tools = client.list_all_tools().await.expect("tools/list");
-    let _ = client.cancel().await;
-    tools
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .filter(|n| n.starts_with("run_"))
-        .collect()
-}
 
 #[tokio::test]
 async fn by_default_the_eight_keep_their_tools_and_run_code_runs_every_language() {

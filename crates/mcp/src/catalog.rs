@@ -296,19 +296,9 @@ mod tests {
 
     /// A runner that offers the eight built-in languages and `extra` ones.
     fn offer_with(extra: &[&str]) -> Offer {
-        let names = [
-            "bash",
-            "python",
-            "node",
-            "typescript",
-            "c",
-            "cpp",
-            "go",
-            "java",
-        ];
-        let languages = names
-            .iter()
-            .chain(extra)
+        let languages = crate::language_tools::DEFAULT
+            .split(',')
+            .chain(extra.iter().copied())
             .map(|name| LanguageInfo {
                 name: Lang::new(name).expect("a name"),
                 version: format!("{name} 1.2.3"),
@@ -331,19 +321,11 @@ mod tests {
     fn the_operators_list_says_which_languages_have_a_tool_and_run_code_runs_all() {
         let offer = offer_with(&["ruby", "rust"]);
         let catalog = Catalog::of(offer.clone(), &ToolChoice::default());
+        let eight = crate::language_tools::DEFAULT.split(',');
+        let expected: Vec<_> = eight.map(|n| format!("run_{n}")).collect();
         assert_eq!(
             run_tools(&catalog),
-            [
-                "run_bash",
-                "run_python",
-                "run_node",
-                "run_typescript",
-                "run_c",
-                "run_cpp",
-                "run_go",
-                "run_java",
-                "run_code"
-            ],
+            [&expected[..], &["run_code".to_owned()]].concat(),
             "the eight by default, the others through run_code"
         );
         let any = catalog.tools().iter().find(|t| t.name == run_code::NAME);

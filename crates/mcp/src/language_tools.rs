@@ -7,17 +7,9 @@
 use sandbox_protocol::language::LanguageInfo;
 use sandbox_protocol::{BadLangName, Lang};
 
-/// The languages with a tool of their own when the operator names none.
-pub const DEFAULT: [&str; 8] = [
-    "bash",
-    "python",
-    "node",
-    "typescript",
-    "c",
-    "cpp",
-    "go",
-    "java",
-];
+/// The languages with a tool of their own when the operator names none, as
+/// `MCP_LANGUAGE_TOOLS` writes them.
+pub const DEFAULT: &str = "bash,python,node,typescript,c,cpp,go,java";
 
 /// The languages that get a `run_<name>` tool, as the operator listed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +18,8 @@ pub struct LanguageTools(Vec<Lang>);
 impl Default for LanguageTools {
     /// [`DEFAULT`].
     fn default() -> Self {
-        Self::parse(&DEFAULT).expect("the default names are well formed")
+        let names: Vec<&str> = DEFAULT.split(',').collect();
+        Self::parse(&names).expect("the default names are well formed")
     }
 }
 
@@ -79,7 +72,7 @@ mod tests {
         let none = LanguageTools::parse::<&str>(&[]).expect("an empty list");
         assert!(!none.includes(&Lang::BASH));
         let default = LanguageTools::default();
-        for name in DEFAULT {
+        for name in DEFAULT.split(',') {
             assert!(default.includes(&Lang::new(name).unwrap()), "{name}");
         }
     }

@@ -5,15 +5,14 @@
 //! on one line. Which languages also have a tool of their own is
 //! [`crate::language_tools`]'s business.
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, Tool};
 use sandbox_protocol::api::Limits;
 use sandbox_protocol::language::LanguageInfo;
 use sandbox_protocol::Lang;
 use serde_json::{json, Value};
 
 use crate::args_error::ArgsError;
-use crate::result_schema;
-use crate::schema::object;
+use crate::run_schema;
 use crate::wording::{bytes, sandbox_resources};
 
 /// The tool's name.
@@ -91,33 +90,15 @@ fn description(languages: &[LanguageInfo], limits: &Limits, default_timeout_ms: 
 }
 
 fn input_schema(limits: &Limits, default_timeout_ms: u64) -> std::sync::Arc<JsonObject> {
-    object(json!({
-        "type": "object",
-        "properties": {
-            "language": {
-                "type": "string",
-                "description": "The language's name as the description lists it, such as \"python\".",
-            },
-            "code": {
-                "type": "string",
-                "description": "The complete source of the program.",
-            },
-            "timeoutMs": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": limits.max_timeout_ms,
-                "description": format!(
-                    "Wall-clock limit in milliseconds (default {default_timeout_ms})."
-                ),
-            },
-            "sandboxId": {
-                "type": "string",
-                "description": "The sandboxId create_sandbox returned, to run in that sandbox \
-                    (files kept between calls). Omit it for a fresh one-shot sandbox.",
-            },
+    let own = json!({
+        "language": {
+            "type": "string",
+            "description": "The language's name as the description lists it, such as \"python\".",
         },
-        "required": ["language", "code"],
-    }))
+        "code": {"type": "string", "description": "The complete source of the program."},
+    });
+    let own = own.as_object().cloned().unwrap_or_default();
+    run_schema::input_schema(own, &["language", "code"], limits, default_timeout_ms)
 }
 
 /// The definition of `run_code` for `languages` (none: no tool), on a runner with
@@ -130,21 +111,13 @@ pub fn definition(
     if languages.is_empty() {
         return None;
     }
-    let title = "Run code";
-    let annotations = ToolAnnotations::with_title(title)
-        .read_only(false)
-        .destructive(false)
-        .idempotent(false)
-        .open_world(false);
-    let mut tool = Tool::new(
-        NAME,
+    Some(run_schema::run_tool(
+        NAME.into(),
+        "Run code".into(),
         description(languages, limits, default_timeout_ms),
         input_schema(limits, default_timeout_ms),
-    );
-    tool.title = Some(title.into());
-    tool.output_schema = Some(result_schema::output_schema(limits));
-    tool.annotations = Some(annotations);
-    Some(tool)
+        limits,
+    ))
 }
 
 /// The language a call of `run_code` names, among the `offered` ones.
@@ -178,14 +151,8 @@ pub fn language(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::args;
     use sandbox_protocol::language;
-
-    fn args(value: Value) -> JsonObject {
-        match value {
-            Value::Object(map) => map,
-            _ => panic!("not an object"),
-        }
-    }
 
     #[test]
     fn versions_are_cut_to_their_number() {

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, Tool};
 use sandbox_protocol::api::{Limits, Packages};
 use sandbox_protocol::language::LanguageInfo;
 use sandbox_protocol::Lang;
@@ -17,10 +17,9 @@ use serde_json::{json, Value};
 pub use crate::args_error::ArgsError;
 use crate::installed;
 use crate::process_tools::ProcessTool;
-use crate::result_schema;
 use crate::run_code;
+use crate::run_schema;
 use crate::sandbox_tools::SandboxTool;
-use crate::schema::object;
 use crate::snapshot_tools::SnapshotTool;
 use crate::wording::{bytes, sandbox_resources};
 
@@ -103,7 +102,9 @@ fn a_program(info: &LanguageInfo) -> String {
 fn how_it_runs(info: &LanguageInfo) -> String {
     let run = match &info.compile {
         Some(compile) => format!(
-            "it is saved as {file} and compiled with `{compile}` (a compile error comes back              as the compiler's output with compileError true, and nothing runs), then run              as `{run}`",
+            "it is saved as {file} and compiled with `{compile}` (a compile error comes back \
+             as the compiler's output with compileError true, and nothing runs), then run \
+             as `{run}`",
             file = info.file,
             run = info.run,
         ),
@@ -168,29 +169,14 @@ fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) ->
 
 fn input_schema(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> Arc<JsonObject> {
     let program = a_program(info);
-    object(json!({
-        "type": "object",
-        "properties": {
-            "code": {
-                "type": "string",
-                "description": format!("The complete source of {program}."),
-            },
-            "timeoutMs": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": limits.max_timeout_ms,
-                "description": format!(
-                    "Wall-clock limit in milliseconds (default {default_timeout_ms})."
-                ),
-            },
-            "sandboxId": {
-                "type": "string",
-                "description": "The sandboxId create_sandbox returned, to run in that sandbox \
-                    (files and variables kept between calls). Omit it for a fresh one-shot sandbox.",
-            },
+    let code = json!({
+        "code": {
+            "type": "string",
+            "description": format!("The complete source of {program}."),
         },
-        "required": ["code"],
-    }))
+    });
+    let code = code.as_object().cloned().unwrap_or_default();
+    run_schema::input_schema(code, &["code"], limits, default_timeout_ms)
 }
 
 /// The definition of one language's tool as `tools/list` shows it, for a runner with
@@ -201,22 +187,14 @@ pub fn definition(
     packages: &Packages,
     default_timeout_ms: u64,
 ) -> Tool {
-    let title = format!("Run {}", display_name(&info.name));
-    let annotations = ToolAnnotations::with_title(&title)
-        .read_only(false)
-        .destructive(false)
-        .idempotent(false)
-        .open_world(false);
-    let mut tool = Tool::new(
+    run_schema::run_tool(
         tool_name(&info.name),
+        format!("Run {}", display_name(&info.name)),
         description(info, limits, default_timeout_ms)
             + &installed::describe(&info.name, packages, limits.network),
         input_schema(info, limits, default_timeout_ms),
-    );
-    tool.title = Some(title);
-    tool.output_schema = Some(result_schema::output_schema(limits));
-    tool.annotations = Some(annotations);
-    tool
+        limits,
+    )
 }
 
 /// The validated arguments of one call.

@@ -175,6 +175,18 @@ pub async fn connect_to(
         .await
 }
 
+/// The names of the run tools the server lists now.
+pub async fn run_tools(server: &Server) -> Vec<String> {
+    let client = connect(server, &server.token).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let _ = client.cancel().await;
+    tools
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .filter(|n| n.starts_with("run_"))
+        .collect()
+}
+
 /// `tools/call` with `{code, timeoutMs?}`.
 pub fn call(name: &'static str, code: &str, timeout_ms: Option<u64>) -> CallToolRequestParams {
     let mut arguments = JsonObject::new();

@@ -291,7 +291,7 @@ pub struct ToolArgs {
         long,
         env = "MCP_LANGUAGE_TOOLS",
         value_delimiter = ',',
-        default_value = "bash,python,node,typescript,c,cpp,go,java"
+        default_value = crate::language_tools::DEFAULT
     )]
     pub language_tools: Vec<String>,
 }

@@ -1,11 +1,12 @@
-//! The schema of a run's result (`structuredContent`), the same for every run tool and
-//! `run_code`.
+//! What every run tool (`run_<language>` and `run_code`) shares: the arguments beside the
+//! program (`timeoutMs`, `sandboxId`), the schema of a run's result (`structuredContent`),
+//! and the definition's frame (title, annotations).
 
 use std::sync::Arc;
 
-use rmcp::model::JsonObject;
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use sandbox_protocol::api::Limits;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::schema::{error_schema, nullable, object};
 use crate::wording::bytes;
@@ -70,4 +71,65 @@ pub fn output_schema(limits: &Limits) -> Arc<JsonObject> {
             "outputs", "outputsTruncated", "error",
         ],
     }))
+}
+
+/// `timeoutMs` and `sandboxId`, as the input schema's properties.
+pub fn run_properties(limits: &Limits, default_timeout_ms: u64) -> JsonObject {
+    let properties = json!({
+        "timeoutMs": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": limits.max_timeout_ms,
+            "description": format!(
+                "Wall-clock limit in milliseconds (default {default_timeout_ms})."
+            ),
+        },
+        "sandboxId": {
+            "type": "string",
+            "description": "The sandboxId create_sandbox returned, to run in that sandbox \
+                (files and variables kept between calls). Omit it for a fresh one-shot sandbox.",
+        },
+    });
+    match properties {
+        Value::Object(properties) => properties,
+        _ => JsonObject::new(),
+    }
+}
+
+/// An input schema: the program's own `properties` (the code, for `run_code` the
+/// language too), then [`run_properties`]; `required` as given.
+pub fn input_schema(
+    mut properties: JsonObject,
+    required: &[&str],
+    limits: &Limits,
+    default_timeout_ms: u64,
+) -> Arc<JsonObject> {
+    properties.extend(run_properties(limits, default_timeout_ms));
+    object(json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    }))
+}
+
+/// A run tool called `name`, titled `title`: the result's schema and the annotations of
+/// every run tool (it changes the sandbox's files, destroys nothing outside it, is not
+/// idempotent and reaches no world beyond the sandbox).
+pub fn run_tool(
+    name: String,
+    title: String,
+    description: String,
+    input: Arc<JsonObject>,
+    limits: &Limits,
+) -> Tool {
+    let annotations = ToolAnnotations::with_title(&title)
+        .read_only(false)
+        .destructive(false)
+        .idempotent(false)
+        .open_world(false);
+    let mut tool = Tool::new(name, description, input);
+    tool.title = Some(title);
+    tool.output_schema = Some(output_schema(limits));
+    tool.annotations = Some(annotations);
+    tool
 }
