@@ -188,6 +188,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn the_tools_say_the_runners_limits() {
@@ -350,7 +351,23 @@ mod tests {
             language_tools: LanguageTools::parse::<&str>(&[]).unwrap(),
             ..ToolChoice::default()
         };
-        let catalog = Catalog::of(offer, &choice);
+        let catalog = Catalog::of(offer.clone(), &choice);
         assert_eq!(run_tools(&catalog), ["run_code"]);
+
+        // Where the runner opens hosts, run_code takes `egress` as the run tools do.
+        let open = Offer {
+            limits: Limits {
+                network_hosts: vec!["pypi.org".into()],
+                ..Limits::default()
+            },
+            ..offer
+        };
+        let catalog = Catalog::of(open, &ToolChoice::default());
+        for name in ["run_python", run_code::NAME] {
+            let tool = catalog.tools().iter().find(|t| t.name == name);
+            let schema = tool.map(|t| Value::Object((*t.input_schema).clone()));
+            let schema = schema.unwrap_or_default();
+            assert_eq!(schema["properties"]["egress"]["type"], "array", "{name}");
+        }
     }
 }
