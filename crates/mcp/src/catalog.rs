@@ -95,6 +95,8 @@ impl Catalog {
             let own = languages
                 .iter()
                 .filter(|info| choice.language_tools.includes(&info.name))
+                // A language called `code` runs through run_code alone.
+                .filter(|info| tools::tool_name(&info.name) != run_code::NAME)
                 .map(|info| tools::definition(info, &limits, &packages, default_timeout_ms));
             let any = run_code::definition(&languages, &limits, default_timeout_ms);
             let run = own.chain(any).map(|mut tool| {
@@ -353,6 +355,17 @@ mod tests {
         };
         let catalog = Catalog::of(offer.clone(), &choice);
         assert_eq!(run_tools(&catalog), ["run_code"]);
+
+        let choice = ToolChoice {
+            language_tools: LanguageTools::parse(&["code", "bash"]).unwrap(),
+            ..ToolChoice::default()
+        };
+        let catalog = Catalog::of(offer_with(&["code"]), &choice);
+        assert_eq!(
+            run_tools(&catalog),
+            ["run_bash", "run_code"],
+            "one run_code"
+        );
 
         // Where the runner opens hosts, run_code takes `egress` as the run tools do.
         let open = Offer {
