@@ -75,11 +75,11 @@ async fn the_tools_describe_the_runners_own_limits() {
     ]);
     let client = connect(&server, &server.token).await.expect("initialize");
     let tools = client.list_all_tools().await.expect("tools/list");
-    // A run tool per built-in language, the five sandbox tools, the three that pause,
-    // snapshot and fork sandboxes, and the five process tools.
+    // A run tool per built-in language, run_code, the five sandbox tools, the three that
+    // pause, snapshot and fork sandboxes, and the five process tools.
     assert_eq!(
         tools.len(),
-        8 + 5 + 3 + 5,
+        8 + 1 + 5 + 3 + 5,
         "{:?}",
         tools.iter().map(|t| &t.name).collect::<Vec<_>>()
     );

@@ -34,6 +34,7 @@ async fn lists_the_tools_and_explains_the_missing_runner() {
             "pause_sandbox",
             "process_output",
             "run_bash",
+            "run_code",
             "run_node",
             "run_python",
             "snapshot_sandbox",
@@ -197,8 +198,8 @@ async fn empty_variables_take_their_defaults() {
     let tools = client.list_all_tools().await.expect("tools/list");
     assert_eq!(
         tools.len(),
-        16,
-        "3 run tools, 5 sandbox tools, 3 to pause, snapshot and fork, 5 process tools"
+        17,
+        "3 run tools and run_code, 5 sandbox tools, 3 to pause, snapshot and fork, 5 process tools"
     );
     let description = tools[0].description.as_deref().unwrap_or_default();
     assert!(description.contains("default 15000 ms"), "{description}");

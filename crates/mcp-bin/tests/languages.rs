@@ -9,7 +9,7 @@ use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{connect, runner_bin, start_mcp, Server};
+use common::{run_tools, runner_bin, start_mcp, Server};
 use test_support::Service;
 
 /// Longer than sandbox-mcp's refresh of the runner's offer (10 s).
@@ -29,18 +29,6 @@ fn runner_on(port: u16, token: &str, languages: &std::path::Path) -> Service {
         Duration::from_secs(30),
     )
     .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The names of the run tools the server lists now.
-async fn run_tools(server: &Server) -> Vec<String> {
-    let client = connect(server, &server.token).await.expect("initialize");
-    let tools = client.list_all_tools().await.expect("tools/list");
-    let _ = client.cancel().await;
-    tools
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .filter(|n| n.starts_with("run_"))
-        .collect()
 }
 
 /// Waits until the listed run tools satisfy `wanted`.

@@ -19,8 +19,8 @@ async fn stdio_serves_the_tools_without_a_token() {
     let tools = client.list_all_tools().await.expect("tools/list");
     assert_eq!(
         tools.len(),
-        16,
-        "3 run tools, 5 sandbox tools, 3 to pause, snapshot and fork, 5 process tools"
+        17,
+        "3 run tools and run_code, 5 sandbox tools, 3 to pause, snapshot and fork, 5 process tools"
     );
     let result = client
         .call_tool(common::call("run_node", "console.log(1)", None))

@@ -1,6 +1,7 @@
 //! The tools as this server offers them now: written from the limits its runner
-//! publishes in `GET /health` (memory, CPU, timeouts, output cap), so that what a model
-//! is told is what the runner enforces. The runner owns every number; this server asks
+//! publishes in `GET /health` (memory, CPU, timeouts, output cap, languages), so that
+//! what a model is told is what the runner enforces: a `run_<name>` tool for each offered
+//! language the operator's list names ([`LanguageTools`]), and `run_code` for all of them. The runner owns every number; this server asks
 //! at start and again every [`REFRESH`], and rewrites the tools when one changes. Until
 //! a runner answers (or with none configured) the runner's defaults stand.
 
@@ -11,12 +12,13 @@ use sandbox_protocol::api::{Limits, Packages};
 use sandbox_protocol::language::{self, LanguageInfo};
 use sandbox_protocol::Lang;
 
+use crate::language_tools::LanguageTools;
 use crate::process_tools::ProcessTool;
 use crate::sandbox_call::SandboxCall;
 use crate::sandbox_tools::SandboxTool;
 use crate::snapshot_tools::SnapshotTool;
 use crate::tools;
-use crate::{code_tools, egress_args, search_tool};
+use crate::{code_tools, egress_args, run_code, search_tool};
 
 /// How often the runner's limits are asked for again.
 pub const REFRESH: Duration = Duration::from_secs(10);
@@ -32,6 +34,29 @@ pub struct Offer {
     pub languages: Vec<LanguageInfo>,
 }
 
+/// How this server writes its tools, whatever the runner offers.
+#[derive(Debug, Clone)]
+pub struct ToolChoice {
+    /// This server's own default for calls that give no timeout (`SANDBOX_TIMEOUT_MS`),
+    /// the runner's when `None`.
+    pub default_timeout: Option<Duration>,
+    /// Whether there are tools at all (`FEATURE_SANDBOX_EXEC`): none when turned off.
+    pub exec_enabled: bool,
+    /// The languages with a `run_<name>` tool of their own (`MCP_LANGUAGE_TOOLS`).
+    pub language_tools: LanguageTools,
+}
+
+impl Default for ToolChoice {
+    /// The runner's default timeout, tools on, the default languages with a tool.
+    fn default() -> Self {
+        ToolChoice {
+            default_timeout: None,
+            exec_enabled: true,
+            language_tools: LanguageTools::default(),
+        }
+    }
+}
+
 /// The limits in force and the tools written from them.
 #[derive(Debug, Clone)]
 pub struct Catalog {
@@ -44,33 +69,37 @@ pub struct Catalog {
 
 impl Catalog {
     /// The tools for `limits`, for the languages every runner offers (bash, python,
-    /// node); `default_timeout` is this server's own default for calls that give none
-    /// (`SANDBOX_TIMEOUT_MS`), the runner's when `None`. No tools at all when execution
-    /// is turned off.
-    pub fn new(limits: Limits, default_timeout: Option<Duration>, exec_enabled: bool) -> Self {
+    /// node), written as `choice` says.
+    pub fn new(limits: Limits, choice: &ToolChoice) -> Self {
         let runner = Offer {
             limits,
             packages: Packages::default(),
             languages: language::classic(),
         };
-        Self::of(runner, default_timeout, exec_enabled)
+        Self::of(runner, choice)
     }
 
-    /// As [`new`](Self::new), for what a runner offers: a run tool per language, naming
-    /// what programs can import.
-    pub fn of(runner: Offer, default_timeout: Option<Duration>, exec_enabled: bool) -> Self {
+    /// As [`new`](Self::new), for what a runner offers: a run tool for each language
+    /// `choice` lists (naming what programs can import) and `run_code` for all.
+    pub fn of(runner: Offer, choice: &ToolChoice) -> Self {
         let Offer {
             limits,
             packages,
             languages,
         } = runner;
-        let default_timeout_ms = match default_timeout {
+        let default_timeout_ms = match choice.default_timeout {
             Some(own) => (own.as_millis() as u64).min(limits.max_timeout_ms),
             None => limits.default_timeout_ms,
         };
-        let tools = if exec_enabled {
-            let run = languages.iter().map(|info| {
-                let mut tool = tools::definition(info, &limits, &packages, default_timeout_ms);
+        let tools = if choice.exec_enabled {
+            let own = languages
+                .iter()
+                .filter(|info| choice.language_tools.includes(&info.name))
+                // A language called `code` runs through run_code alone.
+                .filter(|info| tools::tool_name(&info.name) != run_code::NAME)
+                .map(|info| tools::definition(info, &limits, &packages, default_timeout_ms));
+            let any = run_code::definition(&languages, &limits, default_timeout_ms);
+            let run = own.chain(any).map(|mut tool| {
                 egress_args::extend(&mut tool, &limits);
                 tool
             });
@@ -161,6 +190,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn the_tools_say_the_runners_limits() {
@@ -172,7 +202,7 @@ mod tests {
             cpus: 2.0,
             ..Limits::default()
         };
-        let catalog = Catalog::new(limits, None, true);
+        let catalog = Catalog::new(limits, &ToolChoice::default());
         assert_eq!(catalog.default_timeout_ms(), 9_000);
         let names: Vec<_> = catalog.tools().iter().map(|t| t.name.to_string()).collect();
         assert_eq!(
@@ -181,6 +211,7 @@ mod tests {
                 "run_bash",
                 "run_python",
                 "run_node",
+                "run_code",
                 "create_sandbox",
                 "upload_file",
                 "download_file",
@@ -225,7 +256,7 @@ mod tests {
             packages: Packages::default(),
             languages: vec![compiled.clone()],
         };
-        let catalog = Catalog::of(offer, None, true);
+        let catalog = Catalog::of(offer, &ToolChoice::default());
         let c = catalog.run_time(&compiled.name, 5_000);
         assert_eq!(c, Duration::from_secs(35), "the compile timeout counts");
         assert_eq!(catalog.run_time(&Lang::BASH, 5_000), Duration::from_secs(5));
@@ -250,13 +281,106 @@ mod tests {
 
     #[test]
     fn the_servers_own_default_stays_within_the_runners_maximum() {
-        let own = Some(Duration::from_millis(500_000));
-        let catalog = Catalog::new(Limits::default(), own, true);
+        let choice = |default_timeout, exec_enabled| ToolChoice {
+            default_timeout,
+            exec_enabled,
+            ..ToolChoice::default()
+        };
+        let own = choice(Some(Duration::from_millis(500_000)), true);
+        let catalog = Catalog::new(Limits::default(), &own);
         assert_eq!(catalog.default_timeout_ms(), 300_000);
-        let catalog = Catalog::new(Limits::default(), Some(Duration::from_millis(2_000)), true);
+        let own = choice(Some(Duration::from_millis(2_000)), true);
+        let catalog = Catalog::new(Limits::default(), &own);
         assert_eq!(catalog.default_timeout_ms(), 2_000);
-        assert!(Catalog::new(Limits::default(), None, false)
+        assert!(Catalog::new(Limits::default(), &choice(None, false))
             .tools()
             .is_empty());
+    }
+
+    /// A runner that offers the eight built-in languages and `extra` ones.
+    fn offer_with(extra: &[&str]) -> Offer {
+        let languages = crate::language_tools::DEFAULT
+            .split(',')
+            .chain(extra.iter().copied())
+            .map(|name| LanguageInfo {
+                name: Lang::new(name).expect("a name"),
+                version: format!("{name} 1.2.3"),
+                ..language::classic().remove(0)
+            })
+            .collect();
+        Offer {
+            limits: Limits::default(),
+            packages: Packages::default(),
+            languages,
+        }
+    }
+
+    fn run_tools(catalog: &Catalog) -> Vec<String> {
+        let names = catalog.tools().iter().map(|t| t.name.to_string());
+        names.filter(|n| n.starts_with("run_")).collect()
+    }
+
+    #[test]
+    fn the_operators_list_says_which_languages_have_a_tool_and_run_code_runs_all() {
+        let offer = offer_with(&["ruby", "rust"]);
+        let catalog = Catalog::of(offer.clone(), &ToolChoice::default());
+        let eight = crate::language_tools::DEFAULT.split(',');
+        let expected: Vec<_> = eight.map(|n| format!("run_{n}")).collect();
+        assert_eq!(
+            run_tools(&catalog),
+            [&expected[..], &["run_code".to_owned()]].concat(),
+            "the eight by default, the others through run_code"
+        );
+        let any = catalog.tools().iter().find(|t| t.name == run_code::NAME);
+        let text = any.and_then(|t| t.description.clone()).unwrap_or_default();
+        assert!(text.contains("ruby 1.2.3, rust 1.2.3."), "{text}");
+        assert_eq!(catalog.languages().len(), 10, "every language runs");
+
+        let choice = ToolChoice {
+            language_tools: LanguageTools::parse(&["rust", "python", "klingon"]).unwrap(),
+            ..ToolChoice::default()
+        };
+        let catalog = Catalog::of(offer.clone(), &choice);
+        assert_eq!(
+            run_tools(&catalog),
+            ["run_python", "run_rust", "run_code"],
+            "in the runner's order; a name it does not offer gets none"
+        );
+        let kind = |name: &str| tools::ToolKind::of(name, catalog.languages());
+        assert_eq!(kind("run_code"), Some(tools::ToolKind::RunCode));
+
+        let choice = ToolChoice {
+            language_tools: LanguageTools::parse::<&str>(&[]).unwrap(),
+            ..ToolChoice::default()
+        };
+        let catalog = Catalog::of(offer.clone(), &choice);
+        assert_eq!(run_tools(&catalog), ["run_code"]);
+
+        let choice = ToolChoice {
+            language_tools: LanguageTools::parse(&["code", "bash"]).unwrap(),
+            ..ToolChoice::default()
+        };
+        let catalog = Catalog::of(offer_with(&["code"]), &choice);
+        assert_eq!(
+            run_tools(&catalog),
+            ["run_bash", "run_code"],
+            "one run_code"
+        );
+
+        // Where the runner opens hosts, run_code takes `egress` as the run tools do.
+        let open = Offer {
+            limits: Limits {
+                network_hosts: vec!["pypi.org".into()],
+                ..Limits::default()
+            },
+            ..offer
+        };
+        let catalog = Catalog::of(open, &ToolChoice::default());
+        for name in ["run_python", run_code::NAME] {
+            let tool = catalog.tools().iter().find(|t| t.name == name);
+            let schema = tool.map(|t| Value::Object((*t.input_schema).clone()));
+            let schema = schema.unwrap_or_default();
+            assert_eq!(schema["properties"]["egress"]["type"], "array", "{name}");
+        }
     }
 }

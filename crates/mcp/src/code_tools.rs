@@ -6,6 +6,8 @@
 use rmcp::model::Tool;
 use serde_json::{json, Value};
 
+use crate::run_code;
+
 /// The languages whose programs get a `tools` module.
 pub const LANGUAGES: [&str; 3] = ["python", "typescript", "node"];
 
@@ -55,15 +57,28 @@ pub fn paragraph(lang: &str, servers: &[String]) -> Option<String> {
     ))
 }
 
+/// What `run_code`'s description gains for configured `servers`.
+fn run_code_sentence(servers: &[String]) -> String {
+    format!(
+        " Python, TypeScript and Node.js programs can call the operator's tools (servers: \
+         {}) through a `tools` module; search_tools shows their signatures.",
+        servers.join(", ")
+    )
+}
+
 /// Rewrites the run tools of `tools` for configured `servers`: the description of each
-/// language's run tool that gets a `tools` module gains [`paragraph`], and every run
-/// tool's output schema gains `toolCalls`.
+/// language's run tool that gets a `tools` module gains [`paragraph`], `run_code`'s a
+/// sentence, and every run tool's output schema gains `toolCalls`.
 pub fn describe(tools: &mut [Tool], servers: &[String]) {
     for tool in tools.iter_mut() {
         let Some(lang) = tool.name.strip_prefix("run_") else {
             continue;
         };
-        if let Some(paragraph) = paragraph(lang, servers) {
+        let added = match tool.name == run_code::NAME {
+            true => Some(run_code_sentence(servers)),
+            false => paragraph(lang, servers),
+        };
+        if let Some(paragraph) = added {
             let mut description = tool.description.as_deref().unwrap_or_default().to_owned();
             description.push_str(&paragraph);
             tool.description = Some(description.into());
@@ -99,7 +114,7 @@ fn tool_calls_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
+    use crate::catalog::{Catalog, ToolChoice};
     use sandbox_protocol::api::Limits;
 
     #[test]
@@ -129,7 +144,7 @@ mod tests {
 
     #[test]
     fn run_tools_gain_the_paragraph_and_tool_calls() {
-        let catalog = Catalog::new(Limits::default(), None, true);
+        let catalog = Catalog::new(Limits::default(), &ToolChoice::default());
         let mut tools = catalog.tools().to_vec();
         describe(&mut tools, &["tracker".to_owned()]);
         let description = |name: &str| {
@@ -140,6 +155,8 @@ mod tests {
         assert!(description("run_node").contains("require(\"tools\")"));
         assert!(!description("run_bash").contains("tools module"));
         assert!(!description("create_sandbox").contains("tools module"));
+        assert!(description("run_code").contains("`tools` module"));
+        assert!(description("run_code").contains("servers: tracker"));
         let python = tools
             .iter()
             .find(|t| t.name == "run_python")

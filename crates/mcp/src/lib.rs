@@ -1,7 +1,9 @@
 //! sandbox-mcp: the MCP server that gives agents sandboxed code execution.
 //!
-//! It offers a `run_<language>` tool per language its runner offers (`run_bash`,
-//! `run_python`, `run_node`, `run_c`, ...) over MCP's Streamable HTTP transport
+//! It offers `run_code`, which runs a program of any language its runner offers
+//! ([`run_code`]), and a `run_<language>` tool for each of those the operator lists
+//! ([`language_tools`]; by default `run_bash`, `run_python`, `run_node`, `run_c`, ...)
+//! over MCP's Streamable HTTP transport
 //! ([`serve`]) and over stdio ([`serve_stdio`]), and runs each call in a fresh sandbox by
 //! calling a sandbox runner's `POST /run` ([`runner_client`]); sandboxes that live
 //! across calls ([`sandbox_tools`]): runner sessions behind an opaque, authenticated
@@ -49,6 +51,7 @@ pub mod egress_args;
 pub mod handle;
 pub mod health;
 pub mod installed;
+pub mod language_tools;
 pub mod listen;
 pub mod output_tail;
 pub mod outputs;
@@ -56,6 +59,8 @@ pub mod process_args;
 pub mod process_report;
 pub mod process_tools;
 pub mod report;
+pub mod run_code;
+pub mod run_schema;
 pub mod runner_client;
 pub mod runner_target;
 pub mod sandbox_args;
@@ -72,6 +77,7 @@ pub mod upstreams;
 pub mod wording;
 
 mod accept;
+mod args_error;
 mod auth;
 mod http;
 mod limits;

@@ -1,5 +1,6 @@
-//! The run tools, one per language the runner offers (`run_bash`, `run_python`,
-//! `run_c`, ...): their definitions (schemas, descriptions, annotations), written from
+//! The run tools, one per language the runner offers among those the operator lists
+//! ([`crate::language_tools`]; `run_bash`, `run_python`, `run_c`, ...; `run_code`, for
+//! all of them, is [`crate::run_code`]'s): their definitions (schemas, descriptions, annotations), written from
 //! the runner's language table, and the parsing of a call's arguments; which tool a
 //! name stands for ([`ToolKind`]). The sandbox tools are in [`crate::sandbox_tools`], those
 //! that pause, snapshot and fork sandboxes in [`crate::snapshot_tools`], the process tools
@@ -7,16 +8,18 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, Tool};
 use sandbox_protocol::api::{Limits, Packages};
 use sandbox_protocol::language::LanguageInfo;
 use sandbox_protocol::Lang;
 use serde_json::{json, Value};
 
+pub use crate::args_error::ArgsError;
 use crate::installed;
 use crate::process_tools::ProcessTool;
+use crate::run_code;
+use crate::run_schema;
 use crate::sandbox_tools::SandboxTool;
-use crate::schema::{error_schema, nullable, object};
 use crate::snapshot_tools::SnapshotTool;
 use crate::wording::{bytes, sandbox_resources};
 
@@ -25,6 +28,8 @@ use crate::wording::{bytes, sandbox_resources};
 pub enum ToolKind {
     /// `run_<language>`.
     Run(Lang),
+    /// `run_code`, for any offered language (see [`crate::run_code`]).
+    RunCode,
     /// One of the sandbox tools.
     Sandbox(SandboxTool),
     /// One of the process tools.
@@ -36,9 +41,12 @@ pub enum ToolKind {
 }
 
 impl ToolKind {
-    /// The tool a name stands for, among the run tools of `languages`, the sandbox tools,
+    /// The tool a name stands for, among `run_code`, the run tools of `languages`, the sandbox tools,
     /// the tools that pause, snapshot and fork them, the process tools and search_tools.
     pub fn of(name: &str, languages: &[LanguageInfo]) -> Option<Self> {
+        if name == run_code::NAME {
+            return Some(ToolKind::RunCode);
+        }
         lang_of(name, languages)
             .map(ToolKind::Run)
             .or_else(|| SandboxTool::of(name).map(ToolKind::Sandbox))
@@ -94,7 +102,9 @@ fn a_program(info: &LanguageInfo) -> String {
 fn how_it_runs(info: &LanguageInfo) -> String {
     let run = match &info.compile {
         Some(compile) => format!(
-            "it is saved as {file} and compiled with `{compile}` (a compile error comes back              as the compiler's output with compileError true, and nothing runs), then run              as `{run}`",
+            "it is saved as {file} and compiled with `{compile}` (a compile error comes back \
+             as the compiler's output with compileError true, and nothing runs), then run \
+             as `{run}`",
             file = info.file,
             run = info.run,
         ),
@@ -159,91 +169,14 @@ fn description(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) ->
 
 fn input_schema(info: &LanguageInfo, limits: &Limits, default_timeout_ms: u64) -> Arc<JsonObject> {
     let program = a_program(info);
-    object(json!({
-        "type": "object",
-        "properties": {
-            "code": {
-                "type": "string",
-                "description": format!("The complete source of {program}."),
-            },
-            "timeoutMs": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": limits.max_timeout_ms,
-                "description": format!(
-                    "Wall-clock limit in milliseconds (default {default_timeout_ms})."
-                ),
-            },
-            "sandboxId": {
-                "type": "string",
-                "description": "The sandboxId create_sandbox returned, to run in that sandbox \
-                    (files and variables kept between calls). Omit it for a fresh one-shot sandbox.",
-            },
+    let code = json!({
+        "code": {
+            "type": "string",
+            "description": format!("The complete source of {program}."),
         },
-        "required": ["code"],
-    }))
-}
-
-/// The schema of every result's `structuredContent` (see [`crate::report::RunReport`]).
-fn output_schema(limits: &Limits) -> Arc<JsonObject> {
-    let cap = bytes(limits.output_cap_bytes);
-    let stdout_cap = format!("Stdout passed the {cap} cap and the program was stopped.");
-    let stderr_cap = format!("Stderr passed the {cap} cap and the program was stopped.");
-    let count = |d: &str| json!({ "type": "integer", "minimum": 0, "description": d });
-    let flag = |d: &str| json!({ "type": "boolean", "description": d });
-    let text = |d: &str| json!({ "type": "string", "description": d });
-    object(json!({
-        "type": "object",
-        "properties": {
-            "stdout": text("Standard output, cut to its first and last lines when long."),
-            "stderr": text("Standard error, cut to its first and last lines when long."),
-            "stdoutOmittedBytes": count("Bytes of stdout left out of `stdout`."),
-            "stderrOmittedBytes": count("Bytes of stderr left out of `stderr`."),
-            "stdoutOmittedLines": count("Lines of stdout left out of `stdout` (wholly or in part)."),
-            "stderrOmittedLines": count("Lines of stderr left out of `stderr` (wholly or in part)."),
-            "exitCode": nullable("integer", "Exit status (128 + signal after a kill); null when nothing ran."),
-            "durationMs": nullable("integer", "Run time in milliseconds; null when nothing ran."),
-            "timedOut": flag("The program hit its timeout and was killed."),
-            "compileError": flag(
-                "The program did not compile (compiled languages): stdout, stderr and \
-                 exitCode are the compiler's, and the program never ran."
-            ),
-            "oomKilled": flag("The program ran out of memory and was killed."),
-            "stdoutTruncated": flag(&stdout_cap),
-            "stderrTruncated": flag(&stderr_cap),
-            "outputs": {
-                "type": "array",
-                "description": "The files the program wrote under /home/sandbox/outputs/ \
-                    (path relative to that folder); their contents follow the text.",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "path": text("Relative to /home/sandbox/outputs/."),
-                        "size": count("Bytes."),
-                        "mimeType": text("The media type, from the file's bytes and name."),
-                    },
-                    "required": ["path", "size", "mimeType"],
-                },
-            },
-            "outputsTruncated": flag("More files were written under outputs/ than are listed."),
-            "stateLost": flag(
-                "Only for a run in a sandbox: the sandbox's interpreter was restarted, so the \
-                 variables and imports of earlier calls are gone (its files remain)."
-            ),
-            "resumed": flag(
-                "Only for a run in a sandbox: the sandbox was paused (pause_sandbox, or idle) \
-                 and this run woke it; stateLost says whether its variables and processes were \
-                 lost (its files never are)."
-            ),
-            "error": error_schema("Why the sandbox could not run the program; null when it ran."),
-        },
-        "required": [
-            "stdout", "stderr", "stdoutOmittedBytes", "stderrOmittedBytes",
-            "stdoutOmittedLines", "stderrOmittedLines", "exitCode",
-            "durationMs", "timedOut", "compileError", "oomKilled", "stdoutTruncated", "stderrTruncated",
-            "outputs", "outputsTruncated", "error",
-        ],
-    }))
+    });
+    let code = code.as_object().cloned().unwrap_or_default();
+    run_schema::input_schema(code, &["code"], limits, default_timeout_ms)
 }
 
 /// The definition of one language's tool as `tools/list` shows it, for a runner with
@@ -254,22 +187,14 @@ pub fn definition(
     packages: &Packages,
     default_timeout_ms: u64,
 ) -> Tool {
-    let title = format!("Run {}", display_name(&info.name));
-    let annotations = ToolAnnotations::with_title(&title)
-        .read_only(false)
-        .destructive(false)
-        .idempotent(false)
-        .open_world(false);
-    let mut tool = Tool::new(
+    run_schema::run_tool(
         tool_name(&info.name),
+        format!("Run {}", display_name(&info.name)),
         description(info, limits, default_timeout_ms)
             + &installed::describe(&info.name, packages, limits.network),
         input_schema(info, limits, default_timeout_ms),
-    );
-    tool.title = Some(title);
-    tool.output_schema = Some(output_schema(limits));
-    tool.annotations = Some(annotations);
-    tool
+        limits,
+    )
 }
 
 /// The validated arguments of one call.
@@ -281,88 +206,6 @@ pub struct RunArgs {
     pub timeout_ms: u64,
     /// The sandbox to run in; a fresh one-shot sandbox when `None`.
     pub sandbox_id: Option<String>,
-}
-
-/// Arguments a call cannot run with; the model is told so and can correct them.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ArgsError {
-    /// `code` is absent or not a string.
-    #[error("invalid arguments: `code` (a string holding the program) is required")]
-    MissingCode,
-    /// `timeoutMs` is not an integer in range.
-    #[error("invalid arguments: `timeoutMs` must be an integer from 1 to {max}")]
-    BadTimeout {
-        /// The runner's largest timeout.
-        max: u64,
-    },
-    /// `sandboxId` is not a string.
-    #[error("invalid arguments: `sandboxId` must be the string create_sandbox returned")]
-    BadSandboxId,
-    /// `snapshotId` is not a string.
-    #[error("invalid arguments: `snapshotId` must be the string snapshot_sandbox returned")]
-    BadSnapshotId,
-    /// `count` is not an integer in range.
-    #[error("invalid arguments: `count` must be a whole number from 1 to {max}")]
-    BadCount {
-        /// The most copies.
-        max: u64,
-    },
-    /// A required argument is absent or not a string.
-    #[error("invalid arguments: `{field}` ({what}) is required")]
-    Missing {
-        /// The argument's name.
-        field: &'static str,
-        /// What it holds.
-        what: &'static str,
-    },
-    /// A duration is not a whole number of milliseconds.
-    #[error("invalid arguments: `{0}` must be a whole number of milliseconds, at least 1")]
-    BadDuration(&'static str),
-    /// `encoding` is neither `utf-8` nor `base64`.
-    #[error(
-        "invalid arguments: `encoding` must be \"utf-8\" (the default, for text) or \"base64\""
-    )]
-    BadEncoding,
-    /// `content` is not base64.
-    #[error("invalid arguments: `content` is not valid base64 ({0}); send the file's bytes in standard base64 with encoding \"base64\", or text with encoding \"utf-8\"")]
-    BadBase64(String),
-    /// A path that is not inside the home folder.
-    #[error("invalid arguments: path {0:?} is not inside the sandbox's home folder /home/sandbox; give a path relative to it (such as data/input.csv or outputs/plot.png), without '..'")]
-    BadPath(String),
-    /// `pid` is not a process id.
-    #[error("invalid arguments: `pid` must be the whole number start_process returned (list_processes shows them)")]
-    BadPid,
-    /// `cursor` is not one this server wrote.
-    #[error("invalid arguments: `cursor` is not a cursor process_output returned; pass the cursor of its previous answer as it is, or omit it to read from the start")]
-    BadCursor,
-    /// `cursor` was written for another process's output.
-    #[error("invalid arguments: this `cursor` is for the output of process {cursor}, not of process {pid}; pass the cursor of process {pid}'s previous answer, or omit it to read from the start")]
-    CursorOfAnotherProcess {
-        /// The process the cursor is for.
-        cursor: i32,
-        /// The process asked for.
-        pid: i32,
-    },
-    /// `waitMs` is not an integer in range.
-    #[error("invalid arguments: `waitMs` must be a whole number of milliseconds from 0 to {max}")]
-    BadWait {
-        /// The longest wait.
-        max: u64,
-    },
-    /// `signal` is not one of the signals a process may be sent.
-    #[error("invalid arguments: `signal` must be one of {names} (TERM when absent), not {given}")]
-    BadSignal {
-        /// What was given, cut short.
-        given: String,
-        /// The signals' names.
-        names: String,
-    },
-    /// `egress` is not a list of host names (at most the number given).
-    #[error("invalid arguments: `egress` must be a list of at most {0} host names, such as [\"pypi.org\"]")]
-    BadEgress(usize),
-    /// A flag is not a boolean.
-    #[error("invalid arguments: `{0}` must be true or false")]
-    BadFlag(&'static str),
 }
 
 /// Reads `{code, timeoutMs?}` from a call's arguments: `default_timeout_ms` when it gives

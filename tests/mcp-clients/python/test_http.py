@@ -19,7 +19,7 @@ RUN_TOOLS = {"run_bash", "run_python", "run_node"}
 SANDBOX_TOOLS = {"create_sandbox", "upload_file", "download_file", "list_files", "close_sandbox"}
 SNAPSHOT_TOOLS = {"pause_sandbox", "snapshot_sandbox", "fork_sandbox"}
 PROCESS_TOOLS = {"start_process", "process_output", "write_stdin", "kill_process", "list_processes"}
-TOOLS = RUN_TOOLS | SANDBOX_TOOLS | SNAPSHOT_TOOLS | PROCESS_TOOLS
+TOOLS = RUN_TOOLS | {"run_code"} | SANDBOX_TOOLS | SNAPSHOT_TOOLS | PROCESS_TOOLS
 PROGRAMS = {
     "run_bash": 'echo "hello from bash $((6 * 7))"',
     "run_python": "print('hello from python', 6 * 7)",
@@ -64,7 +64,8 @@ async def test_initialize_and_list_tools(mcp_unconfigured: Mcp, mode: str) -> No
 async def test_not_configured_calls_say_503_and_what_to_set(mcp_unconfigured: Mcp) -> None:
     async with mcp_unconfigured.client() as client:
         for name in TOOLS:
-            result = await client.call_tool(name, {"code": "true", "sandboxId": "sbx_x", "path": "x", "content": ""})
+            arguments = {"language": "bash", "code": "true", "sandboxId": "sbx_x", "path": "x", "content": ""}
+            result = await client.call_tool(name, arguments)
             assert result.is_error is True
             message = text(result)
             assert "503" in message and "not configured" in message and "SANDBOX_RUNNER_URL" in message

@@ -19,7 +19,7 @@ async def test_stdio_lists_tools_and_explains_without_a_runner() -> None:
     async with Client(params(), mode="legacy") as client:
         tools = await client.list_tools()
         assert {t.name for t in tools.tools} == {
-            "run_bash", "run_python", "run_node",
+            "run_bash", "run_python", "run_node", "run_code",
             "create_sandbox", "upload_file", "download_file", "list_files", "close_sandbox",
             "pause_sandbox", "snapshot_sandbox", "fork_sandbox",
             "start_process", "process_output", "write_stdin", "kill_process", "list_processes",

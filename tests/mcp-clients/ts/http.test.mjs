@@ -14,7 +14,7 @@ const RUN_TOOLS = ["run_bash", "run_node", "run_python"];
 const SANDBOX_TOOLS = ["close_sandbox", "create_sandbox", "download_file", "list_files", "upload_file"];
 const SNAPSHOT_TOOLS = ["fork_sandbox", "pause_sandbox", "snapshot_sandbox"];
 const PROCESS_TOOLS = ["kill_process", "list_processes", "process_output", "start_process", "write_stdin"];
-const TOOLS = [...RUN_TOOLS, ...SANDBOX_TOOLS, ...SNAPSHOT_TOOLS, ...PROCESS_TOOLS].sort();
+const TOOLS = [...RUN_TOOLS, "run_code", ...SANDBOX_TOOLS, ...SNAPSHOT_TOOLS, ...PROCESS_TOOLS].sort();
 const withRunner = process.env.SANDBOX_RUNNER_BIN ? describe : describe.skip;
 
 describe("without a runner", () => {
@@ -49,7 +49,8 @@ describe("without a runner", () => {
   test("not configured: every call is an error that says 503 and what to set", async () => {
     const { client } = await connect(server);
     for (const name of TOOLS) {
-      const result = await client.callTool({ name, arguments: { code: "true", sandboxId: "sbx_x", path: "x", content: "" } });
+      const args = { language: "bash", code: "true", sandboxId: "sbx_x", path: "x", content: "" };
+      const result = await client.callTool({ name, arguments: args });
       assert.equal(result.isError, true);
       assert.match(text(result), /503/);
       assert.match(text(result), /not configured/);

@@ -21,7 +21,7 @@ test("stdio: list the tools and call one without a runner", async () => {
     tools.map((t) => t.name).sort(),
     [
       "close_sandbox", "create_sandbox", "download_file", "fork_sandbox", "kill_process", "list_files",
-      "list_processes", "pause_sandbox", "process_output", "run_bash", "run_node", "run_python",
+      "list_processes", "pause_sandbox", "process_output", "run_bash", "run_code", "run_node", "run_python",
       "snapshot_sandbox", "start_process", "upload_file", "write_stdin",
     ],
   );

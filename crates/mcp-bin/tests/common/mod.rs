@@ -87,6 +87,7 @@ pub fn mcp_command(env: &[(&str, &str)], token: &str) -> Command {
         "SANDBOX_HANDLE_KEY",
         "FEATURE_SANDBOX_EXEC",
         "MCP_ALLOWED_ORIGINS",
+        "MCP_LANGUAGE_TOOLS",
     ] {
         command.env_remove(var);
     }
@@ -172,6 +173,18 @@ pub async fn connect_to(
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
     ().serve(StreamableHttpClientTransport::from_config(config))
         .await
+}
+
+/// The names of the run tools the server lists now.
+pub async fn run_tools(server: &Server) -> Vec<String> {
+    let client = connect(server, &server.token).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let _ = client.cancel().await;
+    tools
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .filter(|n| n.starts_with("run_"))
+        .collect()
 }
 
 /// `tools/call` with `{code, timeoutMs?}`.

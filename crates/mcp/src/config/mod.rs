@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 
 use crate::handle::HandleKey;
+use crate::language_tools::LanguageTools;
 use crate::origin::AllowedOrigin;
 pub use crate::origin::OriginPolicy;
 use crate::runner_target::{RunnerTarget, RunnerUrlError};
@@ -57,6 +58,9 @@ pub enum ConfigError {
     /// `MCP_UPSTREAMS` cannot be used.
     #[error(transparent)]
     Upstreams(#[from] UpstreamsError),
+    /// An entry of `MCP_LANGUAGE_TOOLS` cannot be a language's name.
+    #[error("MCP_LANGUAGE_TOOLS: {0}; list language names as GET /health gives them, such as bash,python,ruby")]
+    BadLanguageTool(#[from] sandbox_protocol::BadLangName),
 }
 
 /// The shortest `SANDBOX_HANDLE_KEY` accepted.
@@ -137,6 +141,9 @@ pub struct ToolConfig {
     /// The MCP servers whose tools Python, TypeScript and Node programs may call
     /// (`MCP_UPSTREAMS`); `None`: no tools from code, and nothing of them is visible.
     pub upstreams: Option<UpstreamsConfig>,
+    /// The languages with a `run_<name>` tool of their own (`MCP_LANGUAGE_TOOLS`); every
+    /// offered language runs through `run_code`.
+    pub language_tools: LanguageTools,
 }
 
 impl Default for ToolConfig {
@@ -154,6 +161,7 @@ impl Default for ToolConfig {
             failed_run_is_error: false,
             handle_key: None,
             upstreams: None,
+            language_tools: LanguageTools::default(),
         }
     }
 }
@@ -199,7 +207,7 @@ impl McpConfig {
 }
 
 /// Every environment variable the command line reads.
-pub const ENV_VARS: [&str; 20] = [
+pub const ENV_VARS: [&str; 21] = [
     "MCP_AUTH_TOKEN",
     "MCP_HEADER_TIMEOUT_MS",
     "MCP_MAX_HEADER_BYTES",
@@ -219,6 +227,7 @@ pub const ENV_VARS: [&str; 20] = [
     "SANDBOX_HANDLE_KEY",
     "FEATURE_SANDBOX_EXEC",
     "MCP_UPSTREAMS",
+    "MCP_LANGUAGE_TOOLS",
     "RUST_LOG",
 ];
 
@@ -276,6 +285,15 @@ pub struct ToolArgs {
     /// addresses and headers stay in this process.
     #[arg(long, env = "MCP_UPSTREAMS")]
     pub upstreams: Option<std::path::PathBuf>,
+    /// Comma-separated languages that get a run_<name> tool of their own (those the
+    /// runner offers); every offered language runs through run_code.
+    #[arg(
+        long,
+        env = "MCP_LANGUAGE_TOOLS",
+        value_delimiter = ',',
+        default_value = crate::language_tools::DEFAULT
+    )]
+    pub language_tools: Vec<String>,
 }
 
 http_limits::limit_args!(
@@ -408,6 +426,7 @@ impl ToolArgs {
             failed_run_is_error: self.failed_run_is_error,
             handle_key,
             upstreams,
+            language_tools: LanguageTools::parse(&self.language_tools)?,
         })
     }
 }

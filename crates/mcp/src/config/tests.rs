@@ -278,3 +278,21 @@ fn upstreams_come_from_a_file_whose_refusal_stops_the_start() {
     assert!(refused.to_string().contains(path), "{refused}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_languages_with_a_tool_of_their_own_are_a_checked_list() {
+    let config = tools(&[]).unwrap();
+    assert_eq!(config.language_tools, LanguageTools::default());
+    let config = tools(&["--language-tools", "ruby, bash,,sql"]).unwrap();
+    let expected = LanguageTools::parse(&["ruby", "bash", "sql"]).unwrap();
+    assert_eq!(config.language_tools, expected);
+    let config = tools(&["--language-tools", ""]).unwrap();
+    assert_eq!(
+        config.language_tools,
+        LanguageTools::parse::<&str>(&[]).unwrap(),
+        "an empty list: run_code alone"
+    );
+    let bad = tools(&["--language-tools", "bash,C++"]).unwrap_err();
+    assert!(matches!(bad, ConfigError::BadLanguageTool(_)), "{bad}");
+    assert!(bad.to_string().contains("\"C++\""), "{bad}");
+}

@@ -28,11 +28,12 @@ use sandbox_protocol::Lang;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
-use crate::catalog::{self, Catalog, Offer};
+use crate::catalog::{self, Catalog, Offer, ToolChoice};
 use crate::config::{ToolConfig, DEFAULT_MAX_CALLS_PER_SESSION};
 use crate::egress_args;
 use crate::handle::{HandleKey, Holder};
 use crate::report::{self, RunIn};
+use crate::run_code;
 use crate::runner_client::{Listeners, RunnerError, Runners, ToolCallSink};
 use crate::runner_target::RunnerTarget;
 use crate::tools::{self, ToolKind};
@@ -79,9 +80,9 @@ struct Shared {
     handle_key: HandleKey,
     /// Whom sandbox ids are bound to.
     callers: Callers,
-    /// This server's own default timeout (`SANDBOX_TIMEOUT_MS`), if it has one.
-    default_timeout: Option<Duration>,
-    exec_enabled: bool,
+    /// How the tools are written: the default timeout, whether there are any, which
+    /// languages have their own.
+    choice: ToolChoice,
     failed_run_is_error: bool,
     max_calls: usize,
     /// The MCP servers whose tools programs call; `None` where none is configured.
@@ -134,12 +135,12 @@ impl SandboxServer {
     ) -> Result<Self, HandlerError> {
         let upstreams = config.upstreams.as_ref().map(Upstreams::new);
         let servers = upstreams.as_ref().map(Upstreams::names).unwrap_or_default();
-        let catalog = Catalog::new(
-            Limits::default(),
-            config.default_timeout,
-            config.exec_enabled,
-        )
-        .with_code_tools(&servers);
+        let choice = ToolChoice {
+            default_timeout: config.default_timeout,
+            exec_enabled: config.exec_enabled,
+            language_tools: config.language_tools.clone(),
+        };
+        let catalog = Catalog::new(Limits::default(), &choice).with_code_tools(&servers);
         let runner = match &config.runner {
             None => None,
             Some(first) => {
@@ -155,8 +156,7 @@ impl SandboxServer {
                 runner,
                 handle_key: handle_key(config)?,
                 callers,
-                default_timeout: config.default_timeout,
-                exec_enabled: config.exec_enabled,
+                choice,
                 failed_run_is_error: config.failed_run_is_error,
                 max_calls,
                 upstreams,
@@ -203,8 +203,16 @@ impl SandboxServer {
         if !self.catalog().describes(&offer) {
             let names: Vec<&str> = offer.languages.iter().map(|l| l.name.as_str()).collect();
             tracing::info!(limits = ?offer.limits, packages = ?offer.packages.key, languages = %names.join(","), "the runner's offer: the tools describe it");
-            let catalog = Catalog::of(offer, self.shared.default_timeout, self.shared.exec_enabled)
-                .with_code_tools(&self.code_servers());
+            let missing = self
+                .shared
+                .choice
+                .language_tools
+                .not_offered(&offer.languages);
+            if !missing.is_empty() {
+                tracing::warn!(languages = %missing.join(","), "MCP_LANGUAGE_TOOLS names languages the runner does not offer: they get no tool");
+            }
+            let catalog =
+                Catalog::of(offer, &self.shared.choice).with_code_tools(&self.code_servers());
             let mut current = self
                 .shared
                 .catalog
@@ -244,7 +252,7 @@ impl SandboxServer {
 
     fn instructions(&self) -> String {
         let servers = self.code_servers();
-        if !self.shared.exec_enabled || servers.is_empty() {
+        if !self.shared.choice.exec_enabled || servers.is_empty() {
             return self.run_instructions().to_owned();
         }
         format!(
@@ -258,12 +266,13 @@ impl SandboxServer {
     }
 
     fn run_instructions(&self) -> &'static str {
-        if !self.shared.exec_enabled {
+        if !self.shared.choice.exec_enabled {
             "Code execution is turned off on this server (FEATURE_SANDBOX_EXEC=false)."
         } else {
-            "Run code with the run_<language> tools, one per language the runner offers \
-             (run_bash, run_python, run_node, and run_typescript, run_c, run_cpp, run_go, \
-             run_java where offered: tools/list says). Without sandboxId each call runs in a \
+            "Run code with run_code (any language the runner offers, its description lists \
+             them) or the run_<language> tools of the main ones (run_bash, run_python, \
+             run_node, and run_typescript, run_c, run_cpp, run_go, run_java where offered: \
+             tools/list says). Without sandboxId each call runs in a \
              fresh sandbox with no network (but the hosts the run tools name, where the runner \
              opens any), and nothing is kept between calls. For \
              multi-step work, create_sandbox gives a sandboxId: runs with it keep their files, \
@@ -452,6 +461,15 @@ impl ServerHandler for SandboxServer {
         let span = tracing::info_span!("tool_call", call_id, tool = %params.name);
         let result = match kind {
             ToolKind::Run(lang) => self.call(lang, params, ctx).instrument(span).await,
+            ToolKind::RunCode => {
+                match run_code::language(params.arguments.as_ref(), catalog.languages()) {
+                    Ok(lang) => self.call(lang, params, ctx).instrument(span).await,
+                    Err(error) => {
+                        span.in_scope(|| tracing::info!(%error, "run_code refused"));
+                        report::from_args_error(&error)
+                    }
+                }
+            }
             ToolKind::Sandbox(tool) => {
                 self.call_sandbox_tool(tool, params, ctx)
                     .instrument(span)

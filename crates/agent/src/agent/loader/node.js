@@ -12,7 +12,9 @@
 // require cache); an ES module `import` of it stays cached for the interpreter's life.
 // `node -e LOADER typescript`: the same for TypeScript. The compiler is loaded (and
 // warmed up) while the loader waits; a program's types are stripped (transpiled to
-// CommonJS, not checked) before it runs. One-shot: {"compiled": true|false} goes on
+// CommonJS, not checked) before it runs, or to an ES module when it awaits at its top
+// level (anywhere outside a function, found in its syntax tree), which then runs as
+// one, one-shot or in a session. One-shot: {"compiled": true|false} goes on
 // descriptor 4 first (false: the diagnostics on stderr, exit 1); a session's report
 // says "compileError": true when its program did not compile. Files it requires that
 // end in .ts are transpiled too.
@@ -56,15 +58,46 @@
       module._compile(result.js, filename);
     };
   }
-  // Whether CommonJS code uses top-level await (then it must run as an ES module).
-  const awaitsAtTop = (js) => {
+  // Whether a TypeScript program awaits at its top level (outside any function), read
+  // as an ES module reads it: then it must run as one. (Transpiled to CommonJS, an
+  // `await (f)(x)` is a call of a function named await, and `f(await x)` fails with
+  // "missing ) after argument list": the JavaScript is no guide.)
+  const tsAwaitsAtTop = (source, fileName) => {
+    const file = ts.createSourceFile(fileName, source, {
+      languageVersion: ts.ScriptTarget.ES2022,
+      setExternalModuleIndicator: (f) => { f.externalModuleIndicator = true; },
+    }, false, ts.ScriptKind.TS);
+    const visit = (node) => {
+      if (ts.isFunctionLike(node)) return false;
+      if (ts.isAwaitExpression(node)) return true;
+      if (ts.isForOfStatement(node) && node.awaitModifier) return true;
+      return ts.forEachChild(node, visit) || false;
+    };
+    return ts.forEachChild(file, visit) || false;
+  };
+  // A TypeScript program as JavaScript: CommonJS, or an ES module (`module: true`) when
+  // it awaits at its top level and compiles as one (else its CommonJS form, where an
+  // identifier named await still works).
+  const compile = (source, fileName) => {
+    const cjs = transpile(source, fileName, 'cjs');
+    if (!cjs.ok || !tsAwaitsAtTop(source, fileName)) return { ...cjs, module: false };
+    const esm = transpile(source, fileName, 'esm');
+    return esm.ok ? { ...esm, module: true } : { ...cjs, module: false };
+  };
+  // Whether JavaScript that is not a script uses top-level await: it does not compile as
+  // a function body but does as an async one (V8's message is no guide: `f(await x)`
+  // fails as "missing ) after argument list").
+  const compiles = (js) => {
     try {
-      vm.compileFunction(js, ['exports', 'require', 'module', '__filename', '__dirname']);
-      return false;
+      new vm.Script(js);
+      return true;
     } catch (e) {
-      return e instanceof SyntaxError && /await/.test(e.message);
+      if (e instanceof SyntaxError) return false;
+      throw e;
     }
   };
+  const awaitsAtTop = (js) =>
+    !compiles(`(function () {\n${js}\n})`) && compiles(`(async function () {\n${js}\n})`);
 
   let pending = Buffer.alloc(0);
   const request = () => {
@@ -102,7 +135,7 @@
     process.argv[1] = first.path;
     if (ts) {
       const source = fs.readFileSync(first.path, 'utf8');
-      const result = transpile(source, first.path, 'cjs');
+      const result = compile(source, first.path);
       fs.writeSync(4, JSON.stringify({ compiled: result.ok }) + '\n');
       fs.closeSync(4);
       if (!result.ok) {
@@ -110,9 +143,9 @@
         process.exitCode = 1;
         return;
       }
-      if (awaitsAtTop(result.js)) {
+      if (result.module) {
         const module = first.path.replace(/\.ts$/, '') + '.mjs';
-        fs.writeFileSync(module, transpile(source, first.path, 'esm').js);
+        fs.writeFileSync(module, result.js);
         import(pathToFileURL(module).href);
         return;
       }
@@ -190,15 +223,17 @@
   let compileError = false;
   const run = async (path) => {
     let source = fs.readFileSync(path, 'utf8');
+    let module = false;
     if (ts) {
-      const result = transpile(source, path, 'cjs');
+      const result = compile(source, path);
       if (!result.ok) {
         process.stderr.write(result.diagnostics);
         compileError = true;
         status = 1;
         return;
       }
-      source = awaitsAtTop(result.js) ? transpile(source, path, 'esm').js : result.js;
+      source = result.js;
+      module = result.module;
       globalThis.exports = {};
     }
     Object.assign(globalThis, {
@@ -208,16 +243,21 @@
     });
     process.argv[1] = path;
     let script;
-    try {
-      script = new vm.Script(source, { filename: path, importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER });
-    } catch (e) {
-      if (!(e instanceof SyntaxError) || !/import|export|await/.test(e.message)) throw e;
-      const module = path.replace(/\.[jt]s$/, '') + '.mjs';
-      fs.writeFileSync(module, source);
+    if (!module) {
       try {
-        await import(`${pathToFileURL(module)}?run=${Date.now()}`);
+        script = new vm.Script(source, { filename: path, importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER });
+      } catch (e) {
+        if (!(e instanceof SyntaxError) || !(/import|export/.test(e.message) || awaitsAtTop(source))) throw e;
+        module = true;
+      }
+    }
+    if (module) {
+      const file = path.replace(/\.[jt]s$/, '') + '.mjs';
+      fs.writeFileSync(file, source);
+      try {
+        await import(`${pathToFileURL(file)}?run=${Date.now()}`);
       } finally {
-        fs.rmSync(module, { force: true });
+        fs.rmSync(file, { force: true });
       }
       return;
     }
