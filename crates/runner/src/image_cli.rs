@@ -1,11 +1,13 @@
 //! `sandbox-runner image build|prune`: the VM image, with the toolchains of the
 //! languages this runner offers. The language table is loaded as `serve` loads it (the
-//! built-in rows and `RUNNER_LANGUAGES`, checked on this host), and each offered
+//! shipped rows and `RUNNER_LANGUAGES`, checked on this host), and each offered
 //! language's Debian packages, required files and shared paths go to the image builder
-//! (`sandbox_image::build`) as plain data.
+//! (`sandbox_image::build`) as plain data. The rows of Debian's toolchains
+//! (`debian.toml`) stay out of the image: it holds the built-in languages and the
+//! operator's.
 
 use crate::config::{current_package_set, ConfigError};
-use crate::languages::{Context, Languages, LanguagesError};
+use crate::languages::{Context, Languages, LanguagesError, Origin};
 use sandbox_image::build::{ImageError, PruneArgs, Toolchain};
 use sandbox_protocol::api::defaults;
 use std::path::PathBuf;
@@ -71,6 +73,7 @@ fn toolchains(args: &ImageBuildArgs) -> Result<Vec<Toolchain>, ImageCliError> {
     let languages = Languages::load(args.languages.as_deref(), &context)?;
     Ok(languages
         .iter()
+        .filter(|language| language.origin != Origin::Debian)
         .map(|language| Toolchain {
             language: language.name().to_string(),
             debian_packages: language.debian_packages.clone(),
