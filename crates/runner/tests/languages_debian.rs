@@ -40,105 +40,61 @@ async fn offered(runner: &Runner) -> Vec<(&'static Programs, Value)> {
         .collect()
 }
 
-/// Fails listing every language's failure, when there is one.
-fn assert_none(failures: Vec<String>) {
-    assert!(
-        failures.is_empty(),
-        "{} failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+/// Runs the program `pick` gives (none: the language is skipped) of every language, with
+/// `timeout_ms`, and fails listing every language whose answer `good` refuses (given its
+/// programs, its `/health` entry and the answer).
+async fn each_language(
+    pick: fn(&Programs) -> Option<&'static str>,
+    timeout_ms: u64,
+    good: impl Fn(&Programs, &Value, &Value) -> bool,
+) {
+    let runner = Runner::start();
+    let mut failures = Vec::new();
+    for (programs, info) in offered(&runner).await {
+        let Some(code) = pick(programs) else {
+            continue;
+        };
+        let out = runner
+            .run_with_timeout(programs.lang, code, Some(timeout_ms))
+            .await;
+        if !good(programs, &info, &out) {
+            failures.push(format!("{}: {out}", programs.lang));
+        }
+    }
+    let count = failures.len();
+    assert!(count == 0, "{count} failed:\n{}", failures.join("\n"));
 }
 
 #[tokio::test]
 async fn health_lists_debian_s_languages_after_the_built_in_ones_with_versions() {
     let runner = Runner::start();
     let health = runner.health().await;
-    let names: Vec<&str> = health["languages"]
-        .as_array()
-        .expect("languages")
-        .iter()
-        .filter_map(|l| l["name"].as_str())
-        .collect();
-    assert_eq!(&names[..8], common::programs::LANGUAGES, "{names:?}");
+    let listed = health["languages"].as_array().expect("languages");
+    let names: Vec<&str> = listed.iter().filter_map(|l| l["name"].as_str()).collect();
+    assert_eq!(names[..8], common::programs::LANGUAGES, "{names:?}");
     let expected: Vec<&str> = DEBIAN.iter().map(|p| p.lang).collect();
-    assert_eq!(&names[8..], expected, "in debian.toml's order");
-    let mut failures = Vec::new();
+    assert_eq!(names[8..], expected, "in debian.toml's order");
     for (programs, info) in offered(&runner).await {
         let version = info["version"].as_str().unwrap_or_default();
-        if version.is_empty() || version == programs.lang {
-            failures.push(format!("{}: no version: {info}", programs.lang));
-        }
+        assert!(!version.is_empty() && version != programs.lang, "{info}");
         let compiled = info["compileTimeoutMs"].as_u64().unwrap_or(0) > 0;
-        if compiled != programs.broken.is_some() {
-            failures.push(format!("{}: compiled is {compiled}: {info}", programs.lang));
-        }
+        assert_eq!(compiled, programs.broken.is_some(), "{info}");
     }
-    assert_none(failures);
 }
 
 #[tokio::test]
 async fn hello_stdin_and_exit_code_in_every_debian_language() {
-    let runner = Runner::start();
-    let mut failures = Vec::new();
-    for (programs, _) in offered(&runner).await {
-        let lang = programs.lang;
-        let out = runner
-            .run_with_timeout(lang, programs.hello, Some(20_000))
-            .await;
-        let good = stdout(&out) == format!("hello {lang}\n0\n")
-            && exit_code(&out) == Some(programs.exit)
-            && !flag(&out, "compileError")
-            && !flag(&out, "timedOut");
-        if !good {
-            failures.push(format!("{lang}: {out}"));
-        }
-    }
-    assert_none(failures);
+    each_language(|p| Some(p.hello), 20_000, said_hello).await;
 }
 
 #[tokio::test]
 async fn a_compile_error_in_every_compiled_debian_language() {
-    let runner = Runner::start();
-    let mut failures = Vec::new();
-    for (programs, _) in offered(&runner).await {
-        let Some(broken) = programs.broken else {
-            continue;
-        };
-        let lang = programs.lang;
-        let out = runner.run(lang, broken).await;
-        let good = flag(&out, "compileError")
-            && !flag(&out, "timedOut")
-            && exit_code(&out).is_some_and(|c| c != 0)
-            && !(stderr(&out).is_empty() && stdout(&out).is_empty());
-        if !good {
-            failures.push(format!("{lang}: {out}"));
-        }
-    }
-    assert_none(failures);
+    each_language(|p| p.broken, 20_000, did_not_compile).await;
 }
 
 #[tokio::test]
 async fn the_timeout_ends_the_program_in_every_debian_language() {
-    let runner = Runner::start();
-    let mut failures = Vec::new();
-    for (programs, info) in offered(&runner).await {
-        let lang = programs.lang;
-        let out = runner
-            .run_with_timeout(lang, programs.forever, Some(1000))
-            .await;
-        // durationMs covers the compile too, which has its own time.
-        let compile_ms = info["compileTimeoutMs"].as_u64().unwrap_or(0);
-        let ms = out["durationMs"].as_u64().unwrap_or(0);
-        let good = flag(&out, "timedOut")
-            && exit_code(&out) == Some(137)
-            && !flag(&out, "compileError")
-            && (1000..1000 + compile_ms + 10_000).contains(&ms);
-        if !good {
-            failures.push(format!("{lang}: {out}"));
-        }
-    }
-    assert_none(failures);
+    each_language(|p| Some(p.forever), 1000, timed_out).await;
 }
 
 #[tokio::test]
@@ -146,26 +102,46 @@ async fn the_memory_limit_holds_in_every_debian_language() {
     if common::without_resource_limits("the_memory_limit_holds_in_every_debian_language") {
         return;
     }
-    let runner = Runner::start();
-    let mut failures = Vec::new();
-    for (programs, _) in offered(&runner).await {
-        let lang = programs.lang;
-        let out = runner
-            .run_with_timeout(lang, programs.hog, Some(30_000))
-            .await;
-        // The kernel kills the program at the cgroup's limit; a runtime that bounds its
-        // own heap by the sandbox's memory (the JVM's, SBCL's) stops it first.
-        let said = stderr(&out);
-        let own_limit = ["OutOfMemoryError", "Heap exhausted"]
-            .iter()
-            .any(|s| said.contains(s));
-        let good = (flag(&out, "oomKilled") || own_limit)
-            && !flag(&out, "timedOut")
-            && !flag(&out, "compileError")
-            && exit_code(&out) != Some(0);
-        if !good {
-            failures.push(format!("{lang}: {out}"));
-        }
-    }
-    assert_none(failures);
+    each_language(|p| Some(p.hog), 30_000, stopped_at_the_limit).await;
+}
+
+/// `hello <lang>`, the empty stdin's 0, the exit code.
+fn said_hello(programs: &Programs, _: &Value, out: &Value) -> bool {
+    stdout(out) == format!("hello {}\n0\n", programs.lang)
+        && exit_code(out) == Some(programs.exit)
+        && !flag(out, "compileError")
+        && !flag(out, "timedOut")
+}
+
+/// A compile error, with the compiler's words, nothing run.
+fn did_not_compile(_: &Programs, _: &Value, out: &Value) -> bool {
+    flag(out, "compileError")
+        && !flag(out, "timedOut")
+        && exit_code(out).is_some_and(|c| c != 0)
+        && !(stderr(out).is_empty() && stdout(out).is_empty())
+}
+
+/// Killed at the second's timeout, which counts from the program's start (durationMs
+/// covers the compile too, which has its own time).
+fn timed_out(_: &Programs, info: &Value, out: &Value) -> bool {
+    let compile_ms = info["compileTimeoutMs"].as_u64().unwrap_or(0);
+    let ms = out["durationMs"].as_u64().unwrap_or(0);
+    flag(out, "timedOut")
+        && exit_code(out) == Some(137)
+        && !flag(out, "compileError")
+        && (1000..1000 + compile_ms + 10_000).contains(&ms)
+}
+
+/// Stopped by the memory limit: the kernel kills the program at the cgroup's limit; a
+/// runtime that bounds its own heap by the sandbox's memory (the JVM's, SBCL's) stops it
+/// first.
+fn stopped_at_the_limit(_: &Programs, _: &Value, out: &Value) -> bool {
+    let said = stderr(out);
+    let own_limit = ["OutOfMemoryError", "Heap exhausted"]
+        .iter()
+        .any(|s| said.contains(s));
+    (flag(out, "oomKilled") || own_limit)
+        && !flag(out, "timedOut")
+        && !flag(out, "compileError")
+        && exit_code(out) != Some(0)
 }

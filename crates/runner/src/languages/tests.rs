@@ -14,22 +14,14 @@ fn file(text: &str) -> tempfile::NamedTempFile {
     file
 }
 
-const BUILTIN: [&str; 8] = [
-    "bash",
-    "python",
-    "node",
-    "typescript",
-    "c",
-    "cpp",
-    "go",
-    "java",
-];
+/// The built-in rows' names, in order.
+const BUILTIN: &str = "bash python node typescript c cpp go java";
 
 #[test]
 fn the_built_in_rows_come_first_then_debian_s() {
     let rows = Languages::rows(None).unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names[..8], BUILTIN);
+    assert_eq!(names[..8].join(" "), BUILTIN);
     assert!(rows[..8].iter().all(|r| r.origin == Origin::Builtin));
     let debian = &rows[8..];
     assert!(debian.len() >= 24, "{names:?}");
@@ -61,7 +53,7 @@ fn an_operator_file_can_leave_debian_s_rows_out() {
     let operator = file("debian = false\n");
     let rows = Languages::rows(Some(operator.path())).unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, BUILTIN);
+    assert_eq!(names.join(" "), BUILTIN);
     let operator = file("debian = true\nremove = [\"ruby\"]\n");
     let rows = Languages::rows(Some(operator.path())).unwrap();
     assert!(rows.iter().any(|r| r.name.as_str() == "rust"));
