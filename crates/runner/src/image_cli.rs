@@ -71,7 +71,12 @@ fn toolchains(args: &ImageBuildArgs) -> Result<Vec<Toolchain>, ImageCliError> {
         packages: set.map(|set| set.dir),
     };
     let languages = Languages::load(args.languages.as_deref(), &context)?;
-    Ok(languages
+    Ok(in_image(&languages))
+}
+
+/// The toolchains an image holds: every offered language's but those of Debian's rows.
+fn in_image(languages: &Languages) -> Vec<Toolchain> {
+    languages
         .iter()
         .filter(|language| language.origin != Origin::Debian)
         .map(|language| Toolchain {
@@ -80,5 +85,34 @@ fn toolchains(args: &ImageBuildArgs) -> Result<Vec<Toolchain>, ImageCliError> {
             requires: language.requires.clone(),
             share: language.share.clone(),
         })
-        .collect())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn an_image_leaves_debian_s_rows_out_but_not_the_operator_s() {
+        // Debian's perl row is offered wherever /usr/bin/perl is (every Debian system);
+        // the operator's own tcl row replaces Debian's, and is the operator's.
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        let row =
+            "[[language]]\nname = \"tcl\"\nfile = \"main.tcl\"\nrun = [\"tclsh\", \"{file}\"]\n";
+        file.write_all(row.as_bytes()).unwrap();
+        let context = Context {
+            memory_mb: 256,
+            packages: None,
+        };
+        let languages = Languages::load(Some(file.path()), &context).unwrap();
+        assert!(languages.get("perl").is_ok(), "{:?}", languages.names());
+        let names: Vec<String> = in_image(&languages)
+            .into_iter()
+            .map(|t| t.language)
+            .collect();
+        assert!(!names.contains(&"perl".to_owned()), "{names:?}");
+        assert!(names.contains(&"tcl".to_owned()), "{names:?}");
+        assert!(names.contains(&"bash".to_owned()), "{names:?}");
+    }
 }
