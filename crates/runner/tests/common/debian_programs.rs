@@ -108,7 +108,8 @@ pub const DEBIAN: &[Programs] = &[
     },
     Programs {
         lang: "erlang",
-        hello: "-module(main).\n-export([main/1]).\n\nmain(_) ->\n    io:format(\"hello erlang~n\"),\n    \
+        // An escript without a module line; the others have one.
+        hello: "main(_) ->\n    io:format(\"hello erlang~n\"),\n    \
                 io:format(\"~p~n\", [byte_size(read_all(<<>>))]),\n    halt(3).\n\n\
                 read_all(Acc) ->\n    case file:read(standard_io, 65536) of\n        \
                 {ok, D} -> read_all(<<Acc/binary, (iolist_to_binary(D))/binary>>);\n        \
