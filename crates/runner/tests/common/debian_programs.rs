@@ -216,7 +216,8 @@ pub const DEBIAN: &[Programs] = &[
                 (displayln (if (eof-object? b) 0 (bytes-length b)))\n(exit 3)\n",
         exit: 3,
         broken: None,
-        forever: "#lang racket/base\n(let loop () (loop))\n",
+        // Without a #lang line: loaded by racket -f.
+        forever: "(let loop () (loop))\n",
         hog: "#lang racket/base\n(let loop ([l '()]) (loop (cons (make-bytes (* 10 1024 1024) 1) l)))\n",
     },
     Programs {
@@ -280,10 +281,21 @@ pub const DEBIAN: &[Programs] = &[
                 DISPLAY FUNCTION TRIM(shown)\n    MOVE 3 TO RETURN-CODE\n    STOP RUN.\n",
         exit: 3,
         broken: Some("IDENTIFICATION DIVISION.\nPROGRAM-ID. hello.\nPROCEDURE DIVISION.\n    MOVE x TO y.\n"),
-        forever: "IDENTIFICATION DIVISION.\nPROGRAM-ID. hello.\nDATA DIVISION.\n\
-                  WORKING-STORAGE SECTION.\n01 n PIC 9(9) VALUE 0.\nPROCEDURE DIVISION.\n    \
-                  PERFORM FOREVER\n        ADD 1 TO n\n        IF n > 99999999 MOVE 0 TO n END-IF\n    \
-                  END-PERFORM\n    STOP RUN.\n",
+        // In fixed format, with a comment in column 7.
+        forever: concat!(
+            "      * counts for ever\n",
+            "       IDENTIFICATION DIVISION.\n",
+            "       PROGRAM-ID. hello.\n",
+            "       DATA DIVISION.\n",
+            "       WORKING-STORAGE SECTION.\n",
+            "       01 n PIC 9(9) VALUE 0.\n",
+            "       PROCEDURE DIVISION.\n",
+            "           PERFORM FOREVER\n",
+            "               ADD 1 TO n\n",
+            "               IF n > 99999999 MOVE 0 TO n END-IF\n",
+            "           END-PERFORM\n",
+            "           STOP RUN.\n",
+        ),
         // An item is at most 256 MiB: three of 200 MiB.
         hog: "IDENTIFICATION DIVISION.\nPROGRAM-ID. hello.\nDATA DIVISION.\n\
               WORKING-STORAGE SECTION.\n01 i PIC 9(4) VALUE 0.\n\
@@ -297,11 +309,11 @@ pub const DEBIAN: &[Programs] = &[
     Programs {
         lang: "ada",
         hello: "with Ada.Text_IO; use Ada.Text_IO;\nwith Ada.Integer_Text_IO;\nwith Ada.Command_Line;\n\
-                procedure Main is\n   N : Natural := 0;\nbegin\n   Put_Line (\"hello ada\");\n   \
+                procedure Hello is\n   N : Natural := 0;\nbegin\n   Put_Line (\"hello ada\");\n   \
                 while not End_Of_File loop\n      declare\n         L : constant String := Get_Line;\n      \
                 begin\n         N := N + L'Length;\n      end;\n   end loop;\n   \
                 Ada.Integer_Text_IO.Put (N, Width => 0);\n   New_Line;\n   \
-                Ada.Command_Line.Set_Exit_Status (3);\nend Main;\n",
+                Ada.Command_Line.Set_Exit_Status (3);\nend Hello;\n",
         exit: 3,
         broken: Some("procedure Main is\nbegin\n   X := 1;\nend Main;\n"),
         forever: "procedure Main is\n   N : Integer := 0 with Volatile;\nbegin\n   loop\n      \
