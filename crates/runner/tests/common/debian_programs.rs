@@ -254,7 +254,8 @@ pub const DEBIAN: &[Programs] = &[
                 halt(3).\n",
         exit: 3,
         broken: None,
-        forever: ":- initialization(main, main).\nmain :- repeat, fail.\n",
+        // A directive, without initialization/2.
+        forever: "loop :- repeat, fail.\n:- loop.\n",
         hog: ":- initialization(main, main).\nmain :- numlist(1, 100000000, L), sum_list(L, S), writeln(S).\n",
     },
     Programs {
