@@ -16,8 +16,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum ImageCommand {
     /// Build (or find in the cache) the kernel, initramfs and root image of VM
-    /// sandboxes, with the toolchains of the languages this runner offers, then prune
-    /// the cache.
+    /// sandboxes, with the toolchains of the languages this runner offers (but those of
+    /// Debian's rows, debian.toml), then prune the cache.
     Build(ImageBuildArgs),
     /// Remove cached images other than `current` that no running runner uses.
     Prune(PruneArgs),
@@ -29,8 +29,9 @@ pub struct ImageBuildArgs {
     /// The image's own settings.
     #[command(flatten)]
     pub image: sandbox_image::build::BuildArgs,
-    /// The languages file `serve` is given (rows added to the built-in ones, replacing
-    /// or removing them): the image holds the toolchains of the languages it offers.
+    /// The languages file `serve` is given (rows added to the shipped ones, replacing
+    /// or removing them): the image holds the toolchains of the built-in languages and
+    /// of the file's own rows that this host offers.
     #[arg(long, env = "RUNNER_LANGUAGES")]
     pub languages: Option<PathBuf>,
 }
