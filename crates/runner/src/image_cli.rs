@@ -1,11 +1,13 @@
 //! `sandbox-runner image build|prune`: the VM image, with the toolchains of the
 //! languages this runner offers. The language table is loaded as `serve` loads it (the
-//! built-in rows and `RUNNER_LANGUAGES`, checked on this host), and each offered
+//! shipped rows and `RUNNER_LANGUAGES`, checked on this host), and each offered
 //! language's Debian packages, required files and shared paths go to the image builder
-//! (`sandbox_image::build`) as plain data.
+//! (`sandbox_image::build`) as plain data. The rows of Debian's toolchains
+//! (`debian.toml`) stay out of the image: it holds the built-in languages and the
+//! operator's.
 
 use crate::config::{current_package_set, ConfigError};
-use crate::languages::{Context, Languages, LanguagesError};
+use crate::languages::{Context, Languages, LanguagesError, Origin};
 use sandbox_image::build::{ImageError, PruneArgs, Toolchain};
 use sandbox_protocol::api::defaults;
 use std::path::PathBuf;
@@ -14,8 +16,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum ImageCommand {
     /// Build (or find in the cache) the kernel, initramfs and root image of VM
-    /// sandboxes, with the toolchains of the languages this runner offers, then prune
-    /// the cache.
+    /// sandboxes, with the toolchains of the languages this runner offers (but those of
+    /// Debian's rows, debian.toml), then prune the cache.
     Build(ImageBuildArgs),
     /// Remove cached images other than `current` that no running runner uses.
     Prune(PruneArgs),
@@ -27,8 +29,9 @@ pub struct ImageBuildArgs {
     /// The image's own settings.
     #[command(flatten)]
     pub image: sandbox_image::build::BuildArgs,
-    /// The languages file `serve` is given (rows added to the built-in ones, replacing
-    /// or removing them): the image holds the toolchains of the languages it offers.
+    /// The languages file `serve` is given (rows added to the shipped ones, replacing
+    /// or removing them): the image holds the toolchains of the built-in languages and
+    /// of the file's own rows that this host offers.
     #[arg(long, env = "RUNNER_LANGUAGES")]
     pub languages: Option<PathBuf>,
 }
@@ -69,13 +72,48 @@ fn toolchains(args: &ImageBuildArgs) -> Result<Vec<Toolchain>, ImageCliError> {
         packages: set.map(|set| set.dir),
     };
     let languages = Languages::load(args.languages.as_deref(), &context)?;
-    Ok(languages
+    Ok(in_image(&languages))
+}
+
+/// The toolchains an image holds: every offered language's but those of Debian's rows.
+fn in_image(languages: &Languages) -> Vec<Toolchain> {
+    languages
         .iter()
+        .filter(|language| language.origin != Origin::Debian)
         .map(|language| Toolchain {
             language: language.name().to_string(),
             debian_packages: language.debian_packages.clone(),
             requires: language.requires.clone(),
             share: language.share.clone(),
         })
-        .collect())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn an_image_leaves_debian_s_rows_out_but_not_the_operator_s() {
+        // Debian's perl row is offered wherever /usr/bin/perl is (every Debian system);
+        // the operator's own tcl row replaces Debian's, and is the operator's.
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        let row =
+            "[[language]]\nname = \"tcl\"\nfile = \"main.tcl\"\nrun = [\"tclsh\", \"{file}\"]\n";
+        file.write_all(row.as_bytes()).unwrap();
+        let context = Context {
+            memory_mb: 256,
+            packages: None,
+        };
+        let languages = Languages::load(Some(file.path()), &context).unwrap();
+        assert!(languages.get("perl").is_ok(), "{:?}", languages.names());
+        let names: Vec<String> = in_image(&languages)
+            .into_iter()
+            .map(|t| t.language)
+            .collect();
+        assert!(!names.contains(&"perl".to_owned()), "{names:?}");
+        assert!(names.contains(&"tcl".to_owned()), "{names:?}");
+        assert!(names.contains(&"bash".to_owned()), "{names:?}");
+    }
 }

@@ -53,7 +53,7 @@ async fn bad_input_gets_400() {
     let cases = [
         "not json".to_owned(),
         "".to_owned(),
-        json!({"lang": "ruby", "code": "puts 1"}).to_string(),
+        json!({"lang": "klingon", "code": "puts 1"}).to_string(),
         json!({"code": "print(1)"}).to_string(),
         json!({"lang": "python"}).to_string(),
         json!({"lang": "python", "code": 5}).to_string(),

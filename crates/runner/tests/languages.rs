@@ -44,8 +44,10 @@ async fn health_lists_the_eight_languages_with_their_toolchains() {
         .iter()
         .filter_map(|l| l["name"].as_str())
         .collect();
-    assert_eq!(names, LANGUAGES, "{health}");
-    for language in languages {
+    // Debian's languages follow, where the host has their toolchains
+    // (languages_debian.rs).
+    assert_eq!(names[..8], LANGUAGES, "{health}");
+    for language in &languages[..8] {
         let name = language["name"].as_str().unwrap_or_default();
         assert!(
             !language["version"].as_str().unwrap_or_default().is_empty(),
@@ -144,7 +146,7 @@ async fn the_memory_limit_holds_in_every_language() {
 #[tokio::test]
 async fn an_unknown_language_gets_a_400_naming_the_offered_ones() {
     let runner = Runner::start();
-    for lang in ["cobol", "C++", "", "Python"] {
+    for lang in ["klingon", "C++", "", "Python"] {
         let (status, out) = runner.post(&json!({"lang": lang, "code": "x"})).await;
         assert_eq!(status, 400, "{lang}: {out}");
         let message = out["error"]["message"].as_str().unwrap_or_default();

@@ -212,7 +212,7 @@ async fn refusals_before_the_run_keep_their_status_and_body() {
         extra: vec!["--code-cap-bytes".into(), cap.to_string()],
         ..Options::default()
     });
-    let unknown = run_body("cobol", "DISPLAY 1");
+    let unknown = run_body("klingon", "DISPLAY 1");
     let (plain_status, plain) = runner.post(&unknown).await;
     let streamed = stream(&runner, "/run", &unknown).await;
     assert_eq!(streamed.status, plain_status);

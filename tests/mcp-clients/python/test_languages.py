@@ -72,10 +72,10 @@ async def test_a_compile_error_is_not_a_failed_run(mcp: Mcp) -> None:
 async def test_a_language_the_runner_lacks_has_no_tool(mcp: Mcp) -> None:
     async with mcp.client(mode="auto") as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
-        assert "run_cobol" not in tools
+        assert "run_klingon" not in tools
         with pytest.raises(Exception) as refused:
-            result = await client.call_tool("run_cobol", {"code": "x"})
+            result = await client.call_tool("run_klingon", {"code": "x"})
             # A server may also answer with an error result rather than a protocol error.
             assert result.is_error, text(result)
             raise RuntimeError(text(result))
-        assert "cobol" in str(refused.value)
+        assert "klingon" in str(refused.value)

@@ -43,7 +43,7 @@ impl Host {
     fn with_rows(rows: &str) -> Host {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let table = format!(
-            "remove = [\"python\", \"node\", \"typescript\", \"c\", \"cpp\", \"go\", \"java\"]\n{rows}"
+            "debian = false\nremove = [\"python\", \"node\", \"typescript\", \"c\", \"cpp\", \"go\", \"java\"]\n{rows}"
         );
         std::fs::write(dir.path().join("languages.toml"), table).expect("the table is written");
         Host { dir }

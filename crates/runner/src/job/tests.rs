@@ -107,10 +107,10 @@ fn refusals_come_in_order_code_then_language_then_timeout() {
             .expect_err("refused")
     };
     assert!(matches!(
-        refused("cobol", &big, Some(0)),
+        refused("klingon", &big, Some(0)),
         RequestError::CodeTooLarge { .. }
     ));
-    let unknown = refused("cobol", "x", Some(0));
+    let unknown = refused("klingon", "x", Some(0));
     assert!(matches!(unknown, RequestError::Language(_)), "{unknown:?}");
     assert!(
         unknown.to_string().contains("python"),

@@ -4,8 +4,10 @@
 //! command, the run command, an optional warm-start loader), what it needs on the host
 //! (`requires`: the toolchain's paths), how the toolchain tells its version, and which
 //! Debian packages a VM image needs for it. The built-in rows (`builtin.toml`) are
-//! bash, python, node, typescript, c, cpp, go and java; an operator's file
-//! (`RUNNER_LANGUAGES`) adds rows, replaces built-in ones by name, or removes them.
+//! bash, python, node, typescript, c, cpp, go and java; the rows of Debian's toolchains
+//! (`debian.toml`: rust, ruby, php, haskell, ...) follow them, offered wherever the host
+//! has the toolchain; an operator's file (`RUNNER_LANGUAGES`) adds rows, replaces shipped
+//! ones by name, removes them, or leaves out Debian's (`debian = false`).
 //!
 //! At start every row is checked ([`probe`]): one whose toolchain is missing, or whose
 //! version command fails, is left out with a logged reason, never offered broken.
@@ -17,7 +19,7 @@
 mod probe;
 mod row;
 
-pub use row::{LanguageFile, Row};
+pub use row::{LanguageFile, Origin, Row};
 
 use sandbox_protocol::language::{LanguageInfo, Recipe};
 use sandbox_protocol::Lang;
@@ -25,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 /// The built-in rows.
 const BUILTIN: &str = include_str!("builtin.toml");
+/// The rows of Debian's toolchains.
+const DEBIAN: &str = include_str!("debian.toml");
 
 /// Why the table could not be made (the runner refuses to start).
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +77,8 @@ pub struct Context {
 /// One offered language.
 #[derive(Debug, Clone)]
 pub struct Language {
+    /// Where its row comes from.
+    pub origin: Origin,
     /// How the agent runs it.
     pub recipe: Recipe,
     /// How `/health` lists it.
@@ -102,8 +108,8 @@ pub struct Languages {
 }
 
 impl Languages {
-    /// The built-in rows and the operator's `file`, checked on this host: rows whose
-    /// toolchain is missing are left out (logged).
+    /// The shipped rows (built-in, then Debian's) and the operator's `file`, checked on
+    /// this host: rows whose toolchain is missing are left out (logged).
     pub fn load(file: Option<&Path>, context: &Context) -> Result<Languages, LanguagesError> {
         let rows = Self::rows(file)?;
         let mut offered = Vec::new();
@@ -125,10 +131,13 @@ impl Languages {
         Ok(Languages::of(offered))
     }
 
-    /// The rows as written: the built-in ones, changed by the operator's file.
+    /// The rows as written: the built-in ones and Debian's, changed by the operator's
+    /// file.
     pub fn rows(file: Option<&Path>) -> Result<Vec<Row>, LanguagesError> {
-        let builtin = LanguageFile::parse(BUILTIN, Path::new("builtin"))?;
-        let mut rows = builtin.language;
+        let mut rows =
+            LanguageFile::parse(BUILTIN, Path::new("builtin"))?.rows_from(Origin::Builtin);
+        let debian = LanguageFile::parse(DEBIAN, Path::new("debian"))?;
+        rows.extend(debian.rows_from(Origin::Debian));
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|source| LanguagesError::Read {
                 path: path.to_owned(),

@@ -23,11 +23,15 @@ const MAX_COMPILE_TIMEOUT_MS: u64 = 600_000;
 /// The most memory a row may ask for its sandboxes, MiB.
 const MAX_MEMORY_MB: u64 = 65_536;
 
-/// A languages file: rows to add or replace (by name), and built-in names to remove.
+/// A languages file: rows to add or replace (by name), and shipped names to remove.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LanguageFile {
-    /// Names of rows to take out (built-in ones, usually).
+    /// `false`: the rows of Debian's toolchains (`debian.toml`) are left out, so that
+    /// only the built-in rows and the file's own are offered.
+    #[serde(default)]
+    pub debian: Option<bool>,
+    /// Names of rows to take out (shipped ones, usually).
     #[serde(default)]
     pub remove: Vec<Lang>,
     /// Rows: one with the name of an existing row replaces it, others are added.
@@ -35,10 +39,26 @@ pub struct LanguageFile {
     pub language: Vec<Row>,
 }
 
+/// Where a row comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// `builtin.toml`: the eight languages every runner and VM image has.
+    Builtin,
+    /// `debian.toml`: Debian's toolchains, offered where the host has them; a VM image
+    /// holds them only when asked to.
+    Debian,
+    /// The operator's file (`RUNNER_LANGUAGES`).
+    #[default]
+    Operator,
+}
+
 /// One language, as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Row {
+    /// Where it comes from (set by the loader, never written in a file).
+    #[serde(skip)]
+    pub origin: Origin,
     /// The name a run's `lang` gives (and the tool `run_<name>`).
     pub name: Lang,
     /// The program's file name in the home folder.
@@ -100,8 +120,17 @@ impl LanguageFile {
         Ok(file)
     }
 
+    /// The file's rows, marked as coming from `origin`.
+    pub fn rows_from(self, origin: Origin) -> Vec<Row> {
+        let mark = |row: Row| Row { origin, ..row };
+        self.language.into_iter().map(mark).collect()
+    }
+
     /// Changes `rows` as the file says.
     pub fn apply(self, rows: &mut Vec<Row>, path: &Path) -> Result<(), LanguagesError> {
+        if self.debian == Some(false) {
+            rows.retain(|row| row.origin != Origin::Debian);
+        }
         for name in &self.remove {
             let before = rows.len();
             rows.retain(|row| &row.name != name);
@@ -242,6 +271,7 @@ impl Row {
             memory_mb: Some(memory_mb),
         };
         Language {
+            origin: self.origin,
             recipe,
             info,
             debian_packages: self.debian_packages.clone(),

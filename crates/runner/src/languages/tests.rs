@@ -14,23 +14,50 @@ fn file(text: &str) -> tempfile::NamedTempFile {
     file
 }
 
+/// The built-in rows' names, in order.
+const BUILTIN: &str = "bash python node typescript c cpp go java";
+
 #[test]
-fn the_built_in_rows_are_the_eight_languages() {
+fn the_built_in_rows_come_first_then_debian_s() {
     let rows = Languages::rows(None).unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "bash",
-            "python",
-            "node",
-            "typescript",
-            "c",
-            "cpp",
-            "go",
-            "java"
-        ]
-    );
+    assert_eq!(names[..8].join(" "), BUILTIN);
+    assert!(rows[..8].iter().all(|r| r.origin == Origin::Builtin));
+    let debian = &rows[8..];
+    assert!(debian.len() >= 24, "{names:?}");
+    assert!(debian.iter().all(|r| r.origin == Origin::Debian));
+    for row in debian {
+        assert!(!row.requires.is_empty(), "{}: its toolchain", row.name);
+        assert!(!row.version.is_empty(), "{}: its version", row.name);
+        assert!(
+            !row.debian_packages.is_empty(),
+            "{}: its packages",
+            row.name
+        );
+    }
+    for name in [
+        "rust",
+        "ruby",
+        "csharp",
+        "haskell",
+        "sql",
+        "commonlisp",
+        "bc",
+    ] {
+        assert!(names.contains(&name), "{name}: {names:?}");
+    }
+}
+
+#[test]
+fn an_operator_file_can_leave_debian_s_rows_out() {
+    let operator = file("debian = false\n");
+    let rows = Languages::rows(Some(operator.path())).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names.join(" "), BUILTIN);
+    let operator = file("debian = true\nremove = [\"ruby\"]\n");
+    let rows = Languages::rows(Some(operator.path())).unwrap();
+    assert!(rows.iter().any(|r| r.name.as_str() == "rust"));
+    assert!(!rows.iter().any(|r| r.name.as_str() == "ruby"));
 }
 
 #[test]
@@ -55,10 +82,20 @@ run = ["{build}/prog"]
     let rows = Languages::rows(Some(operator.path())).unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(
-        names,
-        ["bash", "python", "node", "typescript", "c", "cpp", "perl"]
+        names[..6],
+        ["bash", "python", "node", "typescript", "c", "cpp"]
     );
+    assert!(
+        !names.contains(&"go") && !names.contains(&"java"),
+        "{names:?}"
+    );
+    // Debian's perl is replaced where it stands, by the operator's.
+    let perl: Vec<&Row> = rows.iter().filter(|r| r.name.as_str() == "perl").collect();
+    assert_eq!(perl.len(), 1);
+    assert_eq!(perl[0].origin, Origin::Operator);
+    assert_eq!(perl[0].version, Vec::<String>::new());
     let c = rows.iter().find(|r| r.name.as_str() == "c").unwrap();
+    assert_eq!(c.origin, Origin::Operator);
     assert_eq!(c.file, "prog.c");
     let language = c.language("gcc 12".into(), &context());
     assert_eq!(
@@ -76,7 +113,7 @@ fn bad_files_are_refused_with_the_reason() {
         ("[[language]]\nname = \"x\"\nfile = \"../a\"\nrun = [\"x\"]", "plain file name"),
         ("[[language]]\nname = \"x\"\nfile = \"a\"", "run command or a loader"),
         ("[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nsurprise = 1", "unknown field"),
-        ("remove = [\"cobol\"]", "no language cobol"),
+        ("remove = [\"klingon\"]", "no language klingon"),
         (
             "[[language]]\nname = \"x\"\nfile = \"a\"\nrun = [\"x\"]\nshare = [\"/proc/self\"]",
             "share: /proc/self",
@@ -118,6 +155,7 @@ fn bad_files_are_refused_with_the_reason() {
 fn a_language_whose_toolchain_is_missing_is_left_out() {
     let operator = file(
         r#"
+debian = false
 remove = ["bash", "python", "node", "typescript", "c", "cpp", "go", "java"]
 
 [[language]]
@@ -159,7 +197,7 @@ requires = ["{packages}/node"]
 #[test]
 fn nothing_to_offer_is_an_error() {
     let operator = file(
-        "remove = [\"bash\", \"python\", \"node\", \"typescript\", \"c\", \"cpp\", \"go\", \"java\"]",
+        "debian = false\nremove = [\"bash\", \"python\", \"node\", \"typescript\", \"c\", \"cpp\", \"go\", \"java\"]",
     );
     let error = Languages::load(Some(operator.path()), &context()).unwrap_err();
     assert!(matches!(error, LanguagesError::Empty(_)), "{error}");
@@ -236,6 +274,7 @@ memory_mb = 64
 fn a_vm_image_without_a_toolchain_narrows_the_offer() {
     let operator = file(
         r#"
+debian = false
 remove = ["bash", "python", "node", "typescript", "c", "cpp", "go", "java"]
 
 [[language]]

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod debian_programs;
 pub mod index;
 pub mod programs;
 pub mod tools;

@@ -143,7 +143,7 @@ async fn without_the_token_401_with_a_bearer_challenge() {
 #[tokio::test]
 async fn bad_input_400_and_code_over_the_cap_413() {
     let router = router_with(&Fake::new(), 1, 4).await;
-    let bad_lang = json!({"lang": "cobol", "code": "x"}).to_string();
+    let bad_lang = json!({"lang": "klingon", "code": "x"}).to_string();
     for body in [
         "not json",
         "[]",

@@ -42,7 +42,7 @@ async fn refusals_before_the_run_keep_their_status() {
     let fake = Fake::new();
     fake.log().run_time = Duration::from_secs(2);
     let router = router_with(&fake, 1, 0).await;
-    let bad = streamed(post_run(r#"{"lang": "cobol", "code": "1"}"#, Some(TOKEN)));
+    let bad = streamed(post_run(r#"{"lang": "klingon", "code": "1"}"#, Some(TOKEN)));
     let (status, headers, body) = send(&router, bad).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(headers[header::CONTENT_TYPE], "application/json");
