@@ -519,4 +519,23 @@ mod tests {
         assert!(!is_static_elf(&dynamic));
         assert!(!is_static_elf(b"#!/bin/sh\n"));
     }
+
+    #[test]
+    fn two_selections_of_languages_never_share_an_image() {
+        // The same files: a language whose toolchain the base packages already hold.
+        let manifest = rootfs::Manifest {
+            files: [(PathBuf::from("/usr/bin/bash"), (1, 2))]
+                .into_iter()
+                .collect(),
+            packages: Default::default(),
+            shared: Vec::new(),
+        };
+        let key = |languages: &[&str]| {
+            let languages: Vec<String> = languages.iter().map(|l| l.to_string()).collect();
+            cache_key("linux.deb", b"agent", &languages, &manifest, None)
+        };
+        assert_eq!(key(&["bash", "awk"]), key(&["bash", "awk"]));
+        assert_ne!(key(&["bash", "awk"]), key(&["bash"]));
+        assert_ne!(key(&["bash", "awk"]), key(&["bash", "sql"]));
+    }
 }
