@@ -53,8 +53,8 @@ pub enum ImageCliError {
     /// The package store could not be read.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The language table could not be made.
-    #[error("the languages file (--languages-file, RUNNER_LANGUAGES): {0}")]
+    /// The language table could not be made (its message names the file).
+    #[error(transparent)]
     Languages(#[from] LanguagesError),
     /// `--languages` cannot be used.
     #[error(transparent)]
