@@ -86,9 +86,12 @@ fn languages_plan(args: &ImageBuildArgs) -> Result<(Option<PathBuf>, Selection),
     {
         None => Ok((args.languages_file.clone(), Selection::Default)),
         Some(LanguagesValue::Selection(selection)) => Ok((args.languages_file.clone(), selection)),
+        // The older form wins over --languages-file and RUNNER_LANGUAGES, as the flag
+        // did over its variable.
         Some(LanguagesValue::File(file)) => {
             tracing::warn!(
                 file = %file.display(),
+                in_place_of = ?args.languages_file,
                 "`--languages FILE` is read as the languages file, as before: give it as \
                  `--languages-file` (`--languages` now takes `all` or a comma list of names)"
             );
