@@ -28,7 +28,7 @@ enum Command {
     /// Run one program in a fresh sandbox and exit with its exit code.
     Run(RunArgs),
     /// Build the kernel and images VM sandboxes boot (with the offered languages'
-    /// toolchains).
+    /// toolchains: the built-in ones, and Debian's that `--languages` names).
     #[command(subcommand)]
     Image(ImageCommand),
     /// Build the package set sandboxes see (no network inside: it is installed here).

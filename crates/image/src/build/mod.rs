@@ -12,10 +12,10 @@
 //!   libraries.
 //!
 //! Builds are cached under `<out>/<key>`, where the key hashes every input (the kernel
-//! package's file name, the agent binary, the name, size and time of every host file in
-//! the root, the paths the languages share), and `<out>/current` points at the last one
-//! built. A second build with the
-//! same inputs only checks them. Every build then prunes the cache: images other than
+//! package's file name, the agent binary, the languages whose toolchains it holds, the
+//! name, size and time of every host file in the root, the paths the languages share),
+//! and `<out>/current` points at the last one built. A second build with the same inputs
+//! only checks them. Every build then prunes the cache: images other than
 //! `current` go, unless a running runner holds a lease on them (`image prune` does only
 //! that).
 //!
@@ -197,7 +197,13 @@ pub fn build(args: &BuildArgs, toolchains: &[Toolchain]) -> Result<PathBuf, Imag
     );
     let manifest = rootfs::Manifest::collect(toolchains)?;
     let packages = packages::PackageSet::current(&args.packages_dir)?;
-    let key = cache_key(&kernel.package_file, &agent, &manifest, packages.as_ref());
+    let key = cache_key(
+        &kernel.package_file,
+        &agent,
+        &languages,
+        &manifest,
+        packages.as_ref(),
+    );
     let dir = args.out.join(&key);
     if dir.join(INFO_FILE).exists() {
         eprintln!("image: cached, inputs unchanged");
@@ -396,9 +402,13 @@ fn is_static_elf(bytes: &[u8]) -> bool {
     })
 }
 
+/// The key of an image: a hash of every input, the languages it holds included (two
+/// selections of languages never share an image, even where their files are the same:
+/// `image.json` tells a runner which languages to offer).
 fn cache_key(
     kernel_package: &str,
     agent: &[u8],
+    languages: &[String],
     manifest: &rootfs::Manifest,
     packages: Option<&packages::PackageSet>,
 ) -> String {
@@ -409,6 +419,7 @@ fn cache_key(
     kernel::MODULES.hash(&mut hasher);
     rootfs::PACKAGES.hash(&mut hasher);
     agent.hash(&mut hasher);
+    languages.hash(&mut hasher);
     manifest.files.hash(&mut hasher);
     manifest.shared.hash(&mut hasher);
     format!("{:016x}", hasher.finish())
@@ -507,5 +518,24 @@ mod tests {
         let dynamic = fs::read("/bin/sh").expect("a dynamic /bin/sh");
         assert!(!is_static_elf(&dynamic));
         assert!(!is_static_elf(b"#!/bin/sh\n"));
+    }
+
+    #[test]
+    fn two_selections_of_languages_never_share_an_image() {
+        // The same files: a language whose toolchain the base packages already hold.
+        let manifest = rootfs::Manifest {
+            files: [(PathBuf::from("/usr/bin/bash"), (1, 2))]
+                .into_iter()
+                .collect(),
+            packages: Default::default(),
+            shared: Vec::new(),
+        };
+        let key = |languages: &[&str]| {
+            let languages: Vec<String> = languages.iter().map(|l| l.to_string()).collect();
+            cache_key("linux.deb", b"agent", &languages, &manifest, None)
+        };
+        assert_eq!(key(&["bash", "awk"]), key(&["bash", "awk"]));
+        assert_ne!(key(&["bash", "awk"]), key(&["bash"]));
+        assert_ne!(key(&["bash", "awk"]), key(&["bash", "sql"]));
     }
 }

@@ -6,6 +6,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod debian;
 mod egress;
 mod firecracker;
 mod live;
@@ -68,13 +69,18 @@ fn vm_runner(pool_size: usize, state: &Path) -> Runner {
 
 /// A runner as [`vm_runner`] makes, with more flags.
 fn vm_runner_with(pool_size: usize, state: &Path, more: &[&str]) -> Runner {
+    vm_runner_on(image(), pool_size, state, more)
+}
+
+/// A runner as [`vm_runner_with`] makes, booting the image folder `image`.
+fn vm_runner_on(image: &Path, pool_size: usize, state: &Path, more: &[&str]) -> Runner {
     let mut extra: Vec<String> = ["--backend", "vm", "--vmm", "qemu", "--accel", "tcg"]
         .iter()
         .chain(more)
         .map(|s| s.to_string())
         .collect();
     extra.push("--vm-image".into());
-    extra.push(image().display().to_string());
+    extra.push(image.display().to_string());
     extra.push("--state-dir".into());
     extra.push(state.display().to_string());
     // A request may wait for a VM to boot (seconds under TCG).
