@@ -7,12 +7,13 @@
 //! toolchains (`debian.toml`) is run directly as the row runs it in a sandbox: its
 //! compile command, then its run command, with its variables.
 
-use super::EXPECTED;
 use anyhow::{ensure, Context};
 use sandbox_protocol::language::{LanguageInfo, BUILD, FILE};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// What every hello world prints.
+pub const EXPECTED: &str = "hello world\n";
 /// The hello worlds, one per language the runner ships.
 const PROGRAMS: &str = include_str!("../../../../tests/languages/hello-world.json");
 /// The rows of Debian's toolchains, as the runner ships them.

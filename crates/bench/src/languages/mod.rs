@@ -26,7 +26,7 @@ use crate::services::{Binaries, Service};
 use crate::stats::{self, Latency};
 use anyhow::{bail, ensure, Context};
 use direct::Direct;
-pub use hellos::Hello;
+pub use hellos::{Hello, EXPECTED};
 use rmcp::model::CallToolResult;
 use rmcp::service::Peer;
 use rmcp::RoleClient;
@@ -36,8 +36,6 @@ use serde::Serialize;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-/// What every hello world prints.
-pub const EXPECTED: &str = "hello world\n";
 /// A sandbox's memory, MiB, when the runner publishes none (its default).
 const DEFAULT_MEMORY_MB: u64 = 512;
 /// The longest one run may take on any path (a compile included).
