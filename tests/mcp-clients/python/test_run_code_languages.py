@@ -27,7 +27,7 @@ HELLO_WORLD = json.loads((Path(__file__).parents[2] / "languages" / "hello-world
 PROGRAMS: dict[str, str] = HELLO_WORLD["programs"]
 EXPECTED: str = HELLO_WORLD["stdout"]
 AT_LEAST = 32  # the issue's count, on a machine where scripts/test-toolchains ran
-CONCURRENCY = 2  # the suite's runner has a pool of 2
+CONCURRENCY = 2  # the suite's runner has a pool of 2 (and refuses a request that waits 5 s for one)
 # The runner bounds each run (its timeout plus the row's compile time, 120 s at most for
 # the slow compilers); the SDK's pings keep a hung call open, so each call is bounded here.
 CALL_TIMEOUT = 240
