@@ -74,6 +74,8 @@ pub struct LanguageFigures {
     pub rounds: usize,
     /// Unmeasured rounds before them.
     pub warmup: usize,
+    /// Smoke mode: warm-up rounds only for the languages with a warm loader.
+    pub quick: bool,
     /// Sandboxes of the runner.
     pub pool_size: usize,
     /// A language's time budget for its measured rounds, s.
@@ -215,6 +217,7 @@ fn pair_up(offer: &Offer<'_>, sizes: &Sizes) -> LanguageFigures {
     LanguageFigures {
         rounds: sizes.rounds,
         warmup: sizes.warmup,
+        quick: sizes.quick,
         pool_size: sizes.pool_size,
         budget_s: sizes.budget.as_secs(),
         rows: Vec::new(),

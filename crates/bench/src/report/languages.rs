@@ -13,7 +13,7 @@ pub fn markdown(f: &LanguageFigures, md: &mut String) {
     let _ = writeln!(
         md,
         "Each program prints `{}`; up to {} measured runs per language and path (fewer \
-         where a language's rounds passed {} s) after {} warm-up round(s), each on a pool \
+         where a language's rounds passed {} s) after {} warm-up round(s){}, each on a pool \
          at rest (full, every sandbox process asleep for {} ms, then 50 ms more) that holds \
          a sandbox prepared for the language; pool size {}; (c) is the language's own tool, \
          or `run_code`. The section took {:.0} s.\n",
@@ -21,6 +21,11 @@ pub fn markdown(f: &LanguageFigures, md: &mut String) {
         f.rounds,
         f.budget_s,
         f.warmup,
+        if f.quick {
+            " (for the languages with a warm loader)"
+        } else {
+            ""
+        },
         QUIET.as_millis(),
         f.pool_size,
         f.took_s,
@@ -139,6 +144,7 @@ mod tests {
         let figures = LanguageFigures {
             rounds: 20,
             warmup: 2,
+            quick: true,
             pool_size: 8,
             budget_s: 60,
             rows: vec![row("c", 0), row("go", 3)],
@@ -168,5 +174,9 @@ mod tests {
         assert!(md.contains("no hello world in the bench: klingon."), "{md}");
         assert!(md.contains("(slow compilers): kotlin."), "{md}");
         assert!(md.contains("The section took 61 s."), "{md}");
+        assert!(
+            md.contains("after 2 warm-up round(s) (for the languages with a warm loader),"),
+            "{md}"
+        );
     }
 }
