@@ -129,6 +129,27 @@ pub async fn call_tool(
 ) -> anyhow::Result<CallToolResult> {
     let mut arguments = JsonObject::new();
     arguments.insert("code".into(), code.into());
+    call_with(mcp, tool, arguments).await
+}
+
+/// One `tools/call` of `run_code` with `{language, code}`: the result, whatever the
+/// program did (an error only when the call itself fails).
+pub async fn call_run_code(
+    mcp: &Peer<RoleClient>,
+    language: &str,
+    code: &str,
+) -> anyhow::Result<CallToolResult> {
+    let mut arguments = JsonObject::new();
+    arguments.insert("language".into(), language.into());
+    arguments.insert("code".into(), code.into());
+    call_with(mcp, "run_code", arguments).await
+}
+
+async fn call_with(
+    mcp: &Peer<RoleClient>,
+    tool: &str,
+    arguments: JsonObject,
+) -> anyhow::Result<CallToolResult> {
     let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
     mcp.call_tool(params).await.context("tools/call")
 }

@@ -6,8 +6,8 @@
 //! Streamable HTTP on one initialized session; then, against the same runner, its
 //! sessions (issue 12, see `sessions`); then, on runners of its own, the time to a
 //! first pandas + matplotlib plot (issue 13, see `first_plot`); then a hello world in
-//! every language the runner offers, next to the direct command on the host (issue 14,
-//! see `languages`); then calls/s through one sandbox-mcp in front of 1, 2 and 3
+//! every language the runner offers, built in and Debian's, next to the direct command on
+//! the host (issues 14 and 34, see `languages`); then calls/s through one sandbox-mcp in front of 1, 2 and 3
 //! runners, and a runner killed under load (issue 15, see `scale_out`); then the CPU
 //! one run costs, counted by cgroups, next to a direct spawn (see `cpu_cost`); then how long
 //! a program's line takes to reach a client that streams its run (issue 30, see
@@ -88,7 +88,8 @@ struct Args {
     /// series).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     plot_rounds: u32,
-    /// Measured runs per language and path of the hello-world figure (`languages`).
+    /// Measured runs per language and path of the hello-world figure (`languages`), at
+    /// most: a language's rounds stop after the one past 60 s.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     lang_rounds: u32,
     /// Counted calls per program and number of runners of the scale-out figure.

@@ -27,6 +27,9 @@ pub const SMOKE_SESSION_REST: Duration = Duration::from_millis(200);
 /// The time after which each figure of the tools section stops (after its round), once
 /// it has a few rounds.
 pub const TOOLS_BUDGET: Duration = Duration::from_secs(120);
+/// The time after which a language's measured rounds stop (after their round) in the
+/// languages section: the slow compilers get a few.
+pub const LANGUAGE_BUDGET: Duration = Duration::from_secs(60);
 /// Requests per batch of the egress section (one run, then as many from the host).
 pub const EGRESS_BATCH: usize = 20;
 /// Unmeasured requests per side before the egress section's batches.
@@ -157,6 +160,8 @@ impl Plan {
                 rounds: args.lang_rounds as usize,
                 warmup: (args.lang_rounds as usize / 10).clamp(1, 2),
                 pool_size,
+                budget: LANGUAGE_BUDGET,
+                quick: false,
             },
             scale_out: scale_out::Sizes {
                 calls: args.scale_calls as usize,
@@ -216,6 +221,7 @@ impl Plan {
         self.session_rest = SMOKE_SESSION_REST;
         (self.plot.rounds, self.plot.warmup) = (2, 0);
         (self.languages.rounds, self.languages.warmup) = (1, 1);
+        self.languages.quick = true;
         (self.scale_out.calls, self.scale_out.warmup) = (8, 4);
         self.scale_out.failover = scale_out::Phases {
             before: Duration::from_secs(1),
@@ -273,6 +279,7 @@ mod tests {
         assert!(plan.iterations <= 5 && plan.throughput_runs <= 8);
         assert!(plan.plot.rounds <= 2 && plan.plot.warmup == 0);
         assert!(plan.languages.rounds == 1 && plan.languages.warmup == 1);
+        assert!(plan.languages.quick, "slow compilers left out");
         assert!(plan.pool_size >= *LEVELS.iter().max().unwrap_or(&8));
         assert!(plan.pause.rounds <= 2 && plan.pause.fork_rounds == 1);
         assert!(plan.vm_pause.rounds == 1 && plan.vm_pause.warmup == 0);
@@ -315,6 +322,7 @@ mod tests {
         assert!(plan.has(Section::FirstPlot) && !plan.has(Section::Paths));
         assert_eq!(plan.plot.rounds, 20);
         assert_eq!((plan.languages.rounds, plan.languages.warmup), (20, 2));
+        assert!(!plan.languages.quick && plan.languages.budget == LANGUAGE_BUDGET);
         let args = Args::parse_from(["bench", "--only", "languages", "--lang-rounds", "3"]);
         assert_eq!(Plan::from(&args).languages.warmup, 1);
         assert!(Args::try_parse_from(["bench", "--only", "nothing"]).is_err());

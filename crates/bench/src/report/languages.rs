@@ -3,7 +3,7 @@
 
 use super::cells::with_ratio;
 use crate::clients::Via;
-use crate::languages::{LanguageFigures, EXPECTED};
+use crate::languages::{LanguageFigures, LanguageRow, EXPECTED};
 use crate::pool_watch::QUIET;
 use std::fmt::Write;
 
@@ -12,60 +12,76 @@ pub fn markdown(f: &LanguageFigures, md: &mut String) {
     md.push_str("### Languages: hello world, ms (ratio to the direct command)\n\n");
     let _ = writeln!(
         md,
-        "Each program prints `{}`; {} measured runs per language and path after {} warm-up \
-         round(s), each on a pool at rest (full, every sandbox process asleep for {} ms, \
-         then 50 ms more) that holds a sandbox prepared for the language; pool size {}.\n",
+        "Each program prints `{}`; up to {} measured runs per language and path (fewer \
+         where a language's rounds passed {} s) after {} warm-up round(s){}, each on a pool \
+         at rest (full, every sandbox process asleep for {} ms, then 50 ms more) that holds \
+         a sandbox prepared for the language; pool size {}; (c) is the language's own tool, \
+         or `run_code`. The section took {:.0} s.\n",
         EXPECTED.trim_end(),
         f.rounds,
+        f.budget_s,
         f.warmup,
+        if f.quick {
+            " (for the languages with a warm loader)"
+        } else {
+            ""
+        },
         QUIET.as_millis(),
         f.pool_size,
+        f.took_s,
     );
-    md.push_str("| lang | path | p50 | p95 |\n|---|---|---|---|\n");
+    md.push_str(
+        "| lang | version | runs | (a) direct p50 / p95 | (b) POST /run p50 / p95 | \
+         (c) tools/call p50 / p95 |\n|---|---|---|---|---|---|\n",
+    );
     for row in &f.rows {
-        let direct = row.paths.iter().find(|(via, _)| *via == Via::Direct);
-        for (via, l) in &row.paths {
-            let (p50, p95) = match direct {
-                Some((_, d)) => (
-                    with_ratio(l.p50_ms, d.p50_ms, 1),
-                    with_ratio(l.p95_ms, d.p95_ms, 1),
-                ),
-                None => (format!("{:.1}", l.p50_ms), format!("{:.1}", l.p95_ms)),
-            };
-            let _ = writeln!(
-                md,
-                "| {} | {} | {p50} | {p95} |",
-                row.name,
-                language_path(*via)
-            );
-        }
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            row.name,
+            cell(&row.version),
+            row.rounds,
+            paths_cells(row).join(" | ")
+        );
     }
     md.push_str(
-        "\n| lang | toolchain | (a) direct command | in the sandbox (the runner's /health) |\n\
+        "\n| lang | (a) direct command | in the sandbox (the runner's /health) | (c) tool |\n\
          |---|---|---|---|\n",
     );
     for row in &f.rows {
         let warm = if row.warm { " (warm loader)" } else { "" };
         let _ = writeln!(
             md,
-            "| {} | {} | `{}` | {}{warm} |",
+            "| {} | `{}` | {}{warm} | {} |",
             row.name,
-            row.version.replace('\n', " "),
-            row.direct,
-            row.sandboxed,
+            cell(&row.direct),
+            cell(&row.sandboxed),
+            row.tool,
         );
     }
     md.push('\n');
     languages_notes(f, md);
 }
 
-/// A path's row heading in the "Languages" section.
-fn language_path(via: Via) -> &'static str {
-    match via {
-        Via::Direct => "(a) direct command",
-        Via::Run => "(b) POST /run",
-        Via::ToolsCall => "(c) tools/call",
-    }
+/// A path's p50 and p95 with their ratios to the direct command's, in [`Via::ALL`] order.
+fn paths_cells(row: &LanguageRow) -> Vec<String> {
+    let direct = row.paths.iter().find(|(via, _)| *via == Via::Direct);
+    row.paths
+        .iter()
+        .map(|(_, l)| match direct {
+            Some((_, d)) => format!(
+                "{} / {}",
+                with_ratio(l.p50_ms, d.p50_ms, 1),
+                with_ratio(l.p95_ms, d.p95_ms, 1)
+            ),
+            None => format!("{:.1} / {:.1}", l.p50_ms, l.p95_ms),
+        })
+        .collect()
+}
+
+/// `text` on one line, fit for a table cell (`|` escaped).
+fn cell(text: &str) -> String {
+    text.replace('\n', " ").replace('|', "\\|")
 }
 
 /// What a languages run left out or could not hold.
@@ -85,6 +101,13 @@ fn languages_notes(f: &LanguageFigures, md: &mut String) {
             f.not_offered.join(", ")
         );
     }
+    if !f.skipped.is_empty() {
+        let _ = writeln!(
+            md,
+            "Left out in smoke mode (slow compilers): {}.\n",
+            f.skipped.join(", ")
+        );
+    }
     if !f.unknown.is_empty() {
         let _ = writeln!(
             md,
@@ -97,18 +120,19 @@ fn languages_notes(f: &LanguageFigures, md: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::languages::LanguageRow;
     use crate::report::cells::latency;
 
     #[test]
     fn languages_section_shows_ratios_commands_and_gaps() {
         let ms = |p50_ms: f64| latency(20, p50_ms, 2.0);
-        let row = |name, not_at_rest| LanguageRow {
-            name,
+        let row = |name: &str, not_at_rest| LanguageRow {
+            name: name.into(),
             version: "gcc 12.2.0".into(),
-            direct: "gcc main.c && ./main".into(),
+            direct: "gcc main.c | tee && ./main".into(),
             sandboxed: "gcc main.c && /tmp/.build/main".into(),
+            tool: format!("run_{name}"),
             warm: false,
+            rounds: 20,
             paths: vec![
                 (Via::Direct, ms(100.0)),
                 (Via::Run, ms(250.0)),
@@ -120,34 +144,39 @@ mod tests {
         let figures = LanguageFigures {
             rounds: 20,
             warmup: 2,
+            quick: true,
             pool_size: 8,
+            budget_s: 60,
             rows: vec![row("c", 0), row("go", 3)],
-            not_offered: vec!["java"],
-            unknown: vec!["perl".into()],
+            not_offered: vec!["java".into()],
+            unknown: vec!["klingon".into()],
+            skipped: vec!["kotlin".into()],
+            took_s: 61.0,
         };
         let mut md = String::new();
         markdown(&figures, &mut md);
         assert!(
-            md.contains("| c | (a) direct command | 100.0 (1.00x) | 200.0 (1.00x) |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| c | (b) POST /run | 250.0 (2.50x) | 500.0 (2.50x) |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| go | (c) tools/call | 50.0 (0.50x) |"),
+            md.contains(
+                "| c | gcc 12.2.0 | 20 | 100.0 (1.00x) / 200.0 (1.00x) | \
+                 250.0 (2.50x) / 500.0 (2.50x) | 50.0 (0.50x) / 100.0 (0.50x) |"
+            ),
             "{md}"
         );
         assert!(
             md.contains(
-                "| c | gcc 12.2.0 | `gcc main.c && ./main` | gcc main.c && /tmp/.build/main |"
+                "| c | `gcc main.c \\| tee && ./main` | gcc main.c && /tmp/.build/main | run_c |"
             ),
             "{md}"
         );
         assert!(md.contains("**go: 3 runs went ahead"), "{md}");
         assert!(!md.contains("**c:"), "{md}");
         assert!(md.contains("toolchain missing?): java."), "{md}");
-        assert!(md.contains("no hello world in the bench: perl."), "{md}");
+        assert!(md.contains("no hello world in the bench: klingon."), "{md}");
+        assert!(md.contains("(slow compilers): kotlin."), "{md}");
+        assert!(md.contains("The section took 61 s."), "{md}");
+        assert!(
+            md.contains("after 2 warm-up round(s) (for the languages with a warm loader),"),
+            "{md}"
+        );
     }
 }
