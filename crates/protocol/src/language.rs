@@ -86,6 +86,9 @@ pub enum LoaderKind {
     /// Lua; a session's interpreter keeps its globals (a chunk's `local`s end with it,
     /// as in Lua's own REPL).
     Lua,
+    /// Perl; a session's interpreter keeps its subs, package variables and modules (a
+    /// file's `my` variables end with it).
+    Perl,
 }
 
 impl LoaderKind {
@@ -239,7 +242,7 @@ mod tests {
         let text = serde_json::to_string(&java).unwrap();
         assert_eq!(serde_json::from_str::<Recipe>(&text).unwrap(), java);
         assert!(LoaderKind::Java.compiles() && !LoaderKind::Java.resident());
-        for interpreter in [LoaderKind::Ruby, LoaderKind::Lua] {
+        for interpreter in [LoaderKind::Ruby, LoaderKind::Lua, LoaderKind::Perl] {
             assert!(interpreter.resident() && !interpreter.compiles());
         }
         let ruby: Loader =

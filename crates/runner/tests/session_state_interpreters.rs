@@ -1,5 +1,6 @@
-//! Ruby's and Lua's resident interpreters (the agent's `ruby.rb` and `lua.lua` loaders)
-//! against the real runner, real sandboxes and the real `ruby` and `lua5.4`: what a
+//! Ruby's, Lua's and Perl's resident interpreters (the agent's `ruby.rb`, `lua.lua` and
+//! `perl.pl` loaders) against the real runner, real sandboxes and the real `ruby`,
+//! `lua5.4` and `perl`: what a
 //! session keeps from run to run, how a run ends (exit, error, a killed interpreter, a
 //! forged report), and that a one-shot program served by the warm loader answers
 //! exactly as the one run by its plain command does.
@@ -139,6 +140,63 @@ async fn lua_globals_live_across_runs_and_locals_do_not() {
 }
 
 #[tokio::test]
+async fn perl_subs_package_variables_and_modules_live_across_runs_and_my_does_not() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    let first = runner
+        .ok_in(
+            &id,
+            "perl",
+            "$x = 41;\nour $y = 2;\nmy $hidden = 1;\nsub twice { 2 * shift }\n\
+             use List::Util qw(sum);\nprint \"one\\n\";",
+        )
+        .await;
+    assert_eq!(ended(&first), ("one\n", "", 0), "{first}");
+    let second = runner
+        .ok_in(
+            &id,
+            "perl",
+            "print join(' ', $x + 1, twice(2), $y, defined $hidden ? 'kept' : 'gone', \
+             sum(1, 2), $0, scalar @ARGV), \"\\n\";",
+        )
+        .await;
+    assert_eq!(
+        ended(&second),
+        ("42 4 2 gone 3 /home/sandbox/main.pl 0\n", "", 0),
+        "{second}"
+    );
+
+    // exit and a die end the run (with perl's status), not the interpreter.
+    let exited = runner
+        .ok_in(&id, "perl", "$x++;\nprint 'bye';\nexit 3;")
+        .await;
+    assert_eq!(ended(&exited), ("bye", "", 3), "{exited}");
+    assert!(!state_lost(&exited), "{exited}");
+    let died = runner.ok_in(&id, "perl", "die 'no';").await;
+    assert_eq!(
+        ended(&died),
+        ("", "no at /home/sandbox/main.pl line 1.\n", 255),
+        "perl's message and status: {died}"
+    );
+    let unparsed = runner.ok_in(&id, "perl", "print 'a' +;").await;
+    assert_eq!(
+        ended(&unparsed),
+        (
+            "",
+            "syntax error at /home/sandbox/main.pl line 1, near \"+;\"\n\
+             Execution of /home/sandbox/main.pl aborted due to compilation errors.\n",
+            255
+        ),
+        "{unparsed}"
+    );
+    let after = runner
+        .ok_in(&id, "perl", "print \"$x \", twice($x), \"\\n\";")
+        .await;
+    assert_eq!(ended(&after), ("42 84\n", "", 0), "{after}");
+    assert!(!state_lost(&after), "{after}");
+}
+
+#[tokio::test]
 async fn an_interpreter_killed_by_its_program_is_replaced_by_a_fresh_one() {
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;
@@ -154,6 +212,12 @@ async fn an_interpreter_killed_by_its_program_is_replaced_by_a_fresh_one() {
             "lua",
             "os.execute('kill -KILL ' .. io.open('/proc/self/stat'):read('n'))",
             "print(kept)",
+            "nil\n",
+        ),
+        (
+            "perl",
+            "kill 'KILL', $$;",
+            "print defined $kept ? 'kept' : 'nil', \"\\n\";",
             "nil\n",
         ),
     ];
@@ -193,6 +257,13 @@ async fn a_report_forged_by_a_ruby_or_lua_program_is_not_taken_for_its_end() {
              local t = os.time() + 1 repeat until os.time() >= t\nprint('done')",
             "print(z)",
         ),
+        (
+            "perl",
+            "$z = 5;\nopen(my $f, '>&=', 4);\n\
+             syswrite($f, qq({\"exit\": 9}\\n{\"exit\": 8, \"run\": 99}\\n));\n\
+             select(undef, undef, undef, 0.3);\nprint \"done\\n\";",
+            "print \"$z\\n\";",
+        ),
     ];
     for (lang, forge, probe) in forgers {
         let forged = runner.ok_in(&id, lang, forge).await;
@@ -204,7 +275,7 @@ async fn a_report_forged_by_a_ruby_or_lua_program_is_not_taken_for_its_end() {
 }
 
 /// Programs whose one-shot answer must not depend on how the sandbox started them.
-const ONE_SHOT: [(&str, &str); 9] = [
+const ONE_SHOT: [(&str, &str); 14] = [
     (
         "ruby",
         "at_exit { puts 'bye' }\nputs [$0, __FILE__, ARGV.size, __dir__, $stdin.read].inspect\n\
@@ -221,17 +292,27 @@ const ONE_SHOT: [(&str, &str); 9] = [
     ),
     ("lua", "io.write('partial')\nos.exit(3)"),
     ("lua", "print(go, done, request)\nerror({})"),
+    (
+        "perl",
+        "END { print \"bye\\n\" }\nprint \"$0 \", __FILE__, ' ', scalar(@ARGV), ' [', <STDIN> // '', \"]\\n\";\n\
+         warn 'w';\ndie 'boom';",
+    ),
+    ("perl", "print 'partial';\nexit 3;"),
+    ("perl", "use strict;\n$x = 1;"),
+    ("perl", "open my $f, '<', '/nonexistent';\ndie \"x\\n\";"),
+    ("perl", "print <DATA>;\n__END__\nhello"),
 ];
 
 /// Which way a program was started: by its command, or by its loader (whose frames a
 /// Ruby program's `caller` shows, whose command line Lua's shows).
-const HOW: [(&str, &str); 2] = [
+const HOW: [(&str, &str); 3] = [
     ("ruby", "print caller.empty? ? 'command' : 'loader'"),
     (
         "lua",
         "local cmdline = io.open('/proc/self/cmdline'):read('a')\n\
          io.write(cmdline:find('\\0-e\\0') and 'loader' or 'command')",
     ),
+    ("perl", "print caller() ? 'loader' : 'command';"),
 ];
 
 #[tokio::test]
@@ -272,6 +353,7 @@ async fn cold_run(lang: &str, code: &str) -> (u16, Value) {
     let rows = dir.path().join("cold.toml");
     let (file, program, version) = match lang {
         "ruby" => ("main.rb", "ruby", "--version"),
+        "perl" => ("main.pl", "perl", "--version"),
         _ => ("main.lua", "lua5.4", "-v"),
     };
     std::fs::write(

@@ -9,7 +9,7 @@ use super::child::{give, harden};
 use super::environment::environment;
 use super::identity::{as_program_user, program_user};
 use super::loader::{
-    BASH_SESSION, JAVA_LOADER, LUA_LOADER, NODE_LOADER, PYTHON_LOADER, RUBY_LOADER,
+    BASH_SESSION, JAVA_LOADER, LUA_LOADER, NODE_LOADER, PERL_LOADER, PYTHON_LOADER, RUBY_LOADER,
 };
 use super::process::Process;
 use sandbox_protocol::language::{LoaderKind, Recipe, BUILD, FILE, LOADER_FILE, LOADER_SOURCE};
@@ -183,6 +183,7 @@ pub fn prepare(
         LoaderKind::Java => JAVA_LOADER,
         LoaderKind::Ruby => RUBY_LOADER,
         LoaderKind::Lua => LUA_LOADER,
+        LoaderKind::Perl => PERL_LOADER,
     };
     let loader_file = Path::new(LOADER_DIR).join(JAVA_LOADER_FILE);
     if loader.command.iter().any(|arg| arg.contains(LOADER_FILE)) {
