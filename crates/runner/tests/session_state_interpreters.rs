@@ -238,7 +238,7 @@ async fn an_interpreter_killed_by_its_program_is_replaced_by_a_fresh_one() {
 }
 
 #[tokio::test]
-async fn a_report_forged_by_a_ruby_or_lua_program_is_not_taken_for_its_end() {
+async fn a_report_forged_by_a_ruby_lua_or_perl_program_is_not_taken_for_its_end() {
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;
     // The program may write on the loader's report descriptor; a report without this
