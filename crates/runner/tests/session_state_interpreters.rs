@@ -21,179 +21,148 @@ fn ended(v: &Value) -> (&str, &str, i64) {
     (stdout(v), stderr(v), exit_code(v))
 }
 
-#[tokio::test]
-async fn ruby_locals_methods_constants_and_requires_live_across_runs() {
+/// A session's run and its answer: the code, then stdout, stderr (whole, or its start
+/// where it ends with `…`) and the exit code; none of them loses the session's state.
+type Step = (&'static str, &'static str, &'static str, i64);
+
+/// Runs `steps` one after the other in one session of `lang`.
+async fn session_answers(lang: &str, steps: &[Step]) {
     let runner = Runner::start();
     let id = runner.open_session(json!({})).await;
-    let first = runner
-        .ok_in(
-            &id,
-            "ruby",
-            "x = 41\nrequire 'set'\ndef twice(v) = 2 * v\nLIMIT = 9\nputs 'one'",
-        )
-        .await;
-    assert_eq!(ended(&first), ("one\n", "", 0), "{first}");
-    assert!(!state_lost(&first), "{first}");
-    let second = runner
-        .ok_in(
-            &id,
-            "ruby",
-            "puts x + 1, twice(2), LIMIT, Set[1, 1].size, $0, __FILE__ == $0, ARGV.size",
-        )
-        .await;
-    assert_eq!(
-        ended(&second),
-        ("42\n4\n9\n1\n/home/sandbox/main.rb\ntrue\n0\n", "", 0),
-        "{second}"
-    );
-
-    // `exit`, `abort` and an uncaught exception end the run, not the interpreter.
-    let exited = runner
-        .ok_in(&id, "ruby", "x += 1\nprint 'bye'\nexit 3")
-        .await;
-    assert_eq!(ended(&exited), ("bye", "", 3), "{exited}");
-    assert!(!state_lost(&exited), "{exited}");
-    let raised = runner
-        .ok_in(&id, "ruby", "def f = raise(ArgumentError, 'no')\nf")
-        .await;
-    assert_eq!(
-        ended(&raised),
-        (
-            "",
-            "/home/sandbox/main.rb:1:in `f': no (ArgumentError)\n\
-             \tfrom /home/sandbox/main.rb:2:in `<main>'\n",
-            1
-        ),
-        "ruby's message, no frame of the loader: {raised}"
-    );
-    let aborted = runner.ok_in(&id, "ruby", "abort 'gone'").await;
-    assert_eq!(ended(&aborted), ("", "gone\n", 1), "{aborted}");
-    let unparsed = runner.ok_in(&id, "ruby", "puts 'a' +").await;
-    assert_eq!(exit_code(&unparsed), 1, "{unparsed}");
-    assert!(
-        stderr(&unparsed).starts_with("/home/sandbox/main.rb:1: syntax error"),
-        "{unparsed}"
-    );
-    let after = runner.ok_in(&id, "ruby", "p x, twice(x)").await;
-    assert_eq!(ended(&after), ("42\n84\n", "", 0), "{after}");
-    assert!(!state_lost(&after), "{after}");
+    for (code, out, err, status) in steps {
+        let answer = runner.ok_in(&id, lang, code).await;
+        let err_matches = match err.strip_suffix('…') {
+            Some(start) => stderr(&answer).starts_with(start),
+            None => stderr(&answer) == *err,
+        };
+        assert!(
+            stdout(&answer) == *out
+                && err_matches
+                && exit_code(&answer) == *status
+                && !state_lost(&answer),
+            "{lang} {code:?}: expected {out:?} {err:?} {status}, got {answer}"
+        );
+    }
 }
+
+/// `exit`, `abort` and an uncaught exception end the run, not the interpreter.
+const RUBY: [Step; 7] = [
+    (
+        "x = 41\nrequire 'set'\ndef twice(v) = 2 * v\nLIMIT = 9\nputs 'one'",
+        "one\n",
+        "",
+        0,
+    ),
+    (
+        "puts x + 1, twice(2), LIMIT, Set[1, 1].size, $0, __FILE__ == $0, ARGV.size",
+        "42\n4\n9\n1\n/home/sandbox/main.rb\ntrue\n0\n",
+        "",
+        0,
+    ),
+    ("x += 1\nprint 'bye'\nexit 3", "bye", "", 3),
+    (
+        "def f = raise(ArgumentError, 'no')\nf",
+        "",
+        "/home/sandbox/main.rb:1:in `f': no (ArgumentError)\n\
+         \tfrom /home/sandbox/main.rb:2:in `<main>'\n",
+        1,
+    ),
+    ("abort 'gone'", "", "gone\n", 1),
+    (
+        "puts 'a' +",
+        "",
+        "/home/sandbox/main.rb:1: syntax error…",
+        1,
+    ),
+    ("p x, twice(x)", "42\n84\n", "", 0),
+];
+
+#[tokio::test]
+async fn ruby_locals_methods_constants_and_requires_live_across_runs() {
+    session_answers("ruby", &RUBY).await;
+}
+
+/// os.exit and an error end the run, not the interpreter; a chunk's locals end with it.
+const LUA: [Step; 6] = [
+    (
+        "x = 41\nlocal hidden = 1\nfunction twice(v) return 2 * v end\nprint('one')",
+        "one\n",
+        "",
+        0,
+    ),
+    (
+        "print(x + 1, twice(2), hidden, arg[0], io.read('a'))",
+        "42\t4\tnil\t/home/sandbox/main.lua\t\n",
+        "",
+        0,
+    ),
+    ("x = x + 1\nio.write('bye')\nos.exit(3)", "bye", "", 3),
+    (
+        "local function f() error('no') end\nf()",
+        "",
+        "lua5.4: /home/sandbox/main.lua:1: no\nstack traceback:\n\
+         \t[C]: in function 'error'\n\
+         \t/home/sandbox/main.lua:1: in local 'f'\n\
+         \t/home/sandbox/main.lua:2: in main chunk\n\
+         \t[C]: in ?\n",
+        1,
+    ),
+    (
+        "print(('x'",
+        "",
+        "lua5.4: /home/sandbox/main.lua:1: ')' expected…",
+        1,
+    ),
+    (
+        "print(x, twice(x), os.exit ~= nil)",
+        "42\t84\ttrue\n",
+        "",
+        0,
+    ),
+];
 
 #[tokio::test]
 async fn lua_globals_live_across_runs_and_locals_do_not() {
-    let runner = Runner::start();
-    let id = runner.open_session(json!({})).await;
-    let first = runner
-        .ok_in(
-            &id,
-            "lua",
-            "x = 41\nlocal hidden = 1\nfunction twice(v) return 2 * v end\nprint('one')",
-        )
-        .await;
-    assert_eq!(ended(&first), ("one\n", "", 0), "{first}");
-    let second = runner
-        .ok_in(
-            &id,
-            "lua",
-            "print(x + 1, twice(2), hidden, arg[0], io.read('a'))",
-        )
-        .await;
-    assert_eq!(
-        ended(&second),
-        ("42\t4\tnil\t/home/sandbox/main.lua\t\n", "", 0),
-        "{second}"
-    );
-
-    // os.exit and an error end the run, not the interpreter.
-    let exited = runner
-        .ok_in(&id, "lua", "x = x + 1\nio.write('bye')\nos.exit(3)")
-        .await;
-    assert_eq!(ended(&exited), ("bye", "", 3), "{exited}");
-    assert!(!state_lost(&exited), "{exited}");
-    let raised = runner
-        .ok_in(&id, "lua", "local function f() error('no') end\nf()")
-        .await;
-    assert_eq!(
-        ended(&raised),
-        (
-            "",
-            "lua5.4: /home/sandbox/main.lua:1: no\nstack traceback:\n\
-             \t[C]: in function 'error'\n\
-             \t/home/sandbox/main.lua:1: in local 'f'\n\
-             \t/home/sandbox/main.lua:2: in main chunk\n\
-             \t[C]: in ?\n",
-            1
-        ),
-        "lua's message, no frame of the loader: {raised}"
-    );
-    let unparsed = runner.ok_in(&id, "lua", "print(('x'").await;
-    assert_eq!(exit_code(&unparsed), 1, "{unparsed}");
-    assert!(
-        stderr(&unparsed).starts_with("lua5.4: /home/sandbox/main.lua:1: ')' expected"),
-        "{unparsed}"
-    );
-    let after = runner
-        .ok_in(&id, "lua", "print(x, twice(x), os.exit ~= nil)")
-        .await;
-    assert_eq!(ended(&after), ("42\t84\ttrue\n", "", 0), "{after}");
-    assert!(!state_lost(&after), "{after}");
+    session_answers("lua", &LUA).await;
 }
+
+/// exit and a die end the run (with perl's status), not the interpreter; a file's `my`
+/// variables end with it.
+const PERL: [Step; 6] = [
+    (
+        "$x = 41;\nour $y = 2;\nmy $hidden = 1;\nsub twice { 2 * shift }\n\
+         use List::Util qw(sum);\nprint \"one\\n\";",
+        "one\n",
+        "",
+        0,
+    ),
+    (
+        "print join(' ', $x + 1, twice(2), $y, defined $hidden ? 'kept' : 'gone', \
+         sum(1, 2), $0, scalar @ARGV), \"\\n\";",
+        "42 4 2 gone 3 /home/sandbox/main.pl 0\n",
+        "",
+        0,
+    ),
+    ("$x++;\nprint 'bye';\nexit 3;", "bye", "", 3),
+    (
+        "die 'no';",
+        "",
+        "no at /home/sandbox/main.pl line 1.\n",
+        255,
+    ),
+    (
+        "print 'a' +;",
+        "",
+        "syntax error at /home/sandbox/main.pl line 1, near \"+;\"\n\
+         Execution of /home/sandbox/main.pl aborted due to compilation errors.\n",
+        255,
+    ),
+    ("print \"$x \", twice($x), \"\\n\";", "42 84\n", "", 0),
+];
 
 #[tokio::test]
 async fn perl_subs_package_variables_and_modules_live_across_runs_and_my_does_not() {
-    let runner = Runner::start();
-    let id = runner.open_session(json!({})).await;
-    let first = runner
-        .ok_in(
-            &id,
-            "perl",
-            "$x = 41;\nour $y = 2;\nmy $hidden = 1;\nsub twice { 2 * shift }\n\
-             use List::Util qw(sum);\nprint \"one\\n\";",
-        )
-        .await;
-    assert_eq!(ended(&first), ("one\n", "", 0), "{first}");
-    let second = runner
-        .ok_in(
-            &id,
-            "perl",
-            "print join(' ', $x + 1, twice(2), $y, defined $hidden ? 'kept' : 'gone', \
-             sum(1, 2), $0, scalar @ARGV), \"\\n\";",
-        )
-        .await;
-    assert_eq!(
-        ended(&second),
-        ("42 4 2 gone 3 /home/sandbox/main.pl 0\n", "", 0),
-        "{second}"
-    );
-
-    // exit and a die end the run (with perl's status), not the interpreter.
-    let exited = runner
-        .ok_in(&id, "perl", "$x++;\nprint 'bye';\nexit 3;")
-        .await;
-    assert_eq!(ended(&exited), ("bye", "", 3), "{exited}");
-    assert!(!state_lost(&exited), "{exited}");
-    let died = runner.ok_in(&id, "perl", "die 'no';").await;
-    assert_eq!(
-        ended(&died),
-        ("", "no at /home/sandbox/main.pl line 1.\n", 255),
-        "perl's message and status: {died}"
-    );
-    let unparsed = runner.ok_in(&id, "perl", "print 'a' +;").await;
-    assert_eq!(
-        ended(&unparsed),
-        (
-            "",
-            "syntax error at /home/sandbox/main.pl line 1, near \"+;\"\n\
-             Execution of /home/sandbox/main.pl aborted due to compilation errors.\n",
-            255
-        ),
-        "{unparsed}"
-    );
-    let after = runner
-        .ok_in(&id, "perl", "print \"$x \", twice($x), \"\\n\";")
-        .await;
-    assert_eq!(ended(&after), ("42 84\n", "", 0), "{after}");
-    assert!(!state_lost(&after), "{after}");
+    session_answers("perl", &PERL).await;
 }
 
 #[tokio::test]
@@ -222,7 +191,13 @@ async fn an_interpreter_killed_by_its_program_is_replaced_by_a_fresh_one() {
         ),
     ];
     for (lang, kill, probe, fresh) in killers {
-        runner.ok_in(&id, lang, "kept = 1").await;
+        let keep = if lang == "perl" {
+            "$kept = 1;"
+        } else {
+            "kept = 1"
+        };
+        let kept = runner.ok_in(&id, lang, keep).await;
+        assert_eq!(ended(&kept), ("", "", 0), "{lang}: {kept}");
         let gone = runner.ok_in(&id, lang, kill).await;
         let code = if kill.starts_with("exit!") {
             7
