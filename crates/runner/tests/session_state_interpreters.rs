@@ -21,6 +21,24 @@ fn ended(v: &Value) -> (&str, &str, i64) {
     (stdout(v), stderr(v), exit_code(v))
 }
 
+#[tokio::test]
+async fn health_says_ruby_lua_and_perl_start_warm_and_keep_state() {
+    let runner = Runner::start();
+    let health = runner.health().await;
+    let languages = health["languages"].as_array().expect("languages");
+    for lang in ["ruby", "lua", "perl"] {
+        let info = languages
+            .iter()
+            .find(|l| l["name"] == lang)
+            .unwrap_or_else(|| panic!("{lang} offered: {health}"));
+        assert_eq!(
+            (&info["warm"], &info["keepsState"]),
+            (&json!(true), &json!(true)),
+            "{info}"
+        );
+    }
+}
+
 /// A session's run and its answer: the code, then stdout, stderr (whole, or its start
 /// where it ends with `…`) and the exit code; none of them loses the session's state.
 type Step = (&'static str, &'static str, &'static str, i64);
