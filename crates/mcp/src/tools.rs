@@ -122,6 +122,9 @@ fn kept(info: &LanguageInfo) -> String {
     match info.name.as_str() {
         "python" => format!("{files} and its Python variables, functions and imports"),
         "bash" => format!("{files} and the processes it leaves running in the background"),
+        "ruby" if info.keeps_state => {
+            format!("{files} and its Ruby local variables, methods, constants and requires")
+        }
         _ if info.keeps_state => format!(
             "{files} and its {} global variables and functions",
             display_name(&info.name)
@@ -309,6 +312,19 @@ mod tests {
         assert_eq!(ToolKind::of("run_ruby", &languages), None);
         let ruby = [info("ruby", None, "ruby main.rb")];
         assert_eq!(lang_of("run_ruby", &ruby), Some(Lang::new("ruby").unwrap()));
+    }
+
+    #[test]
+    fn a_resident_interpreter_s_tool_says_what_a_sandbox_keeps() {
+        let kept_by = |name: &str, keeps_state: bool| {
+            kept(&LanguageInfo {
+                keeps_state,
+                ..info(name, None, "x")
+            })
+        };
+        assert!(kept_by("ruby", true).contains("Ruby local variables, methods"));
+        assert!(kept_by("lua", true).contains("global variables and functions"));
+        assert!(kept_by("ruby", false).contains("runs its program anew"));
     }
 
     #[test]

@@ -80,6 +80,15 @@ pub enum LoaderKind {
     /// A JVM with the Java compiler loaded: the program is compiled in memory, then its
     /// `main` runs in the same JVM.
     Java,
+    /// Ruby; a session's interpreter keeps its top-level binding (local variables,
+    /// methods, constants, requires).
+    Ruby,
+    /// Lua; a session's interpreter keeps its globals (a chunk's `local`s end with it,
+    /// as in Lua's own REPL).
+    Lua,
+    /// Perl; a session's interpreter keeps its subs, package variables and modules (a
+    /// file's `my` variables end with it).
+    Perl,
 }
 
 impl LoaderKind {
@@ -233,6 +242,13 @@ mod tests {
         let text = serde_json::to_string(&java).unwrap();
         assert_eq!(serde_json::from_str::<Recipe>(&text).unwrap(), java);
         assert!(LoaderKind::Java.compiles() && !LoaderKind::Java.resident());
+        for interpreter in [LoaderKind::Ruby, LoaderKind::Lua, LoaderKind::Perl] {
+            assert!(interpreter.resident() && !interpreter.compiles());
+        }
+        let ruby: Loader =
+            serde_json::from_str(r#"{"kind": "ruby", "command": ["ruby", "-e", "{loader}"]}"#)
+                .unwrap();
+        assert_eq!(ruby.kind, LoaderKind::Ruby);
     }
 
     #[test]

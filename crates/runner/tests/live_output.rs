@@ -343,3 +343,37 @@ async fn python_s_print_streams_line_by_line_in_a_fresh_sandbox_and_a_session() 
         .await;
     assert_eq!(plain["stdout"], "False\n");
 }
+
+/// Ruby's `puts`, Lua's and Perl's `print` without a flush (block-buffered into a pipe).
+const INTERPRETERS_PAUSED: [(&str, &str); 3] = [
+    ("ruby", "puts 'first'\nsleep 1.5\nputs 'second'"),
+    (
+        "lua",
+        "print('first')\nlocal t = os.time() + 2\nrepeat until os.time() >= t\nprint('second')",
+    ),
+    (
+        "perl",
+        "print \"first\\n\";\nselect(undef, undef, undef, 1.5);\nprint \"second\\n\";",
+    ),
+];
+
+#[tokio::test]
+async fn ruby_lua_and_perl_stream_line_by_line_from_their_loaders_and_sessions() {
+    let runner = Runner::start();
+    for (lang, code) in INTERPRETERS_PAUSED {
+        // A one-shot run from a sandbox prepared for the language (its loader).
+        runner.run(lang, "").await;
+        runner.wait_until_full().await;
+        assert_live(&stream(&runner, "/run", &run_body(lang, code)).await);
+        let id = runner.open_session(json!({})).await;
+        let path = format!("/sessions/{id}/run");
+        for _ in 0..2 {
+            assert_live(&stream(&runner, &path, &run_body(lang, code)).await);
+        }
+        if lang == "ruby" {
+            // A plain run after a streamed one is block-buffered again.
+            let plain = runner.ok_in(&id, lang, "p STDOUT.sync").await;
+            assert_eq!(plain["stdout"], "false\n");
+        }
+    }
+}

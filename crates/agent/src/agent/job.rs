@@ -101,7 +101,7 @@ impl Kept {
 
 /// Runs `job` to its end and reports what happened: in the loader started ahead when it
 /// is of the job's language; a session's programs in the session's resident interpreter
-/// of their language when it has one (Python, Node, TypeScript). What the program (and
+/// of their language when it has one (Python, Node, TypeScript, Ruby, Lua, Perl). What the program (and
 /// its compile step) writes goes to `live` as it is read, within the job's caps, and so
 /// do the calls of a program whose (streamed) job offers tools, whose modules are
 /// written first (a job without tools removes them).

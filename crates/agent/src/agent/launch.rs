@@ -8,7 +8,9 @@
 use super::child::{give, harden};
 use super::environment::environment;
 use super::identity::{as_program_user, program_user};
-use super::loader::{BASH_SESSION, JAVA_LOADER, NODE_LOADER, PYTHON_LOADER};
+use super::loader::{
+    BASH_SESSION, JAVA_LOADER, LUA_LOADER, NODE_LOADER, PERL_LOADER, PYTHON_LOADER, RUBY_LOADER,
+};
 use super::process::Process;
 use sandbox_protocol::language::{LoaderKind, Recipe, BUILD, FILE, LOADER_FILE, LOADER_SOURCE};
 use sandbox_protocol::Lang;
@@ -179,6 +181,9 @@ pub fn prepare(
         LoaderKind::Python => PYTHON_LOADER,
         LoaderKind::Node | LoaderKind::Typescript => NODE_LOADER,
         LoaderKind::Java => JAVA_LOADER,
+        LoaderKind::Ruby => RUBY_LOADER,
+        LoaderKind::Lua => LUA_LOADER,
+        LoaderKind::Perl => PERL_LOADER,
     };
     let loader_file = Path::new(LOADER_DIR).join(JAVA_LOADER_FILE);
     if loader.command.iter().any(|arg| arg.contains(LOADER_FILE)) {

@@ -1,4 +1,4 @@
-//! A session's resident interpreter: one Python or Node process that runs every
+//! A session's resident interpreter: one Python, Node, Ruby, Lua or Perl process that runs every
 //! program of its language in the session, so that what one run defines (variables,
 //! functions, imports) the next one sees.
 //!

@@ -12,6 +12,12 @@ pub(crate) const NODE_LOADER: &str = include_str!("node.js");
 /// Java's: a JVM holding the compiler, which compiles the program in memory (written to
 /// a file, which its command names).
 pub(crate) const JAVA_LOADER: &str = include_str!("SandboxLoader.java");
+/// Ruby's (`ruby -e LOADER`).
+pub(crate) const RUBY_LOADER: &str = include_str!("ruby.rb");
+/// Lua's (`lua5.4 -e LOADER`).
+pub(crate) const LUA_LOADER: &str = include_str!("lua.lua");
+/// Perl's (`perl -e LOADER`).
+pub(crate) const PERL_LOADER: &str = include_str!("perl.pl");
 /// Not a loader: what a session's bash runs around each program, so that it starts in
 /// the working folder and with the exported variables the run before ended with.
 pub(crate) const BASH_SESSION: &str = include_str!("bash_session.sh");
