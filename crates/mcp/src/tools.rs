@@ -84,8 +84,25 @@ pub fn display_name(lang: &Lang) -> String {
         "cpp" => "C++".into(),
         "go" => "Go".into(),
         "java" => "Java".into(),
+        "csharp" => "C#".into(),
+        "commonlisp" => "Common Lisp".into(),
+        "sql" => "SQL (SQLite)".into(),
+        "php" | "cobol" => lang.as_str().to_uppercase(),
+        "ocaml" => "OCaml".into(),
+        "r" | "d" | "rust" | "ruby" | "perl" | "lua" | "haskell" | "erlang" | "elixir"
+        | "fortran" | "pascal" | "nim" | "crystal" | "clojure" | "groovy" | "kotlin" | "racket"
+        | "scheme" | "tcl" | "prolog" | "octave" | "ada" | "forth" => capitalized(lang.as_str()),
         other => other.into(),
     }
+}
+
+/// `word` with its first letter in upper case.
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// "a Python program", "a bash script".
@@ -93,7 +110,13 @@ fn a_program(info: &LanguageInfo) -> String {
     match info.name.as_str() {
         "bash" => "a bash script".into(),
         "node" => "a Node.js program (CommonJS or ES module)".into(),
-        _ => format!("a {} program", display_name(&info.name)),
+        _ => {
+            let name = display_name(&info.name);
+            // "an Ada program", "an R program".
+            let vowel = matches!(name.chars().next(), Some('A' | 'E' | 'I' | 'O' | 'U'));
+            let article = if vowel || name == "R" { "an" } else { "a" };
+            format!("{article} {name} program")
+        }
     }
 }
 
@@ -312,6 +335,25 @@ mod tests {
         assert_eq!(ToolKind::of("run_ruby", &languages), None);
         let ruby = [info("ruby", None, "ruby main.rb")];
         assert_eq!(lang_of("run_ruby", &ruby), Some(Lang::new("ruby").unwrap()));
+    }
+
+    #[test]
+    fn languages_are_named_as_people_write_them() {
+        let name = |lang: &str| display_name(&Lang::new(lang).unwrap());
+        assert_eq!(name("csharp"), "C#");
+        assert_eq!(name("commonlisp"), "Common Lisp");
+        assert_eq!(name("ocaml"), "OCaml");
+        assert_eq!(name("cobol"), "COBOL");
+        assert_eq!(name("ruby"), "Ruby");
+        assert_eq!(
+            name("klingon"),
+            "klingon",
+            "an operator's row keeps its name"
+        );
+        let program = |lang: &str| a_program(&info(lang, None, "x"));
+        assert_eq!(program("ada"), "an Ada program");
+        assert_eq!(program("r"), "an R program");
+        assert_eq!(program("rust"), "a Rust program");
     }
 
     #[test]
