@@ -80,17 +80,32 @@ pub enum LoaderKind {
     /// A JVM with the Java compiler loaded: the program is compiled in memory, then its
     /// `main` runs in the same JVM.
     Java,
+    /// A JVM with Clojure loaded (its command names the jar): the program runs as
+    /// `clojure.main main.clj` runs it, in the same JVM.
+    Clojure,
+    /// A JVM with Groovy's compiler and runtime loaded: the program is compiled (a
+    /// syntax error is a compile error), then runs as `groovy main.groovy` runs it.
+    Groovy,
+    /// A JVM with the Kotlin compiler loaded: the program is compiled in it, then its
+    /// main class runs in the same JVM.
+    Kotlin,
 }
 
 impl LoaderKind {
     /// Whether the loader compiles the program (and may report a compile error).
     pub fn compiles(self) -> bool {
-        matches!(self, LoaderKind::Typescript | LoaderKind::Java)
+        matches!(
+            self,
+            LoaderKind::Typescript | LoaderKind::Java | LoaderKind::Groovy | LoaderKind::Kotlin
+        )
     }
 
     /// Whether a session's runs share one process of it, keeping its state.
     pub fn resident(self) -> bool {
-        !matches!(self, LoaderKind::Java)
+        !matches!(
+            self,
+            LoaderKind::Java | LoaderKind::Clojure | LoaderKind::Groovy | LoaderKind::Kotlin
+        )
     }
 }
 
@@ -233,6 +248,13 @@ mod tests {
         let text = serde_json::to_string(&java).unwrap();
         assert_eq!(serde_json::from_str::<Recipe>(&text).unwrap(), java);
         assert!(LoaderKind::Java.compiles() && !LoaderKind::Java.resident());
+        // A syntax error in Groovy, a type error in Kotlin is a compile error; Clojure
+        // compiles form by form as it runs, so its errors are the run's.
+        assert!(LoaderKind::Groovy.compiles() && LoaderKind::Kotlin.compiles());
+        assert!(!LoaderKind::Clojure.compiles());
+        let kinds: Vec<LoaderKind> =
+            serde_json::from_str(r#"["clojure", "groovy", "kotlin"]"#).unwrap();
+        assert!(kinds.iter().all(|k| !k.resident()), "{kinds:?}");
     }
 
     #[test]
