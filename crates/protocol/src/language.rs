@@ -81,7 +81,8 @@ pub enum LoaderKind {
     /// `main` runs in the same JVM.
     Java,
     /// A JVM with Clojure loaded (its command names the jar): the program runs as
-    /// `clojure.main main.clj` runs it, in the same JVM.
+    /// `clojure.main main.clj` runs it, in the same JVM; a session's runs share one JVM
+    /// and namespace, which keep their definitions.
     Clojure,
     /// A JVM with Groovy's compiler and runtime loaded: the program is compiled (a
     /// syntax error is a compile error), then runs as `groovy main.groovy` runs it.
@@ -104,7 +105,7 @@ impl LoaderKind {
     pub fn resident(self) -> bool {
         !matches!(
             self,
-            LoaderKind::Java | LoaderKind::Clojure | LoaderKind::Groovy | LoaderKind::Kotlin
+            LoaderKind::Java | LoaderKind::Groovy | LoaderKind::Kotlin
         )
     }
 }
@@ -252,9 +253,12 @@ mod tests {
         // compiles form by form as it runs, so its errors are the run's.
         assert!(LoaderKind::Groovy.compiles() && LoaderKind::Kotlin.compiles());
         assert!(!LoaderKind::Clojure.compiles());
-        let kinds: Vec<LoaderKind> =
-            serde_json::from_str(r#"["clojure", "groovy", "kotlin"]"#).unwrap();
+        let kinds: Vec<LoaderKind> = serde_json::from_str(r#"["groovy", "kotlin"]"#).unwrap();
         assert!(kinds.iter().all(|k| !k.resident()), "{kinds:?}");
+        assert!(
+            LoaderKind::Clojure.resident(),
+            "a session keeps its definitions"
+        );
     }
 
     #[test]

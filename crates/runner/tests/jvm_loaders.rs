@@ -11,7 +11,7 @@ mod common;
 
 use common::debian_programs::DEBIAN;
 use common::{exit_code, stderr, stdout, Runner};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Long enough for a cold Kotlin compile on a loaded machine.
 const TIMEOUT_MS: u64 = 60_000;
@@ -217,4 +217,50 @@ async fn a_warm_jvm_s_heap_stays_within_the_sandbox_s_memory() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test]
+async fn a_clojure_session_keeps_its_definitions_and_namespace() {
+    let runner = Runner::start();
+    let id = runner.open_session(json!({})).await;
+    let out = runner
+        .ok_in(
+            &id,
+            "clojure",
+            "(def base 41)\n(defn next-of [n] (inc n))\n",
+        )
+        .await;
+    assert_eq!(exit_code(&out), 0, "{out}");
+    let out = runner
+        .ok_in(&id, "clojure", "(println (next-of base) (str *ns*))\n")
+        .await;
+    assert_eq!(stdout(&out), "42 user\n", "{out}");
+    assert_eq!(out["stateLost"], false, "{out}");
+    // An exception ends its run with status 1, not the session.
+    let out = runner
+        .ok_in(
+            &id,
+            "clojure",
+            "(println \"before\")\n(throw (IllegalStateException. \"boom\"))\n",
+        )
+        .await;
+    assert_eq!(exit_code(&out), 1, "{out}");
+    assert_eq!(stdout(&out), "before\n", "{out}");
+    assert!(stderr(&out).contains("boom"), "{out}");
+    // The namespace a run ends in is the next one's.
+    runner
+        .ok_in(
+            &id,
+            "clojure",
+            "(ns work)\n(def answer (user/next-of (user/next-of user/base)))\n",
+        )
+        .await;
+    let out = runner
+        .ok_in(&id, "clojure", "(println answer (str *ns*))\n")
+        .await;
+    assert_eq!(stdout(&out), "43 work\n", "{out}");
+    assert_eq!(out["stateLost"], false, "{out}");
+    runner
+        .request("DELETE", &format!("/sessions/{id}"), None)
+        .await;
 }

@@ -80,7 +80,40 @@ public class SandboxLoader {
         if (request == null) {
             System.exit(0); // discarded: no program came
         }
+        if (language instanceof Resident resident && request.contains("\"session\":true")) {
+            while (request != null) {
+                int code = resident.runKept(Path.of(pathOf(request)));
+                System.out.flush();
+                System.err.flush();
+                try (OutputStream done = new FileOutputStream("/proc/self/fd/4")) {
+                    String report = "{\"exit\":" + code + ",\"run\":" + runOf(request) + "}\n";
+                    done.write(report.getBytes(StandardCharsets.UTF_8));
+                }
+                request = readRequest(requests);
+            }
+            return;
+        }
         language.run(Path.of(pathOf(request)));
+    }
+
+    /** A language whose loader serves a session's runs, keeping what they define. */
+    interface Resident {
+        /** Runs the program at `path` among what the runs before it defined: its status. */
+        int runKept(Path path) throws Exception;
+    }
+
+    /** The "run" number of a session's request (written by the agent), 0 when absent. */
+    static long runOf(String request) {
+        int key = request.indexOf("\"run\":");
+        if (key < 0) {
+            return 0;
+        }
+        int start = key + "\"run\":".length();
+        int end = start;
+        while (end < request.length() && Character.isDigit(request.charAt(end))) {
+            end++;
+        }
+        return end > start ? Long.parseLong(request.substring(start, end)) : 0;
     }
 
     /** The language the arguments name, its runtime on a class loader of its own. */
@@ -156,14 +189,12 @@ public class SandboxLoader {
         }
     }
 
-    /** The request line, or null when the pipe closed without one. */
+    /** The next request line, or null when the pipe closed without one. */
     static String readRequest(FileInputStream requests) throws IOException {
         ByteArrayOutputStream line = new ByteArrayOutputStream();
-        try (FileInputStream in = requests) {
-            int b;
-            while ((b = in.read()) >= 0 && b != '\n') {
-                line.write(b);
-            }
+        int b;
+        while ((b = requests.read()) >= 0 && b != '\n') {
+            line.write(b);
         }
         String text = line.toString(StandardCharsets.UTF_8).trim();
         return text.isEmpty() ? null : text;
@@ -332,9 +363,40 @@ public class SandboxLoader {
 }
 
 
-/** Clojure: clojure.core and clojure.main loaded; a program runs as `clojure.main main.clj`. */
-final class Clojure implements SandboxLoader.Language {
+/**
+ * Clojure: clojure.core and clojure.main loaded; a program runs as `clojure.main main.clj`.
+ * In a session, each run is loaded into the namespace the run before ended in (`user`
+ * first), so that its definitions persist; an uncaught exception is reported as
+ * clojure.main reports it (without the report file) and makes the run's status 1.
+ * `System/exit` ends the JVM, and so the session's state.
+ */
+final class Clojure implements SandboxLoader.Language, SandboxLoader.Resident {
+    /** Loads a file in the session's namespace, with clojure.main's bindings: its status. */
+    private static final String SESSION_RUN = """
+            (let [current (atom (the-ns 'user))]
+              (intern (create-ns 'sandbox.session) 'current current)
+              (fn [path]
+                (clojure.main/with-bindings
+                  (set! *ns* @current)
+                  (try
+                    ;; Loading binds *ns*: a form after the program's records where it ended.
+                    (clojure.lang.Compiler/load
+                      (java.io.StringReader.
+                        (str (slurp path) "\n(clojure.core/reset! sandbox.session/current clojure.core/*ns*)\n"))
+                      path
+                      (.getName (java.io.File. path)))
+                    0
+                    (catch Throwable t
+                      (binding [*out* *err*]
+                        (print (-> t Throwable->map clojure.main/ex-triage clojure.main/ex-str)))
+                      1)
+                    (finally
+                      (flush)
+                      (binding [*out* *err*] (flush)))))))
+            """;
+
     private final ClassLoader loader;
+    private Object session;
 
     Clojure(ClassLoader loader) {
         this.loader = loader;
@@ -348,6 +410,19 @@ final class Clojure implements SandboxLoader.Language {
         Method invoke = Class.forName("clojure.lang.IFn", false, loader).getMethod("invoke", Object.class);
         invoke.invoke(var.invoke(null, "clojure.core", "require"), read.invoke(null, "clojure.main"));
         invoke.invoke(var.invoke(null, "clojure.core", "eval"), read.invoke(null, "(reduce + (map inc (range 100)))"));
+    }
+
+    @Override
+    public int runKept(Path path) throws Exception {
+        Class<?> api = Class.forName("clojure.java.api.Clojure", true, loader);
+        Method invoke = Class.forName("clojure.lang.IFn", false, loader).getMethod("invoke", Object.class);
+        if (session == null) {
+            Method var = api.getMethod("var", Object.class, Object.class);
+            Object read = var.invoke(null, "clojure.core", "read-string");
+            invoke.invoke(var.invoke(null, "clojure.core", "require"), api.getMethod("read", String.class).invoke(null, "clojure.main"));
+            session = invoke.invoke(var.invoke(null, "clojure.core", "eval"), invoke.invoke(read, SESSION_RUN));
+        }
+        return ((Number) invoke.invoke(session, path.toString())).intValue();
     }
 
     @Override
