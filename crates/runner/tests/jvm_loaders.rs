@@ -61,6 +61,14 @@ fn failed_with_boom(out: &Value) {
     assert!(!flag(out, "compileError"), "{out}");
 }
 
+/// A compile error: the compiler's words (`says`), nothing run, a failed status.
+fn did_not_compile(out: &Value, says: &str) {
+    assert!(flag(out, "compileError"), "{out}");
+    assert_eq!(stdout(out), "", "{out}");
+    assert!(stderr(out).contains(says), "{out}");
+    assert_ne!(exit_code(out), 0, "{out}");
+}
+
 #[tokio::test]
 async fn clojure_runs_warm_as_clojure_main_does() {
     let runner = warmed_for("clojure", "(println \"hi\")", "hi\n").await;
@@ -122,9 +130,7 @@ async fn groovy_compiles_then_runs_warm_as_groovy_does() {
     assert!(stderr(&out).contains("main.groovy:2"), "{out}");
     // A syntax error is found before anything runs: a compile error.
     let out = warm_run(&runner, "groovy", "println 'never'\ndef x = (1 +\n").await;
-    assert!(flag(&out, "compileError"), "{out}");
-    assert_eq!(stdout(&out), "", "{out}");
-    assert!(stderr(&out).contains("startup failed"), "{out}");
+    did_not_compile(&out, "startup failed");
     assert_eq!(exit_code(&out), 1, "{out}");
     // Classes named like the loader's are the program's; no arguments.
     let out = warm_run(
@@ -177,10 +183,7 @@ async fn kotlin_compiles_in_a_warm_jvm_and_runs_there() {
         "fun main() {\n    println(\"never\")\n    val x: Int = \"s\"\n}\n",
     )
     .await;
-    assert!(flag(&out, "compileError"), "{out}");
-    assert_eq!(stdout(&out), "", "{out}");
-    assert!(stderr(&out).contains("error: type mismatch"), "{out}");
-    assert_ne!(exit_code(&out), 0, "{out}");
+    did_not_compile(&out, "error: type mismatch");
     // Classes named like the loader's are the program's; main's arguments are none.
     let out = warm_run(
         &runner,
