@@ -89,17 +89,33 @@ pub enum LoaderKind {
     /// Perl; a session's interpreter keeps its subs, package variables and modules (a
     /// file's `my` variables end with it).
     Perl,
+    /// A JVM with Clojure loaded (its command names the jar): the program runs as
+    /// `clojure.main main.clj` runs it, in the same JVM; a session's runs share one JVM
+    /// and namespace, which keep their definitions.
+    Clojure,
+    /// A JVM with Groovy's compiler and runtime loaded: the program is compiled (a
+    /// syntax error is a compile error), then runs as `groovy main.groovy` runs it.
+    Groovy,
+    /// A JVM with the Kotlin compiler loaded: the program is compiled in it, then its
+    /// main class runs in the same JVM.
+    Kotlin,
 }
 
 impl LoaderKind {
     /// Whether the loader compiles the program (and may report a compile error).
     pub fn compiles(self) -> bool {
-        matches!(self, LoaderKind::Typescript | LoaderKind::Java)
+        matches!(
+            self,
+            LoaderKind::Typescript | LoaderKind::Java | LoaderKind::Groovy | LoaderKind::Kotlin
+        )
     }
 
     /// Whether a session's runs share one process of it, keeping its state.
     pub fn resident(self) -> bool {
-        !matches!(self, LoaderKind::Java)
+        !matches!(
+            self,
+            LoaderKind::Java | LoaderKind::Groovy | LoaderKind::Kotlin
+        )
     }
 }
 
@@ -249,6 +265,16 @@ mod tests {
             serde_json::from_str(r#"{"kind": "ruby", "command": ["ruby", "-e", "{loader}"]}"#)
                 .unwrap();
         assert_eq!(ruby.kind, LoaderKind::Ruby);
+        // A syntax error in Groovy, a type error in Kotlin is a compile error; Clojure
+        // compiles form by form as it runs, so its errors are the run's.
+        assert!(LoaderKind::Groovy.compiles() && LoaderKind::Kotlin.compiles());
+        assert!(!LoaderKind::Clojure.compiles());
+        let kinds: Vec<LoaderKind> = serde_json::from_str(r#"["groovy", "kotlin"]"#).unwrap();
+        assert!(kinds.iter().all(|k| !k.resident()), "{kinds:?}");
+        assert!(
+            LoaderKind::Clojure.resident(),
+            "a session keeps its definitions"
+        );
     }
 
     #[test]

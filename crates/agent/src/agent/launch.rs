@@ -9,7 +9,7 @@ use super::child::{give, harden};
 use super::environment::environment;
 use super::identity::{as_program_user, program_user};
 use super::loader::{
-    BASH_SESSION, JAVA_LOADER, LUA_LOADER, NODE_LOADER, PERL_LOADER, PYTHON_LOADER, RUBY_LOADER,
+    BASH_SESSION, JVM_LOADER, LUA_LOADER, NODE_LOADER, PERL_LOADER, PYTHON_LOADER, RUBY_LOADER,
 };
 use super::process::Process;
 use sandbox_protocol::language::{LoaderKind, Recipe, BUILD, FILE, LOADER_FILE, LOADER_SOURCE};
@@ -27,7 +27,7 @@ const GO_FD: i32 = 3;
 const DONE_FD: i32 = 4;
 /// Where a loader given as a file is written (as the program user), and its name.
 const LOADER_DIR: &str = "/tmp/.sandbox-loader";
-const JAVA_LOADER_FILE: &str = "SandboxLoader.java";
+const JVM_LOADER_FILE: &str = "SandboxLoader.java";
 /// The run's build folder, which [`BUILD`] stands for: made empty before a compile.
 const BUILD_DIR: &str = "/tmp/.build";
 
@@ -180,12 +180,14 @@ pub fn prepare(
     let source = match loader.kind {
         LoaderKind::Python => PYTHON_LOADER,
         LoaderKind::Node | LoaderKind::Typescript => NODE_LOADER,
-        LoaderKind::Java => JAVA_LOADER,
+        LoaderKind::Java | LoaderKind::Clojure | LoaderKind::Groovy | LoaderKind::Kotlin => {
+            JVM_LOADER
+        }
         LoaderKind::Ruby => RUBY_LOADER,
         LoaderKind::Lua => LUA_LOADER,
         LoaderKind::Perl => PERL_LOADER,
     };
-    let loader_file = Path::new(LOADER_DIR).join(JAVA_LOADER_FILE);
+    let loader_file = Path::new(LOADER_DIR).join(JVM_LOADER_FILE);
     if loader.command.iter().any(|arg| arg.contains(LOADER_FILE)) {
         as_program_user(|| {
             std::fs::create_dir_all(LOADER_DIR)?;

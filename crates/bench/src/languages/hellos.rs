@@ -5,7 +5,8 @@
 //! written here (a developer's usual command: `go run` with a warm cache, the JDK's
 //! source launcher, TypeScript transpiled in a fresh node); every row of Debian's
 //! toolchains (`debian.toml`) is run directly as the row runs it in a sandbox: its
-//! compile command, then its run command, with its variables.
+//! compile command, then its run command, with its variables; a row that runs through
+//! its loader only (groovy, kotlin) runs its toolchain's own command (`LOADER_ONLY`).
 
 use anyhow::{ensure, Context};
 use sandbox_protocol::language::{LanguageInfo, BUILD, FILE};
@@ -118,6 +119,37 @@ const BUILTIN: [BuiltinDirect; 8] = [
     },
 ];
 
+/// The JVM options Debian's JVM rows give (`{memory_mb}` filled in per row).
+const JVM_OPTIONS: &str = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:MaxRAM={memory_mb}m \
+                           -XX:MaxRAMPercentage=50 -Xshare:auto";
+
+/// The direct commands of Debian's rows that run through a loader only (no `run`
+/// command of their own): the toolchain's own command, with the rows' JVM options.
+const LOADER_ONLY: [BuiltinDirect; 2] = [
+    BuiltinDirect {
+        name: "groovy",
+        file: "main.groovy",
+        steps: &[&["groovy", FILE]],
+        env: &[("JAVA_OPTS", JVM_OPTIONS)],
+    },
+    BuiltinDirect {
+        name: "kotlin",
+        file: "main.kt",
+        steps: &[
+            &[
+                "kotlinc",
+                "-nowarn",
+                FILE,
+                "-include-runtime",
+                "-d",
+                "{build}/main.jar",
+            ],
+            &["java", "-jar", "{build}/main.jar"],
+        ],
+        env: &[("JAVA_OPTS", JVM_OPTIONS)],
+    },
+];
+
 /// One language's hello world and its direct command.
 #[derive(Debug, Clone)]
 pub struct Hello {
@@ -202,6 +234,7 @@ struct DebianRow {
     file: String,
     #[serde(default)]
     compile: Vec<String>,
+    #[serde(default)]
     run: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -248,7 +281,14 @@ pub fn hellos(memory_mb: u64) -> anyhow::Result<Vec<Hello>> {
     }
     for row in rows.language {
         let code = code(&row.name)?;
-        hellos.push(from_row(row, code, memory_mb));
+        let hello = from_row(row, code, memory_mb);
+        ensure!(
+            !hello.direct.is_empty(),
+            "debian.toml's {} runs through its loader only, and the bench has no direct \
+             command for it (LOADER_ONLY)",
+            hello.name
+        );
+        hellos.push(hello);
     }
     Ok(hellos)
 }
@@ -263,11 +303,27 @@ fn owned_steps(steps: &[&[&str]]) -> Vec<Vec<String>> {
 /// A row of Debian's toolchains run directly as it runs in a sandbox.
 fn from_row(row: DebianRow, code: String, memory_mb: u64) -> Hello {
     let memory = row.memory_mb.unwrap_or(0).max(memory_mb).to_string();
-    let fill = |arg: &String| arg.replace(MEMORY, &memory);
-    let steps = [row.compile, row.run].into_iter().filter(|s| !s.is_empty());
+    let fill = |arg: &str| arg.replace(MEMORY, &memory);
+    let (steps, env) = match LOADER_ONLY.iter().find(|d| d.name == row.name) {
+        Some(plain) if row.run.is_empty() => (
+            owned_steps(plain.steps),
+            plain
+                .env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        _ => {
+            let steps = [row.compile, row.run].into_iter().filter(|s| !s.is_empty());
+            (steps.collect(), row.env.into_iter().collect::<Vec<_>>())
+        }
+    };
     Hello {
-        direct: steps.map(|step| step.iter().map(fill).collect()).collect(),
-        env: row.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect(),
+        direct: steps
+            .iter()
+            .map(|step| step.iter().map(|a| fill(a)).collect())
+            .collect(),
+        env: env.iter().map(|(k, v)| (k.clone(), fill(v))).collect(),
         name: row.name,
         file: row.file,
         code,
@@ -335,8 +391,17 @@ mod tests {
         let kotlin = find("kotlin");
         assert!(kotlin.slow_compiler && !find("ruby").slow_compiler);
         assert!(
-            kotlin.direct_line().contains("-XX:MaxRAM=1024m"),
-            "its own memory"
+            kotlin.direct_line().starts_with("kotlinc -nowarn main.kt"),
+            "a loader-only row runs its toolchain's own command: {}",
+            kotlin.direct_line()
+        );
+        assert!(
+            kotlin
+                .env
+                .iter()
+                .any(|(k, v)| k == "JAVA_OPTS" && v.contains("-XX:MaxRAM=1024m")),
+            "its own memory: {:?}",
+            kotlin.env
         );
         assert!(find("clojure").direct_line().contains("-XX:MaxRAM=512m"));
         let ocaml = find("ocaml").direct_line();

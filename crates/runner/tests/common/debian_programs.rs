@@ -195,7 +195,7 @@ pub const DEBIAN: &[Programs] = &[
         lang: "groovy",
         hello: "println 'hello groovy'\nprintln System.in.bytes.length\nSystem.exit(3)\n",
         exit: 3,
-        broken: None,
+        broken: Some("println 'never'\ndef x = (1 +\n"),
         forever: "while (true) {}\n",
         hog: "def l = []\nwhile (true) { l << new byte[10 << 20] }\n",
     },

@@ -9,9 +9,10 @@
 pub(crate) const PYTHON_LOADER: &str = include_str!("python.py");
 /// Node's (and TypeScript's).
 pub(crate) const NODE_LOADER: &str = include_str!("node.js");
-/// Java's: a JVM holding the compiler, which compiles the program in memory (written to
-/// a file, which its command names).
-pub(crate) const JAVA_LOADER: &str = include_str!("SandboxLoader.java");
+/// The JVM languages' (Java, Clojure, Groovy, Kotlin; its command's first argument after
+/// the file names the language): a JVM holding the language's runtime, or its compiler,
+/// which runs the program in the same JVM (written to a file, which its command names).
+pub(crate) const JVM_LOADER: &str = include_str!("SandboxLoader.java");
 /// Ruby's (`ruby -e LOADER`).
 pub(crate) const RUBY_LOADER: &str = include_str!("ruby.rb");
 /// Lua's (`lua5.4 -e LOADER`).
