@@ -60,9 +60,10 @@ pub struct Sizes {
     /// A language's measured rounds stop after the one that passes this (counted from
     /// its first measured round): the slow compilers get a few.
     pub budget: Duration,
-    /// Smoke mode: a language without a warm loader gets no warm-up round, and the
-    /// slow compilers (rows that give their compiler more than the default time) are
-    /// left out, named in [`LanguageFigures::skipped`].
+    /// Smoke mode: a language without a warm loader gets no warm-up round, and of
+    /// Debian's rows only [`SMOKE_SAMPLE`] is measured (never a slow compiler: a row
+    /// that gives its compiler more than the default time); the others are named in
+    /// [`LanguageFigures::skipped`].
     pub quick: bool,
 }
 
@@ -86,7 +87,7 @@ pub struct LanguageFigures {
     pub not_offered: Vec<String>,
     /// Languages the runner offers that the bench has no hello world for.
     pub unknown: Vec<String>,
-    /// Offered languages left out in smoke mode (slow compilers).
+    /// Offered languages left out in smoke mode (Debian's rows but [`SMOKE_SAMPLE`]).
     pub skipped: Vec<String>,
     /// How long the figure took, s (runner and sandbox-mcp start included).
     pub took_s: f64,
@@ -211,6 +212,17 @@ async fn with_mcp(
     Ok(measured)
 }
 
+/// The rows of Debian's toolchains smoke mode measures, one of each way a row runs (a
+/// resident interpreter's loader, a JVM's loader, a compiler, a `sh -c` compile, an
+/// interpreter that starts in milliseconds): the bench's paths are what smoke mode
+/// checks, and every language is run by the runner's and the MCP clients' tests.
+pub const SMOKE_SAMPLE: [&str; 5] = ["ruby", "clojure", "fortran", "ocaml", "sql"];
+
+/// Whether smoke mode leaves `hello` out.
+fn left_out_in_smoke(hello: &Hello) -> bool {
+    hello.slow_compiler || (!hello.own_tool && !SMOKE_SAMPLE.contains(&hello.name.as_str()))
+}
+
 /// The figures' frame: which languages are measured, which are left out and why.
 fn pair_up(offer: &Offer<'_>, sizes: &Sizes) -> LanguageFigures {
     let (not_offered, unknown) = hellos::unmatched(offer.hellos, offer.offered);
@@ -225,7 +237,7 @@ fn pair_up(offer: &Offer<'_>, sizes: &Sizes) -> LanguageFigures {
         unknown,
         skipped: both_know(offer)
             .into_iter()
-            .filter(|(hello, _)| sizes.quick && hello.slow_compiler)
+            .filter(|(hello, _)| sizes.quick && left_out_in_smoke(hello))
             .map(|(hello, _)| hello.name.clone())
             .collect(),
         took_s: 0.0,
@@ -490,6 +502,18 @@ mod tests {
             sandboxed_line(&offered[2]),
             "gcc main.c && /tmp/.build/main"
         );
+    }
+
+    #[test]
+    fn smoke_mode_measures_the_built_in_languages_and_a_sample_of_debian_s() {
+        let hellos = hellos::hellos(512).unwrap();
+        let left_out =
+            |name: &str| left_out_in_smoke(hellos.iter().find(|h| h.name == name).unwrap());
+        assert!(!left_out("python") && !left_out("go"));
+        for sampled in SMOKE_SAMPLE {
+            assert!(!left_out(sampled), "{sampled}");
+        }
+        assert!(left_out("lua") && left_out("kotlin") && left_out("crystal"));
     }
 
     #[test]
