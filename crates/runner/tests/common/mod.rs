@@ -315,6 +315,16 @@ pub fn instance_cgroups(pid: u32) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// The names of the languages a `/health` answer lists, in its order.
+pub fn language_names(health: &Value) -> Vec<String> {
+    health["languages"]
+        .as_array()
+        .expect("languages")
+        .iter()
+        .map(|l| l["name"].as_str().expect("a name").to_owned())
+        .collect()
+}
+
 pub fn stdout(v: &Value) -> &str {
     v["stdout"].as_str().expect("stdout is a string")
 }

@@ -31,16 +31,6 @@ fn build_with(out: &Path, file: &Path, packages: &Path, selection: &str) -> std:
         .expect("ran image build")
 }
 
-/// The names `/health` lists.
-fn offered(health: &Value) -> Vec<String> {
-    health["languages"]
-        .as_array()
-        .expect("languages")
-        .iter()
-        .map(|l| l["name"].as_str().expect("a name").to_owned())
-        .collect()
-}
-
 #[tokio::test]
 async fn an_image_built_with_lua_and_tcl_offers_them_and_no_other_debian_language() {
     let _serial = SERIAL.lock().await;
@@ -96,7 +86,7 @@ async fn an_image_built_with_lua_and_tcl_offers_them_and_no_other_debian_languag
     let runner = vm_runner_on(&image, 1, &state, &more);
     wait_available(&runner).await;
     let health = runner.health().await;
-    assert_eq!(offered(&health), held, "{health}");
+    assert_eq!(common::language_names(&health), held, "{health}");
     for lang in ["lua", "tcl"] {
         let hello = common::debian_programs::DEBIAN
             .iter()

@@ -206,13 +206,7 @@ async fn every_language_in_a_guest_hello_stdin_exit_codes_compile_errors_timeout
     let runner = vm_runner_with(2, &state_dir("languages"), &["--languages", languages]);
     let health = runner.health().await;
     assert_eq!(health["backend"], "vm", "{health}");
-    let offered: Vec<&str> = health["languages"]
-        .as_array()
-        .expect("languages")
-        .iter()
-        .filter_map(|l| l["name"].as_str())
-        .collect();
-    assert_eq!(offered, LANGUAGES, "{health}");
+    assert_eq!(common::language_names(&health), LANGUAGES, "{health}");
     let started = Instant::now();
     for lang in LANGUAGES {
         let asked = Instant::now();
