@@ -247,11 +247,15 @@ impl Row {
             }),
             memory_mb: (memory_mb > context.memory_mb).then_some(memory_mb),
         };
+        // As a caller would type it in the program's folder: the build folder is the
+        // working one, the memory the sandbox's.
         let shown = |args: &[String]| {
             args.iter()
                 .map(|arg| {
-                    arg.replace(FILE, &self.file)
+                    fill(arg)
+                        .replace(FILE, &self.file)
                         .replace(&format!("{BUILD}/"), "./")
+                        .replace(BUILD, ".")
                 })
                 .collect::<Vec<_>>()
                 .join(" ")

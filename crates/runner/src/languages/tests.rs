@@ -229,6 +229,30 @@ fn placeholders_are_filled_for_the_sandbox() {
 }
 
 #[test]
+fn health_shows_commands_as_typed_in_the_program_s_folder_without_placeholders() {
+    for row in Languages::rows(None).unwrap() {
+        let info = row.language("1".into(), &context()).info;
+        for shown in info.compile.iter().chain([&info.run]) {
+            for placeholder in ["{file}", "{build}", "{memory_mb}", "{packages}"] {
+                assert!(!shown.contains(placeholder), "{}: {shown}", row.name);
+            }
+        }
+    }
+    let rows = Languages::rows(None).unwrap();
+    let info = |name: &str| {
+        let row = rows.iter().find(|r| r.name.as_str() == name).unwrap();
+        row.language("1".into(), &context()).info
+    };
+    assert_eq!(
+        info("fortran").compile.unwrap(),
+        "gfortran -O2 -J . -o ./main main.f90"
+    );
+    assert!(info("commonlisp")
+        .run
+        .contains("--dynamic-space-size 256MB"));
+}
+
+#[test]
 fn a_row_s_own_memory_only_ever_raises_the_sandbox_s_and_vms_leave_it_out() {
     let operator = file(
         r#"
