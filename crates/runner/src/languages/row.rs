@@ -98,6 +98,10 @@ pub struct Row {
     /// How it runs, in words, for tool descriptions (default: the commands).
     #[serde(default)]
     pub describe_run: Option<String>,
+    /// How it compiles, in words, for tool descriptions (default: the compile command;
+    /// for a row whose compile is a `sh -c` script).
+    #[serde(default)]
+    pub describe_compile: Option<String>,
 }
 
 impl LanguageFile {
@@ -264,7 +268,11 @@ impl Row {
             name: self.name.clone(),
             version,
             file: self.file.clone(),
-            compile: (!self.compile.is_empty()).then(|| shown(&self.compile)),
+            compile: (!self.compile.is_empty()).then(|| {
+                self.describe_compile
+                    .clone()
+                    .unwrap_or_else(|| shown(&self.compile))
+            }),
             run: self
                 .describe_run
                 .clone()
