@@ -1,7 +1,7 @@
 //! Hello worlds of Debian's languages written as tutorials and other code runners write
 //! them, where that differs from the forms languages_debian.rs runs: an Erlang module
 //! made for `erl -s` (start/0 or main/0, no main/1), a Prolog program that starts
-//! itself with `initialization(main)`, a C# class named other than Main, an Ada procedure
+//! itself with `initialization(main)`, a C# class named other than Main and C# 9's top-level statements, an Ada procedure
 //! named Hello, COBOL in free format, Forth's `."` outside a definition, SQL's SELECT.
 //! Each must print `Hello, World!` and end with status 0.
 
@@ -26,6 +26,12 @@ const FORMS: &[(&str, &str)] = &[
     (
         "prolog",
         ":- initialization(main).\n\nmain :- write('Hello, World!'), nl.\n",
+    ),
+    ("csharp", "Console.WriteLine(\"Hello, World!\");\n"),
+    (
+        "csharp",
+        "using System.Text;\nvar greeting = new StringBuilder(\"Hello, \");\n\
+         greeting.Append(\"World!\");\nConsole.WriteLine(greeting);\n",
     ),
     (
         "csharp",
@@ -65,4 +71,14 @@ async fn hello_worlds_as_tutorials_write_them() {
     }
     let count = failures.len();
     assert!(count == 0, "{count} failed:\n{}", failures.join("\n"));
+}
+
+#[tokio::test]
+async fn csharp_top_level_statements_compile_errors_name_the_program_s_lines() {
+    let runner = Runner::start();
+    let code = "Console.WriteLine(\"fine\");\nint x = \"not a number\";\n";
+    let out = runner.run_with_timeout("csharp", code, Some(20_000)).await;
+    assert_eq!(out["compileError"], true, "{out}");
+    let said = format!("{}{}", stdout(&out), out["stderr"].as_str().unwrap_or(""));
+    assert!(said.contains("main.cs(2,"), "line 2 of main.cs: {out}");
 }
