@@ -106,8 +106,19 @@ async fn a_timer_that_sends_sigcont_does_not_tick_while_the_session_rests() {
         "the session's cgroup is frozen between calls: {state:?}"
     );
 
-    // The next call thaws it: the same ticker ticks again.
-    let third = runner.ok_in(&id, "bash", "sleep 0.5; cat /tmp/ticks").await;
+    // The next call thaws it: the same ticker ticks again (waited for up to 10 s: on a
+    // loaded host a sandbox's half CPU may give it fewer than 50 ticks a second).
+    let third = runner
+        .ok_in(
+            &id,
+            "bash",
+            &format!(
+                "for i in $(seq 500); do [ \"$(cat /tmp/ticks)\" -ge {} ] && break; \
+                 sleep 0.02; done; cat /tmp/ticks",
+                after_rest + 5
+            ),
+        )
+        .await;
     let during: u64 = stdout(&third).trim().parse().unwrap_or(0);
     assert!(during >= after_rest + 5, "it ticks during a call: {third}");
 }
