@@ -36,6 +36,7 @@ mod pip;
 mod policy;
 mod process;
 mod resolve;
+mod stack;
 mod store;
 mod tree;
 
@@ -45,6 +46,7 @@ pub use metadata::{parse_script_metadata, python_satisfies, MetadataError, Scrip
 pub use names::normalize_name;
 pub use policy::{Policy, Refusal};
 pub use resolve::{DepsError, InlineSet, Resolver, MAX_CLOSURE, MAX_DEPENDENCIES, SCRATCH_MARGIN};
+pub use stack::data_stack_modules;
 pub use store::{
     Manifest, NodePackage, PackageSet, PythonPackage, Store, StoreError, MANIFEST_FILE,
 };

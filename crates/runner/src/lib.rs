@@ -23,6 +23,7 @@
 pub mod backend;
 pub mod config;
 pub mod container;
+pub mod data_stack;
 pub mod deps;
 pub mod http;
 #[cfg(feature = "image-builder")]

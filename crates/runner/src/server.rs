@@ -120,7 +120,8 @@ pub async fn serve(
         let _ = close_rx.wait_for(|close| *close).await;
     }));
     let warm = config.sandbox.languages.warm();
-    let pool = match Pool::start(backend, config.pool, warm).await {
+    let data_stack = base.data_stack.is_some();
+    let pool = match Pool::start(backend, config.pool, warm, data_stack).await {
         Ok(pool) => pool,
         Err(e) => {
             let _ = close_tx.send(true);

@@ -178,7 +178,8 @@ async fn memory_a_program_writes_is_charged_to_its_sandbox() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_imports_are_the_template_s_and_cost_a_sandbox_little() {
     // The default warm imports (numpy, pandas, matplotlib.pyplot) are imported once, in
-    // the template: a python sandbox has them at once, and what it is charged for stays
+    // the data stack's template: a python sandbox for a program that imports one has
+    // them at once, and what it is charged for stays
     // small (a sandbox that imported them itself was charged about 70 MiB).
     common::require_packages();
     let runner = Runner::with(Options {
@@ -187,8 +188,10 @@ async fn warm_imports_are_the_template_s_and_cost_a_sandbox_little() {
         ..Default::default()
     });
     let marker = format!("tplw{}", std::process::id() % 100_000);
+    // A program that imports one of them gets a sandbox that has them (issue 35).
     let code = format!(
-        "import sys\nprint(all(m in sys.modules for m in ('numpy', 'pandas', 'matplotlib.pyplot')))\n{}",
+        "import sys\nprint(all(m in sys.modules for m in ('numpy', 'pandas', 'matplotlib.pyplot')))\n\
+         import pandas\n{}",
         holder(&marker, false)
     );
     let run = {

@@ -8,13 +8,13 @@
 //! runner (the interpreter's exit then finalizes every module the loader imported) and
 //! the memory of an idle python sandbox on each.
 //!
-//! Warm imports happen only while the pool is at rest (a sandbox made while requests
-//! wait gets none, and a request arriving while a loader imports stops it early), so
-//! every measured run waits for the pool to be at rest: full, and every process of
-//! every sandbox asleep with its CPU time unchanged for [`pool_watch::QUIET`] (the refill's loader
-//! has finished importing). A "back to back" series (no pause) shows what a busy pool
-//! gives instead. Both runners are fresh (started for this figure), so that no sandbox
-//! made during an earlier burst, without warm imports, waits in the pool.
+//! The program imports the warm imports, so it gets a sandbox that holds them (issue
+//! 35: forked from the template that imported them, or, made by a jail, with a loader
+//! that imports them while it waits and stops when a request arrives), and `print(1)` a
+//! lean one. Every measured run waits for the pool to be at rest: full, and every
+//! process of every sandbox asleep with its CPU time unchanged for [`pool_watch::QUIET`]
+//! (a jail's refill has finished importing). A "back to back" series (no pause) shows
+//! what a busy pool gives instead. Both runners are fresh (started for this figure).
 //!
 //! `program.rs` holds the program and what each run must hand back, `direct.rs` the
 //! direct spawn (a).

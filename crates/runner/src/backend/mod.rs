@@ -103,8 +103,10 @@ impl Backend {
     }
 
     /// Makes a sandbox and waits until its agent is ready, with the interpreter of
-    /// `prepare` started ahead when one is given; with `warm`, a Python one imports the
-    /// warm imports while it waits (a VM's always does: its boot takes longer).
+    /// `prepare` started ahead when one is given; with `warm`, a Python one holds the
+    /// warm imports (forked from the template that imported them, or importing them
+    /// while it waits), without it is lean (a VM's always imports them: its boot takes
+    /// longer).
     pub async fn create(&self, prepare: Option<Lang>, warm: bool) -> Result<Sandbox, BackendError> {
         match self {
             Backend::Process(b) => Ok(Sandbox::Process(b.create(prepare, warm).await?)),

@@ -118,12 +118,17 @@ async fn admit<B: SandboxFactory>(state: &AppState<B>, job: &Job) -> Result<Admi
     let started = Instant::now();
     let lang = &job.lang;
     let deps = state.base.deps.resolve(job).await?;
+    let data = state
+        .base
+        .data_stack
+        .as_ref()
+        .is_some_and(|s| s.wanted_by(job));
     // A request still waiting for a sandbox when the drain begins leaves the queue with
     // 503 `draining`: nothing has started, another runner can take it.
     let acquired = tokio::select! {
         biased;
         () = state.base.lifecycle.draining() => Err(ApiError::Draining),
-        acquired = state.pool.acquire(lang) => acquired.map_err(ApiError::from),
+        acquired = state.pool.acquire(lang, data) => acquired.map_err(ApiError::from),
     };
     match acquired {
         Ok(lease) => {

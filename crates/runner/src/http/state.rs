@@ -4,6 +4,7 @@
 use super::error::ApiError;
 use crate::backend::Backend;
 use crate::config::RunnerConfig;
+use crate::data_stack::DataStack;
 use crate::deps::InlineDeps;
 use crate::lifecycle::Lifecycle;
 use crate::live::tools::ToolRuns;
@@ -27,6 +28,9 @@ pub struct Base {
     pub metrics: Arc<Metrics>,
     /// The runner's proxy, where the operator opened hosts (its metrics).
     pub egress: Option<Arc<Egress>>,
+    /// Which Python programs get a sandbox with the data stack (none: every Python
+    /// sandbox is the same).
+    pub data_stack: Option<DataStack>,
 }
 
 impl Base {
@@ -55,6 +59,7 @@ impl Base {
             lifecycle,
             metrics: Arc::new(Metrics::new()),
             egress,
+            data_stack: DataStack::of(&config.sandbox),
         }
     }
 }
@@ -93,7 +98,7 @@ impl<B: SandboxFactory> AppState<B> {
             let pool = pool.clone();
             Arc::new(move || {
                 let pool = pool.clone();
-                Box::pin(async move { Ok(pool.acquire(&Lang::BASH).await?.keep()) })
+                Box::pin(async move { Ok(pool.acquire(&Lang::BASH, false).await?.keep()) })
             })
         };
         let restore: Restore<B::Sandbox> = {

@@ -22,8 +22,9 @@ pub trait SandboxFactory: Send + Sync + 'static {
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// Makes a sandbox and waits until it is ready for its job, with the interpreter of
-    /// `prepare` started ahead when one is given (with `warm`, a Python one imports the
-    /// warm imports while it waits).
+    /// `prepare` started ahead when one is given (with `warm`, a Python one holds the
+    /// warm imports, the data stack, or imports them while it waits; without, it is
+    /// lean).
     fn create(
         &self,
         prepare: Option<Lang>,

@@ -12,6 +12,12 @@
 //! interpreter cold), and the sandbox made to replace it is prepared for the language
 //! of that request: the mix of the pool follows the traffic.
 //!
+//! A Python sandbox is also lean or holds the data stack (the warm imports: numpy,
+//! pandas, matplotlib), where the backend makes the two differently (a process
+//! backend with warm imports; crate::data_stack says which programs want which): a
+//! request takes one of its kind first, else a Python one of the other kind, and the
+//! first fill makes one of each (before node's).
+//!
 //! The pool is generic over what makes its sandboxes ([`SandboxFactory`]): the real
 //! [`Backend`], or a fake one in the unit tests.
 
@@ -42,8 +48,27 @@ const FILLERS_MAX: usize = 4;
 /// the answer on its way to the caller (through sandbox-mcp, say).
 const REFILL_DEFER: Duration = Duration::from_millis(25);
 /// The languages a pool prepares for before traffic says otherwise (those of them that
-/// have a loader), in turn with unprepared sandboxes.
+/// have a loader), in turn with unprepared sandboxes and, where Python's are of two
+/// kinds, one holding the data stack.
 const FIRST_LANGS: [Lang; 2] = [Lang::PYTHON, Lang::NODE];
+
+/// What a warm sandbox is made ready for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Prep {
+    /// The language whose loader waits in it (none: bash and the compiled languages,
+    /// which have none).
+    lang: Option<Lang>,
+    /// Its interpreter holds the data stack (the warm imports): Python's only, where
+    /// the backend makes lean ones too.
+    data: bool,
+}
+
+impl Prep {
+    const NONE: Prep = Prep {
+        lang: None,
+        data: false,
+    };
+}
 
 /// How the pool is sized.
 #[derive(Debug, Clone, Copy)]
@@ -76,13 +101,21 @@ pub enum AcquireError {
 }
 
 /// What a pool prepares its first sandboxes for, in turn: the first languages that
-/// have a loader, then none.
-fn first_mix(warm: &[Lang]) -> Vec<Option<Lang>> {
+/// have a loader, Python's twice where `data_stack` says the backend makes both kinds
+/// (lean, then with the data stack), then none.
+fn first_mix(warm: &[Lang], data_stack: bool) -> Vec<Prep> {
     FIRST_LANGS
         .into_iter()
         .filter(|lang| warm.contains(lang))
-        .map(Some)
-        .chain([None])
+        .flat_map(|lang| {
+            let both = data_stack && lang == Lang::PYTHON;
+            let kinds: &[bool] = if both { &[false, true] } else { &[false] };
+            kinds.iter().map(move |&data| Prep {
+                lang: Some(lang.clone()),
+                data,
+            })
+        })
+        .chain([Prep::NONE])
         .collect()
 }
 
@@ -103,7 +136,7 @@ fn lock<'a, T>(mutex: &'a Mutex<T>, what: &'static str) -> MutexGuard<'a, T> {
 /// A warm sandbox and the slot it holds.
 struct Warm<S> {
     sandbox: S,
-    prepared: Option<Lang>,
+    prepared: Prep,
     slot: OwnedSemaphorePermit,
 }
 
@@ -154,12 +187,15 @@ impl<B: SandboxFactory> Lease<B> {
         };
         // A run that was stopped or failed may have processes left: those go at once.
         let defer = matches!(result, Some(Ok(_))) && self.shared.can_defer_refill();
+        let shared = self.shared.clone();
+        shared.destroying.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             if defer {
                 tokio::time::sleep(REFILL_DEFER).await;
             }
             sandbox.destroy().await;
             drop(slot);
+            shared.destroying.fetch_sub(1, Ordering::SeqCst);
         });
         result
     }
@@ -171,9 +207,19 @@ struct Shared<B: SandboxFactory> {
     ready: Mutex<VecDeque<Warm<B::Sandbox>>>,
     readied: Notify,
     /// What the next sandboxes are to be prepared for, oldest demand first.
-    wanted: Mutex<VecDeque<Option<Lang>>>,
+    wanted: Mutex<VecDeque<Prep>>,
     /// The languages a sandbox can be prepared for (those with a loader).
     warm: Vec<Lang>,
+    /// The backend makes Python sandboxes lean or with the data stack.
+    data_stack: bool,
+    /// Sandboxes with the data stack being made now: a program that wants the stack
+    /// waits for one of them rather than take a lean sandbox (a fork from a template
+    /// takes milliseconds; importing the stack, a second or more).
+    making_data: AtomicUsize,
+    /// The pool's slots (to tell whether a sandbox wanted will be made soon).
+    slots: Arc<Semaphore>,
+    /// Spent sandboxes being destroyed: their slots are given back soon.
+    destroying: AtomicUsize,
     waiting: AtomicUsize,
     closed: AtomicBool,
     last_error: Mutex<Option<String>>,
@@ -189,24 +235,44 @@ impl<B: SandboxFactory> Shared<B> {
         self.waiting.load(Ordering::SeqCst) == 0 && self.available() > 0
     }
 
-    /// The loader a sandbox for `lang` is prepared with (none for bash or C).
-    fn preparation(&self, lang: &Lang) -> Option<Lang> {
-        self.warm.contains(lang).then(|| lang.clone())
+    /// What a sandbox for a program in `lang` is prepared with: its loader (none for
+    /// bash or C), and the data stack if the program wants it and the backend makes
+    /// Python sandboxes of both kinds.
+    fn preparation(&self, lang: &Lang, data: bool) -> Prep {
+        let lang = self.warm.contains(lang).then(|| lang.clone());
+        let data = data && self.data_stack && lang.is_some();
+        Prep { lang, data }
     }
 
-    /// Takes the best warm sandbox for `lang`: prepared for it, else unprepared, else any.
-    fn take(&self, lang: &Lang) -> Option<Warm<B::Sandbox>> {
-        let want = self.preparation(lang);
+    /// Takes the best warm sandbox for a program in `lang` (that wants the data stack
+    /// if `data`): prepared for it, else (if it wants the stack, once none with it is
+    /// being made) for its language, else unprepared, else any.
+    fn take(&self, lang: &Lang, data: bool) -> Option<Warm<B::Sandbox>> {
+        let want = self.preparation(lang, data);
         let mut ready = lock(&self.ready, "ready");
-        let index = ready
-            .iter()
-            .position(|w| w.prepared == want)
-            .or_else(|| ready.iter().position(|w| w.prepared.is_none()))
+        let exact = ready.iter().position(|w| w.prepared == want);
+        if exact.is_none() && want.data && self.data_coming() {
+            return None;
+        }
+        let index = exact
+            .or_else(|| ready.iter().position(|w| w.prepared.lang == want.lang))
+            .or_else(|| ready.iter().position(|w| w.prepared.lang.is_none()))
             .or(if ready.is_empty() { None } else { Some(0) })?;
         let warm = ready.remove(index)?;
         drop(ready);
         lock(&self.wanted, "wanted").push_back(want);
         Some(warm)
+    }
+
+    /// A sandbox with the data stack is being made, or wanted while a slot is free for
+    /// it (or about to be: a spent sandbox's) and making sandboxes does not fail.
+    fn data_coming(&self) -> bool {
+        let slot_soon =
+            self.slots.available_permits() > 0 || self.destroying.load(Ordering::SeqCst) > 0;
+        self.making_data.load(Ordering::SeqCst) > 0
+            || (slot_soon
+                && lock(&self.last_error, "last_error").is_none()
+                && lock(&self.wanted, "wanted").iter().any(|p| p.data))
     }
 
     fn hand_over(&self, warm: Warm<B::Sandbox>) {
@@ -241,14 +307,16 @@ impl<B: SandboxFactory> Pool<B> {
     /// Makes the first sandbox now, so that a runner that cannot make sandboxes
     /// fails at start with the reason (and releases what the backend holds); then
     /// starts the fillers. `config.size` is at least 1. `warm` are the languages a
-    /// sandbox can be prepared for.
+    /// sandbox can be prepared for; `data_stack`, whether the backend makes Python
+    /// sandboxes lean or with the data stack (see [`crate::data_stack`]).
     pub async fn start(
         backend: Arc<B>,
         config: PoolConfig,
         warm: Vec<Lang>,
+        data_stack: bool,
     ) -> Result<Self, B::Error> {
         let slots = Arc::new(Semaphore::new(config.size));
-        let mix = first_mix(&warm);
+        let mix = first_mix(&warm, data_stack);
         let wanted = mix.iter().cycle().skip(1).take(config.size - 1).cloned();
         let shared = Arc::new(Shared {
             backend: backend.clone(),
@@ -257,6 +325,10 @@ impl<B: SandboxFactory> Pool<B> {
             readied: Notify::new(),
             wanted: Mutex::new(wanted.collect()),
             warm,
+            data_stack,
+            making_data: AtomicUsize::new(0),
+            slots: slots.clone(),
+            destroying: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             last_error: Mutex::new(None),
@@ -266,7 +338,7 @@ impl<B: SandboxFactory> Pool<B> {
             .try_acquire_owned()
             .expect("a new semaphore of size >= 1 has a free permit");
         let prepared = mix[0].clone();
-        let sandbox = match backend.create(prepared.clone(), true).await {
+        let sandbox = match backend.create(prepared.lang.clone(), prepared.data).await {
             Ok(sandbox) => sandbox,
             Err(e) => {
                 // A runner that cannot start leaves nothing behind either.
@@ -306,8 +378,9 @@ impl<B: SandboxFactory> Pool<B> {
         self.shared.backend.restore(dir).await
     }
 
-    /// Takes a warm sandbox for a job in `lang`, waiting in the queue if none is free.
-    pub async fn acquire(&self, lang: &Lang) -> Result<Lease<B>, AcquireError> {
+    /// Takes a warm sandbox for a job in `lang` (whose program wants the data stack if
+    /// `data`), waiting in the queue if none is free.
+    pub async fn acquire(&self, lang: &Lang, data: bool) -> Result<Lease<B>, AcquireError> {
         let shared = &self.shared;
         let queue = shared.config.queue_size;
         let waiting = shared.waiting.fetch_add(1, Ordering::SeqCst);
@@ -327,7 +400,7 @@ impl<B: SandboxFactory> Pool<B> {
             if shared.closed.load(Ordering::SeqCst) {
                 return Err(AcquireError::Closed);
             }
-            if let Some(warm) = shared.take(lang) {
+            if let Some(warm) = shared.take(lang, data) {
                 return Ok(Lease {
                     warm,
                     shared: shared.clone(),
@@ -377,6 +450,24 @@ impl<B: SandboxFactory> Pool<B> {
     }
 }
 
+/// Counts a sandbox with the data stack while it is made; once it is made (or has
+/// failed, or the filler is gone), the requests waiting look again.
+struct MakingData<B: SandboxFactory>(Arc<Shared<B>>);
+
+impl<B: SandboxFactory> MakingData<B> {
+    fn new(shared: &Arc<Shared<B>>) -> Self {
+        shared.making_data.fetch_add(1, Ordering::SeqCst);
+        MakingData(shared.clone())
+    }
+}
+
+impl<B: SandboxFactory> Drop for MakingData<B> {
+    fn drop(&mut self) {
+        self.0.making_data.fetch_sub(1, Ordering::SeqCst);
+        self.0.readied.notify_waiters();
+    }
+}
+
 /// Decrements the waiting count when a request leaves the queue, however it leaves.
 struct Leave<'a>(&'a AtomicUsize);
 
@@ -403,10 +494,11 @@ impl<B: SandboxFactory> Filler<B> {
             };
             let Ok(slot) = slot else { return };
             let prepared = self.next_preparation();
-            // Warm imports cost a second of CPU or so: not while requests wait for a
-            // sandbox (they would wait longer), only when the pool is at rest.
-            let warm = self.shared.waiting.load(Ordering::SeqCst) == 0;
-            match self.shared.backend.create(prepared.clone(), warm).await {
+            let (lang, data) = (prepared.lang.clone(), prepared.data);
+            let making = data.then(|| MakingData::new(&self.shared));
+            // Held until the sandbox is handed over (or has failed).
+            let made = self.shared.backend.create(lang, data).await;
+            match made {
                 Ok(sandbox) if *self.closing.borrow() => {
                     sandbox.destroy().await;
                     return;
@@ -417,7 +509,7 @@ impl<B: SandboxFactory> Filler<B> {
                     slot,
                 }),
                 Err(e) => {
-                    drop(slot);
+                    drop((slot, making));
                     self.record_failure(&e, prepared);
                     tokio::time::sleep(RETRY_DELAY).await;
                 }
@@ -425,13 +517,13 @@ impl<B: SandboxFactory> Filler<B> {
         }
     }
 
-    fn next_preparation(&self) -> Option<Lang> {
+    fn next_preparation(&self) -> Prep {
         lock(&self.shared.wanted, "wanted")
             .pop_front()
-            .unwrap_or(None)
+            .unwrap_or(Prep::NONE)
     }
 
-    fn record_failure(&self, e: &B::Error, prepared: Option<Lang>) {
+    fn record_failure(&self, e: &B::Error, prepared: Prep) {
         tracing::error!(error = %e, "making a sandbox failed");
         *lock(&self.shared.last_error, "last_error") = Some(e.to_string());
         // Try the same preparation again next time.

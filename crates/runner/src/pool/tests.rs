@@ -2,6 +2,7 @@
 //! time, so that every delay is exact. Each test ends with a shutdown and checks that
 //! every sandbox made was destroyed exactly once.
 
+mod data_stack;
 pub(crate) mod fake;
 
 use super::*;
@@ -20,7 +21,7 @@ fn config(size: usize) -> PoolConfig {
 }
 
 async fn start(fake: &Fake, config: PoolConfig) -> Arc<Pool<Fake>> {
-    let pool = Pool::start(Arc::new(fake.clone()), config, warm()).await;
+    let pool = Pool::start(Arc::new(fake.clone()), config, warm(), false).await;
     Arc::new(pool.expect("the pool starts"))
 }
 
@@ -81,7 +82,7 @@ async fn until_waiting(pool: &Pool<Fake>, n: usize) {
 /// A request that waits in a task of its own.
 fn request(pool: &Arc<Pool<Fake>>, lang: Lang) -> JoinHandle<Result<Lease<Fake>, AcquireError>> {
     let pool = pool.clone();
-    tokio::spawn(async move { pool.acquire(&lang).await })
+    tokio::spawn(async move { pool.acquire(&lang, false).await })
 }
 
 /// Runs the job of a lease to its end.
@@ -131,7 +132,7 @@ async fn the_first_sandbox_is_made_at_start_then_the_fillers_fill_every_slot() {
 async fn a_start_whose_first_creation_fails_returns_the_error_and_shuts_the_backend() {
     let fake = Fake::new();
     fake.log().fail_creations = 1;
-    let result = Pool::start(Arc::new(fake.clone()), config(2), warm()).await;
+    let result = Pool::start(Arc::new(fake.clone()), config(2), warm(), false).await;
     assert_eq!(result.err(), Some(FakeError::Create));
     assert_eq!(fake.log().shutdowns.len(), 1, "the backend was shut down");
     tokio::time::sleep(10 * RETRY_DELAY).await;
@@ -150,11 +151,14 @@ async fn a_request_past_a_full_queue_is_refused_at_once() {
         },
     )
     .await;
-    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let lease = pool
+        .acquire(&Lang::BASH, false)
+        .await
+        .expect("the warm sandbox");
     let waiter = request(&pool, Lang::BASH);
     until_waiting(&pool, 1).await;
     let t0 = Instant::now();
-    match pool.acquire(&Lang::BASH).await {
+    match pool.acquire(&Lang::BASH, false).await {
         Err(AcquireError::QueueFull { size: 1, queue: 1 }) => {}
         other => panic!("expected QueueFull, got {:?}", other.map(|_| ())),
     }
@@ -174,9 +178,12 @@ async fn a_request_past_a_full_queue_is_refused_at_once() {
 async fn a_request_waits_at_most_the_queue_timeout() {
     let fake = Fake::new();
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let lease = pool
+        .acquire(&Lang::BASH, false)
+        .await
+        .expect("the warm sandbox");
     let t0 = Instant::now();
-    match pool.acquire(&Lang::BASH).await {
+    match pool.acquire(&Lang::BASH, false).await {
         Err(AcquireError::Timeout(timeout)) => assert_eq!(timeout, Duration::from_secs(1)),
         other => panic!("expected Timeout, got {:?}", other.map(|_| ())),
     }
@@ -193,8 +200,11 @@ async fn a_request_takes_a_sandbox_prepared_for_its_language_else_an_unprepared_
     until_warm(&pool, 3).await;
     let mut leases = Vec::new();
     for expected in [Some(Lang::NODE), None, Some(Lang::PYTHON)] {
-        let lease = pool.acquire(&Lang::NODE).await.expect("a warm sandbox");
-        assert_eq!(lease.warm.prepared, expected);
+        let lease = pool
+            .acquire(&Lang::NODE, false)
+            .await
+            .expect("a warm sandbox");
+        assert_eq!(lease.warm.prepared.lang, expected);
         assert_eq!(fake.log().made[lease.warm.sandbox.id], expected);
         leases.push(lease);
     }
@@ -214,16 +224,22 @@ async fn a_request_takes_a_sandbox_prepared_for_its_language_else_an_unprepared_
 async fn the_refill_is_prepared_for_the_language_of_the_request() {
     let fake = Fake::new();
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let lease = pool
+        .acquire(&Lang::BASH, false)
+        .await
+        .expect("the warm sandbox");
     assert_eq!(
-        lease.warm.prepared,
+        lease.warm.prepared.lang,
         Some(Lang::PYTHON),
         "any, when no better"
     );
     run(lease, Lang::BASH).await.expect("ran");
     until_warm(&pool, 1).await;
-    let lease = pool.acquire(&Lang::PYTHON).await.expect("the refill");
-    assert_eq!(lease.warm.prepared, None, "bash needs no preparation");
+    let lease = pool
+        .acquire(&Lang::PYTHON, false)
+        .await
+        .expect("the refill");
+    assert_eq!(lease.warm.prepared.lang, None, "bash needs no preparation");
     run(lease, Lang::PYTHON).await.expect("ran");
     until_warm(&pool, 1).await;
     assert_eq!(
@@ -238,7 +254,10 @@ async fn a_spent_sandbox_is_destroyed_after_refill_defer_while_others_are_warm()
     let fake = Fake::new();
     let pool = start(&fake, config(2)).await;
     until_warm(&pool, 2).await;
-    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
+    let lease = pool
+        .acquire(&Lang::PYTHON, false)
+        .await
+        .expect("a warm sandbox");
     let id = lease.warm.sandbox.id;
     run(lease, Lang::PYTHON).await.expect("ran");
     let ended = Instant::now();
@@ -251,7 +270,10 @@ async fn a_spent_sandbox_is_destroyed_after_refill_defer_while_others_are_warm()
 async fn a_spent_sandbox_is_destroyed_at_once_when_none_is_warm_or_a_request_waits() {
     let fake = Fake::new();
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let lease = pool
+        .acquire(&Lang::BASH, false)
+        .await
+        .expect("the warm sandbox");
     let waiter = request(&pool, Lang::BASH);
     until_waiting(&pool, 1).await;
     run(lease, Lang::BASH).await.expect("ran");
@@ -271,7 +293,10 @@ async fn a_failed_run_is_destroyed_at_once() {
     fake.log().fail_runs = true;
     let pool = start(&fake, config(2)).await;
     until_warm(&pool, 2).await;
-    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
+    let lease = pool
+        .acquire(&Lang::PYTHON, false)
+        .await
+        .expect("a warm sandbox");
     let id = lease.warm.sandbox.id;
     assert_eq!(run(lease, Lang::PYTHON).await, Err(FakeError::Run));
     let ended = Instant::now();
@@ -286,7 +311,10 @@ async fn a_run_whose_caller_left_is_stopped_and_its_sandbox_destroyed_at_once() 
     fake.log().run_time = Duration::from_secs(10);
     let pool = start(&fake, config(2)).await;
     until_warm(&pool, 2).await;
-    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
+    let lease = pool
+        .acquire(&Lang::PYTHON, false)
+        .await
+        .expect("a warm sandbox");
     let id = lease.warm.sandbox.id;
     let t0 = Instant::now();
     let result = lease
@@ -311,7 +339,10 @@ async fn shutdown_destroys_warm_sandboxes_waits_for_runs_then_shuts_the_backend(
     fake.log().run_time = Duration::from_secs(1);
     let pool = start(&fake, config(2)).await;
     until_warm(&pool, 2).await;
-    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
+    let lease = pool
+        .acquire(&Lang::PYTHON, false)
+        .await
+        .expect("a warm sandbox");
     let running = lease.warm.sandbox.id;
     let in_flight = tokio::spawn(run(lease, Lang::PYTHON));
     tokio::task::yield_now().await;
@@ -340,7 +371,10 @@ async fn shutdown_destroys_warm_sandboxes_waits_for_runs_then_shuts_the_backend(
 async fn requests_waiting_at_shutdown_or_after_it_get_closed() {
     let fake = Fake::new();
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let lease = pool
+        .acquire(&Lang::BASH, false)
+        .await
+        .expect("the warm sandbox");
     let waiter = request(&pool, Lang::BASH);
     until_waiting(&pool, 1).await;
     let closing = tokio::spawn({
@@ -349,7 +383,7 @@ async fn requests_waiting_at_shutdown_or_after_it_get_closed() {
     });
     assert!(matches!(waiter.await.unwrap(), Err(AcquireError::Closed)));
     assert!(matches!(
-        pool.acquire(&Lang::BASH).await,
+        pool.acquire(&Lang::BASH, false).await,
         Err(AcquireError::Closed)
     ));
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -377,7 +411,10 @@ async fn abort_runs_ends_the_runs_in_flight() {
     let fake = Fake::new();
     fake.log().run_time = Duration::from_secs(10);
     let pool = start(&fake, config(1)).await;
-    let lease = pool.acquire(&Lang::BASH).await.expect("the warm sandbox");
+    let lease = pool
+        .acquire(&Lang::BASH, false)
+        .await
+        .expect("the warm sandbox");
     let in_flight = tokio::spawn(run(lease, Lang::BASH));
     tokio::task::yield_now().await;
     pool.abort_runs();
@@ -430,7 +467,10 @@ async fn a_poisoned_lock_loses_no_warm_sandbox() {
         2,
         "the warm sandboxes are still counted"
     );
-    let lease = pool.acquire(&Lang::PYTHON).await.expect("a warm sandbox");
+    let lease = pool
+        .acquire(&Lang::PYTHON, false)
+        .await
+        .expect("a warm sandbox");
     run(lease, Lang::PYTHON).await.expect("ran");
     until_warm(&pool, 2).await;
     shut(&pool, &fake).await;

@@ -50,9 +50,14 @@ async fn start_with(fake: &Fake, config: SessionConfig) -> (Harness, Arc<Session
         queue_size: 4,
         queue_timeout: SECOND,
     };
-    let pool = Pool::start(Arc::new(fake.clone()), pool_config, vec![Lang::PYTHON])
-        .await
-        .expect("the pool starts");
+    let pool = Pool::start(
+        Arc::new(fake.clone()),
+        pool_config,
+        vec![Lang::PYTHON],
+        false,
+    )
+    .await
+    .expect("the pool starts");
     let pool = Arc::new(pool);
     let data = tempfile::tempdir().expect("a data folder");
     let (store, found) = Store::open(crate::store::StoreConfig {
@@ -65,7 +70,7 @@ async fn start_with(fake: &Fake, config: SessionConfig) -> (Harness, Arc<Session
         let pool = pool.clone();
         Arc::new(move || {
             let pool = pool.clone();
-            Box::pin(async move { Ok(pool.acquire(&Lang::BASH).await?.keep()) })
+            Box::pin(async move { Ok(pool.acquire(&Lang::BASH, false).await?.keep()) })
         })
     };
     let restore: Restore<FakeSandbox> = {

@@ -103,11 +103,9 @@ pub struct ProcessBackend {
     deps: Option<Arc<DepsMounts>>,
     /// The template sandboxes are forked from, where there is one.
     template: Option<Template>,
-    /// The template holding Python's interpreter, for sandboxes prepared for Python
-    /// (whose programs are forked from it): a sandbox forked from a process that big
-    /// copies, and tears down, the page tables of its ~100 MiB, which only a Python
-    /// program makes up for.
-    python_template: Option<Template>,
+    /// The templates holding Python's interpreter, for sandboxes prepared for Python
+    /// (whose programs are forked from them).
+    python: PythonTemplates,
     /// The runner's proxy, where the operator opened hosts: each sandbox gets a way to
     /// it ([`ProxyLink`]).
     egress: Option<Arc<Egress>>,
@@ -164,16 +162,16 @@ impl ProcessBackend {
             // folder may not be), hidden by the mount from nothing that the jail needs.
             Privilege::User(_) => PathBuf::from(rootless::STAGE_DIR),
         };
-        let (template, python_template) = match privilege {
+        let (template, python) = match privilege {
             Privilege::Root {
                 unprivileged_owner: true,
             } if config.templates => start_templates(&config, sandboxes),
-            _ => (None, None),
+            _ => (None, PythonTemplates::default()),
         };
         Ok(ProcessBackend {
             identities: Arc::new(Identities::new(layout)),
             template,
-            python_template,
+            python,
             config,
             hierarchy,
             stage_dir,
@@ -209,7 +207,7 @@ impl ProcessBackend {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut reservation = Reservation::new(id, self.identities.clone(), self.deps.clone());
         let launched = match self
-            .launch(&mut reservation, prepare.as_ref(), by_template)
+            .launch(&mut reservation, prepare.as_ref(), warm, by_template)
             .await
         {
             Ok(launched) => launched,
@@ -236,12 +234,13 @@ impl ProcessBackend {
 
     /// Takes what the sandbox needs into `reservation` (a cgroup, a host identity, a
     /// folder for its inline dependencies) and starts its first process: a fork of the
-    /// template for `prepare` if `by_template` and it serves the identity's index, a jail
-    /// otherwise. A template that fails is left for good (logged).
+    /// template for `prepare` (and `warm`) if `by_template` and it serves the identity's
+    /// index, a jail otherwise. A template that fails is left for good (logged).
     async fn launch(
         &self,
         reservation: &mut Reservation,
         prepare: Option<&Lang>,
+        warm: bool,
         by_template: bool,
     ) -> Result<Launched, ProcessError> {
         if let Some(hierarchy) = &self.hierarchy {
@@ -259,7 +258,7 @@ impl ProcessBackend {
             reservation.deps_dir.clone(),
         );
         let template = self
-            .template_for(prepare)
+            .template_for(prepare, warm)
             .filter(|t| by_template && t.serves(identity.index()));
         let Some(template) = template else {
             return launch::jail(&spec).await;
@@ -315,17 +314,26 @@ impl ProcessBackend {
         }
     }
 
-    /// The template a sandbox prepared for `prepare` is forked from: Python's for a
-    /// language whose loader is Python's, the plain one otherwise.
-    fn template_for(&self, prepare: Option<&Lang>) -> Option<&Template> {
+    /// The template a sandbox prepared for `prepare` is forked from: for a language
+    /// whose loader is Python's, the Python template with the data stack if `warm`, the
+    /// lean one otherwise (either if the other has gone); the plain one otherwise.
+    fn template_for(&self, prepare: Option<&Lang>, warm: bool) -> Option<&Template> {
         let python = prepare
             .and_then(|lang| self.config.languages.get(lang.as_str()).ok())
             .and_then(|language| language.recipe.loader.as_ref())
             .is_some_and(|loader| loader.kind == LoaderKind::Python);
-        match (python, &self.python_template) {
-            (true, Some(template)) if template.alive() => Some(template),
-            _ => self.template.as_ref(),
+        if !python {
+            return self.template.as_ref();
         }
+        let (first, second) = match warm {
+            true => (&self.python.data, &self.python.lean),
+            false => (&self.python.lean, &self.python.data),
+        };
+        [first, second]
+            .into_iter()
+            .flatten()
+            .find(|t| t.alive())
+            .or(self.template.as_ref())
     }
 
     async fn make_cgroup(
@@ -429,26 +437,46 @@ fn unprivileged_owner(first_id: u32) -> bool {
     }
 }
 
+/// The templates holding Python's interpreter: a sandbox forked from a process that
+/// big copies, and tears down, its page tables, which only a Python program makes up
+/// for; and one with the warm imports (~100 MiB with the default ones) costs a fresh
+/// sandbox several times what a lean one (~20 MiB) does, which only a program that
+/// uses them makes up for.
+#[derive(Default)]
+struct PythonTemplates {
+    /// The interpreter with the loader's imports only.
+    lean: Option<Template>,
+    /// The interpreter with the warm imports too (none without warm imports).
+    data: Option<Template>,
+}
+
 /// The templates that start (a warning says why one does not: its sandboxes are then made
-/// by the other, or by jails): the plain one, and Python's where the host has its
-/// library. They run as the second and third host ids of sandbox index 0's range, which
-/// no sandbox uses.
+/// by another, or by jails): the plain one, and Python's two where the host has its
+/// library (the one with the data stack only with warm imports). They run as the
+/// second, third and fifth host ids of sandbox index 0's range (the fourth is the
+/// resolver's), which no sandbox uses.
 fn start_templates(
     config: &ProcessConfig,
     sandboxes: usize,
-) -> (Option<Template>, Option<Template>) {
+) -> (Option<Template>, PythonTemplates) {
     let layout = IdLayout::root(config.id_base);
     let plain = start_template(config, &layout, sandboxes, 1, None);
-    let python = config
+    let Some(spec) = config
         .languages
         .get("python")
         .ok()
         .and_then(|_| PythonSpec::of(Path::new("/usr/bin/python3")))
-        .map(|spec| PythonSpec {
-            warm_imports: config.warm_imports.clone(),
-            ..spec
-        });
-    let python = python.and_then(|spec| start_template(config, &layout, sandboxes, 2, Some(spec)));
+    else {
+        return (plain, PythonTemplates::default());
+    };
+    let data = (!config.warm_imports.is_empty()).then(|| PythonSpec {
+        warm_imports: config.warm_imports.clone(),
+        ..spec.clone()
+    });
+    let python = PythonTemplates {
+        lean: start_template(config, &layout, sandboxes, 2, Some(spec)),
+        data: data.and_then(|spec| start_template(config, &layout, sandboxes, 4, Some(spec))),
+    };
     (plain, python)
 }
 
@@ -461,7 +489,11 @@ fn start_template(
     offset: u32,
     python: Option<PythonSpec>,
 ) -> Option<Template> {
-    let kind = if python.is_some() { "python" } else { "plain" };
+    let kind = match &python {
+        None => "plain",
+        Some(spec) if spec.warm_imports.is_empty() => "python",
+        Some(_) => "python-data",
+    };
     let devices = config.state_dir.join(format!("devices-{kind}"));
     if let Err(e) = std::fs::create_dir_all(&devices) {
         tracing::warn!(error = %e, "no template: making {}", devices.display());

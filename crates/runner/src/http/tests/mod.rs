@@ -48,7 +48,7 @@ async fn router_living(
         queue_timeout: Duration::from_millis(200),
     };
     let warm = config.sandbox.languages.warm();
-    let pool = Pool::start(Arc::new(fake.clone()), pool_config, warm)
+    let pool = Pool::start(Arc::new(fake.clone()), pool_config, warm, false)
         .await
         .expect("pool");
     let base = Base::new(&config, life, None);

@@ -47,6 +47,8 @@ pub struct Log {
     pub attempts: Vec<Option<Lang>>,
     /// The preparation of each sandbox made; its index is the sandbox's id.
     pub made: Vec<Option<Lang>>,
+    /// Whether each sandbox made was asked for the data stack (`warm`), by id.
+    pub data: Vec<bool>,
     /// Runs started: the sandbox's id and the job's language.
     pub runs: Vec<(usize, Lang)>,
     /// Runs that went to their end (neither stopped nor killed).
@@ -133,7 +135,7 @@ impl SandboxFactory for Fake {
     type Sandbox = FakeSandbox;
     type Error = FakeError;
 
-    async fn create(&self, prepare: Option<Lang>, _warm: bool) -> Result<FakeSandbox, FakeError> {
+    async fn create(&self, prepare: Option<Lang>, warm: bool) -> Result<FakeSandbox, FakeError> {
         let time = {
             let mut log = self.log();
             log.attempts.push(prepare.clone());
@@ -148,6 +150,7 @@ impl SandboxFactory for Fake {
             return Err(FakeError::Create);
         }
         log.made.push(prepare);
+        log.data.push(warm);
         Ok(FakeSandbox {
             id: log.made.len() - 1,
             fake: self.clone(),
