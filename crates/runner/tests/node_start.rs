@@ -159,3 +159,23 @@ async fn typescript_on_its_loader_writes_both_streams() {
         "{ran}"
     );
 }
+
+#[tokio::test]
+async fn a_session_run_waits_for_a_pipe_its_program_still_reads() {
+    // The child exits at once; a process it left holds the pipe and writes to it later.
+    // `node main.js` prints the late line before it ends, so a session's run must too.
+    common::require_packages();
+    let runner = Runner::start();
+    let id = runner.open_session(serde_json::json!({})).await;
+    // In a block: a session keeps what a run declares at its top level.
+    let code = "{\n\
+                const { spawn } = require('child_process');\n\
+                const child = spawn('sh', ['-c', '(sleep 0.3; echo late) &'], \
+                { stdio: ['ignore', 'pipe', 'ignore'] });\n\
+                child.stdout.on('data', (d) => console.log(String(d).trim()));\n\
+                }";
+    for round in 0..2 {
+        let out = runner.ok_in(&id, "node", code).await;
+        assert_eq!(stdout(&out), "late\n", "round {round}: {out}");
+    }
+}
