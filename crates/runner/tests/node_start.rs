@@ -3,7 +3,8 @@
 //! cold, as `node --experimental-detect-module main.js` in a sandbox prepared for
 //! another language. Same stdout, stderr and exit code for plain programs, output
 //! written just before an exit, streams' properties, `require` of set packages, ES
-//! modules and top-level await; and TypeScript on its loader.
+//! modules and top-level await; and TypeScript on its loader. A session's run, whose
+//! baseline now holds those streams, still waits for a pipe its program reads.
 //!
 //! Needs root and the package set, as tests/fast_path.rs does.
 
