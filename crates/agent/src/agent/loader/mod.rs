@@ -7,7 +7,8 @@
 /// Python's loader (`python3 -c LOADER`); a Python template defines it ahead of its
 /// sandboxes.
 pub(crate) const PYTHON_LOADER: &str = include_str!("python.py");
-/// Node's (and TypeScript's).
+/// Node's (and TypeScript's); it makes the program's stdout and stderr streams while it
+/// waits, so that a run does not pay for them.
 pub(crate) const NODE_LOADER: &str = include_str!("node.js");
 /// The JVM languages' (Java, Clojure, Groovy, Kotlin; its command's first argument after
 /// the file names the language): a JVM holding the language's runtime, or its compiler,
