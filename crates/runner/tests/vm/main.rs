@@ -14,6 +14,7 @@ mod packages;
 mod pause;
 mod save;
 mod sessions;
+mod tcg_cache;
 mod tools;
 
 use common::programs::{
