@@ -108,8 +108,8 @@ async fn a_timer_that_sends_sigcont_does_not_tick_while_the_session_rests() {
 
     // The next call thaws it: the same ticker runs again. Its own timer ticks it (waited
     // for up to 4 s: on a loaded host a sandbox's half CPU may give it fewer than 50
-    // ticks a second), or, where the kernel left its periodic timer unarmed after the
-    // freeze (seen on loaded CI hosts: the count stays put though the process runs),
+    // ticks a second), or, where its periodic timer does not fire again after the
+    // freeze (seen once on a loaded host: the count stayed put for 12 s; not explained),
     // the call's own SIGCONTs do: either way the ticker runs while the call does.
     let target = after_rest + 5;
     let third = runner
