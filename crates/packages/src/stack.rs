@@ -155,9 +155,16 @@ fn record_modules(record: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// A regular file's text, if it is at most [`MAX_FILE`] bytes.
+/// A regular file's text, if it is at most [`MAX_FILE`] bytes. Opened without following
+/// a symbolic link and without waiting (a FIFO in a set must not hang the runner's start),
+/// then checked to be a regular file.
 fn read_bounded(path: &Path) -> Option<String> {
-    let file = fs::File::open(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
     if !file.metadata().ok()?.is_file() {
         return None;
     }
@@ -265,6 +272,27 @@ mod tests {
         let roots = ["pandas".to_owned()];
         let modules = data_stack_modules(Path::new("/nonexistent/python"), &roots);
         assert_eq!(modules, BTreeSet::from(["pandas".to_owned()]));
+    }
+
+    #[test]
+    fn metadata_that_is_a_fifo_or_a_link_is_skipped_without_waiting() {
+        let root = set();
+        let p = root.path();
+        // A distribution requiring numpy whose METADATA is a FIFO nobody writes: an
+        // open that waited would hang here.
+        let fifo = p.join("hang-1.0.dist-info");
+        fs::create_dir_all(&fifo).unwrap();
+        nix::unistd::mkfifo(&fifo.join("METADATA"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // One whose METADATA links to a file outside the set.
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        fs::write(outside.path(), "Name: linked\nRequires-Dist: numpy\n").unwrap();
+        let linked = p.join("linked-1.0.dist-info");
+        fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(outside.path(), linked.join("METADATA")).unwrap();
+        fs::write(linked.join("top_level.txt"), "linked\n").unwrap();
+        let modules = data_stack_modules(p, &["numpy".to_owned()]);
+        assert!(modules.contains("pandas"), "{modules:?}");
+        assert!(!modules.contains("linked"), "{modules:?}");
     }
 
     #[test]

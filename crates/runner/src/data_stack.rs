@@ -36,10 +36,9 @@ impl DataStack {
         if warm.is_empty() || !matches!(config.backend, BackendConfig::Process(_)) {
             return None;
         }
-        let modules = match &config.packages.set {
-            Some(set) => sandbox_packages::data_stack_modules(&set.python_dir(), warm),
-            None => sandbox_packages::data_stack_modules(std::path::Path::new(""), warm),
-        };
+        // Without a set, the warm imports alone (an empty path reads as no set).
+        let python_dir = config.packages.set.as_ref().map(|set| set.python_dir());
+        let modules = sandbox_packages::data_stack_modules(&python_dir.unwrap_or_default(), warm);
         tracing::info!(
             modules = modules.iter().cloned().collect::<Vec<_>>().join(","),
             "python programs that import these get the warm imports; others a lean sandbox"
