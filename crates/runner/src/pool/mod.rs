@@ -187,15 +187,13 @@ impl<B: SandboxFactory> Lease<B> {
         };
         // A run that was stopped or failed may have processes left: those go at once.
         let defer = matches!(result, Some(Ok(_))) && self.shared.can_defer_refill();
-        let shared = self.shared.clone();
-        shared.destroying.fetch_add(1, Ordering::SeqCst);
+        let destroying = Underway::destroying(&self.shared);
         tokio::spawn(async move {
             if defer {
                 tokio::time::sleep(REFILL_DEFER).await;
             }
             sandbox.destroy().await;
-            drop(slot);
-            shared.destroying.fetch_sub(1, Ordering::SeqCst);
+            drop((slot, destroying));
         });
         result
     }
@@ -450,21 +448,42 @@ impl<B: SandboxFactory> Pool<B> {
     }
 }
 
-/// Counts a sandbox with the data stack while it is made; once it is made (or has
-/// failed, or the filler is gone), the requests waiting look again.
-struct MakingData<B: SandboxFactory>(Arc<Shared<B>>);
+/// Counts something under way in one of the pool's counters while it lasts, however
+/// it ends (done, failed, its task cancelled or panicking); with `wake`, the requests
+/// waiting look again once it ends.
+struct Underway<B: SandboxFactory> {
+    shared: Arc<Shared<B>>,
+    counter: fn(&Shared<B>) -> &AtomicUsize,
+    wake: bool,
+}
 
-impl<B: SandboxFactory> MakingData<B> {
-    fn new(shared: &Arc<Shared<B>>) -> Self {
-        shared.making_data.fetch_add(1, Ordering::SeqCst);
-        MakingData(shared.clone())
+impl<B: SandboxFactory> Underway<B> {
+    /// A sandbox with the data stack being made (until it is handed over or fails).
+    fn making_data(shared: &Arc<Shared<B>>) -> Self {
+        Self::count(shared, |s| &s.making_data, true)
+    }
+
+    /// A spent sandbox being destroyed (until its slot is given back).
+    fn destroying(shared: &Arc<Shared<B>>) -> Self {
+        Self::count(shared, |s| &s.destroying, false)
+    }
+
+    fn count(shared: &Arc<Shared<B>>, counter: fn(&Shared<B>) -> &AtomicUsize, wake: bool) -> Self {
+        counter(shared).fetch_add(1, Ordering::SeqCst);
+        Underway {
+            shared: shared.clone(),
+            counter,
+            wake,
+        }
     }
 }
 
-impl<B: SandboxFactory> Drop for MakingData<B> {
+impl<B: SandboxFactory> Drop for Underway<B> {
     fn drop(&mut self) {
-        self.0.making_data.fetch_sub(1, Ordering::SeqCst);
-        self.0.readied.notify_waiters();
+        (self.counter)(&self.shared).fetch_sub(1, Ordering::SeqCst);
+        if self.wake {
+            self.shared.readied.notify_waiters();
+        }
     }
 }
 
@@ -495,7 +514,7 @@ impl<B: SandboxFactory> Filler<B> {
             let Ok(slot) = slot else { return };
             let prepared = self.next_preparation();
             let (lang, data) = (prepared.lang.clone(), prepared.data);
-            let making = data.then(|| MakingData::new(&self.shared));
+            let making = data.then(|| Underway::making_data(&self.shared));
             // Held until the sandbox is handed over (or has failed).
             let made = self.shared.backend.create(lang, data).await;
             match made {
