@@ -572,3 +572,47 @@ async fn agents_share_no_layout_or_canary_with_programs_or_each_other() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_program_forked_from_the_data_stack_s_template_cannot_reach_it() {
+    // A program that imports pandas is forked from the template that imported the warm
+    // imports (issue 35): it holds only its own descriptors, sees only its sandbox's
+    // processes, and what it kills leaves the template making the next one.
+    common::require_packages();
+    let runner = Runner::with(Options {
+        pool_size: 2,
+        env: vec![("RUNNER_TEMPLATES".into(), "true".into())],
+        ..Default::default()
+    });
+    let templates = common::children_with(runner.pid(), "__sandbox-template");
+    assert_eq!(templates.len(), 3, "{templates:?}");
+    let hostile = "import os, signal, sys\n\
+                   warm = 'pandas' in sys.modules\n\
+                   import pandas\n\
+                   fds = sorted(os.listdir('/proc/self/fd'))\n\
+                   pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n\
+                   print(warm, fds, len(pids) < 10, flush=True)\n\
+                   for p in range(2, 4096):\n\
+                   \x20   try:\n\
+                   \x20       os.kill(p, signal.SIGKILL)\n\
+                   \x20   except OSError:\n\
+                   \x20       pass\n\
+                   os.kill(-1, signal.SIGKILL)\n";
+    let out = runner.run("python", hostile).await;
+    assert_eq!(stdout(&out), "True ['0', '1', '2', '3'] True\n", "{out}");
+    assert_eq!(
+        exit_code(&out),
+        137,
+        "the program survived kill -9 -1: {out}"
+    );
+    runner.wait_until_full().await;
+    let still = common::children_with(runner.pid(), "__sandbox-template");
+    assert_eq!(still, templates, "every template lives on");
+    let out = runner
+        .run(
+            "python",
+            "import sys\nprint('pandas' in sys.modules)\nimport pandas",
+        )
+        .await;
+    assert_eq!(stdout(&out), "True\n", "{out}");
+}
