@@ -7,15 +7,18 @@ use super::spec::TemplateSpec;
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::unistd::{setresgid, setresuid, Gid, Uid};
-use sandbox_jail::rootfs::ShownFolders;
+use sandbox_jail::rootfs::{EtcTree, HostView, ShownFolders};
 use std::io;
 use std::path::Path;
 
+/// Where the template's copy of the host's `/etc` folders is, in its own `/home` tmpfs.
+const ETC_COPY: &str = "/home/.etc";
+
 /// Started as host root: takes mount, network, IPC and UTS namespaces of its own, makes
-/// the device nodes, shows the package set (where its sandboxes reach it: returned),
-/// then becomes `spec.id` for good (which clears every capability), with no_new_privs,
-/// dying with the runner.
-pub(super) fn confine(spec: &TemplateSpec) -> Result<ShownFolders, TemplateError> {
+/// the device nodes, shows the package set and copies the `/etc` folders of `host` and
+/// of the languages (where its sandboxes reach them: returned), then becomes `spec.id`
+/// for good (which clears every capability), with no_new_privs, dying with the runner.
+pub(super) fn confine(spec: &TemplateSpec, host: &HostView) -> Result<ShownFolders, TemplateError> {
     let step = |step: &'static str| {
         move |e: nix::Error| TemplateError::Confine {
             step,
@@ -36,6 +39,8 @@ pub(super) fn confine(spec: &TemplateSpec) -> Result<ShownFolders, TemplateError
     let at = Path::new(sandbox_jail::layout::PACKAGES);
     let shown = ShownFolders::show(spec.packages.as_deref(), at)?;
     make_home(spec.id)?;
+    let copied = host.etc_copied(&spec.shared);
+    let shown = shown.with_etc(EtcTree::make(Path::new(ETC_COPY), &copied)?);
     lift_shared_rlimits()?;
     nix::unistd::setgroups(&[]).map_err(step("dropping supplementary groups"))?;
     let (uid, gid) = (Uid::from_raw(spec.id), Gid::from_raw(spec.id));

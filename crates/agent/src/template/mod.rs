@@ -80,8 +80,8 @@ fn serve() -> Result<(), TemplateError> {
         source,
     })?;
     let exe = OwnedFd::from(exe);
-    let shown = confine(&spec)?;
     let host = HostView::read()?;
+    let shown = confine(&spec, &host)?;
     if let Some(python) = &spec.python {
         start_python(python);
     }

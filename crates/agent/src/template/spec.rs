@@ -26,6 +26,12 @@ pub struct TemplateSpec {
     /// paths a sandbox sees.
     #[serde(default)]
     pub packages: Option<PathBuf>,
+    /// The host folders the languages show (each sandbox's
+    /// [`JailSpec::shared`](sandbox_jail::JailSpec::shared)): what of them is below
+    /// `/etc` is copied at the template's start with the host's `/etc` folders
+    /// ([`EtcTree`](sandbox_jail::rootfs::EtcTree)).
+    #[serde(default)]
+    pub shared: Vec<PathBuf>,
     /// The interpreter it starts (once confined), from which the sandboxes' Python
     /// programs are forked; none: they are executed, as a jail's are.
     pub python: Option<PythonSpec>,

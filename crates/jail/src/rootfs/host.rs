@@ -65,9 +65,36 @@ impl HostView {
             .try_for_each(|path| path.place(root, stage))
     }
 
-    /// The parts of /etc, placed below `root` (its /etc made already).
-    pub(super) fn share_etc(&self, root: &Path, stage: &Stage) -> Result<(), JailError> {
-        self.etc.iter().try_for_each(|path| path.place(root, stage))
+    /// The parts of /etc, placed below `root` (its /etc made already): the folders too
+    /// with `folders` (else a copy of them is shown, see [`EtcTree`](super::EtcTree)).
+    pub(super) fn share_etc(
+        &self,
+        root: &Path,
+        stage: &Stage,
+        folders: bool,
+    ) -> Result<(), JailError> {
+        self.etc
+            .iter()
+            .filter(|path| folders || !matches!(path.kind, Kind::Folder))
+            .try_for_each(|path| path.place(root, stage))
+    }
+
+    /// What a copy of the host's `/etc` folders (see [`EtcTree`](super::EtcTree)) holds:
+    /// the folders of the host's parts of /etc, and what of `shared` (the languages'
+    /// folders) is below `/etc`.
+    pub fn etc_copied(&self, shared: &[PathBuf]) -> Vec<PathBuf> {
+        let own = self
+            .etc
+            .iter()
+            .filter(|path| matches!(path.kind, Kind::Folder));
+        own.map(|path| path.host.clone())
+            .chain(
+                shared
+                    .iter()
+                    .filter(|path| path.starts_with("/etc"))
+                    .cloned(),
+            )
+            .collect()
     }
 
     /// Whether the masked `/proc` file `name` is one only root may open.

@@ -24,10 +24,12 @@
 //!   `/dev`, size-capped `/tmp` and home, and the small folder of the `tools` modules
 //!   ([`TOOLS`]), which only the agent writes.
 
+mod etc_tree;
 mod host;
 mod proc;
 mod shown;
 
+pub use etc_tree::EtcTree;
 pub use host::HostView;
 use host::SharedPath;
 pub use shown::ShownFolders;
@@ -190,9 +192,15 @@ pub fn build_root(
     }
     make_dir(&root.join("etc"), 0o755)?;
     write_etc(&root)?;
-    host.share_etc(&root, stage)?;
-    for path in spec.shared.iter().filter_map(|path| SharedPath::read(path)) {
+    let tree = sources.etc();
+    host.share_etc(&root, stage, tree.is_none())?;
+    let shared = spec.shared.iter();
+    let own = shared.filter(|path| tree.is_none() || !EtcTree::covers(path));
+    for path in own.filter_map(|path| SharedPath::read(path)) {
         path.place(&root, stage)?;
+    }
+    if let Some(tree) = tree {
+        overlay_etc(&root, tree)?;
     }
     proc::build_proc(&root, stage, host)?;
     build_dev(&root, stage)?;
@@ -238,6 +246,21 @@ fn overlay(lower: &Path, target: &Path, stage: &Stage) -> Result<(), JailError> 
     mount_at(
         Some("overlay"),
         target,
+        Some("overlay"),
+        flags,
+        Some(&options),
+    )
+}
+
+/// `/etc` as one read-only overlay: the files made for the sandbox (its root tmpfs's
+/// `/etc`, the upper layer) over the maker's copy of the host's folders.
+fn overlay_etc(root: &Path, tree: &EtcTree) -> Result<(), JailError> {
+    let etc = root.join("etc");
+    let options = format!("lowerdir={}:{}", etc.display(), tree.dir().display());
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount_at(
+        Some("overlay"),
+        &etc,
         Some("overlay"),
         flags,
         Some(&options),

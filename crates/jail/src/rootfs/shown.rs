@@ -17,7 +17,7 @@
 //! (the runner checks at start).
 
 use crate::error::JailError;
-use crate::rootfs::{mount_at, prepare, remount};
+use crate::rootfs::{mount_at, prepare, remount, EtcTree};
 use nix::fcntl::{open, OFlag};
 use nix::mount::MsFlags;
 use nix::sys::stat::Mode;
@@ -31,6 +31,8 @@ pub struct ShownFolders {
     packages: Option<PathBuf>,
     /// The descriptor [`ShownFolders::hold`] opened, which `packages` names.
     held: Option<Arc<OwnedFd>>,
+    /// The maker's copy of the host's folders below `/etc`, if it made one.
+    etc: Option<Arc<EtcTree>>,
 }
 
 impl ShownFolders {
@@ -49,7 +51,7 @@ impl ShownFolders {
         )?;
         Ok(ShownFolders {
             packages: Some(target.to_owned()),
-            held: None,
+            ..ShownFolders::default()
         })
     }
 
@@ -57,7 +59,7 @@ impl ShownFolders {
     pub fn at_host_path(packages: Option<&Path>) -> ShownFolders {
         ShownFolders {
             packages: packages.map(Path::to_owned),
-            held: None,
+            ..ShownFolders::default()
         }
     }
 
@@ -73,6 +75,20 @@ impl ShownFolders {
         self.packages = Some(PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())));
         self.held = Some(Arc::new(fd));
         Ok(())
+    }
+
+    /// The same, with `tree` as the `/etc` folders every sandbox made from it shows
+    /// (see [`EtcTree`]).
+    pub fn with_etc(self, tree: EtcTree) -> ShownFolders {
+        ShownFolders {
+            etc: Some(Arc::new(tree)),
+            ..self
+        }
+    }
+
+    /// The copy of the host's `/etc` folders, if the maker made one.
+    pub(crate) fn etc(&self) -> Option<&EtcTree> {
+        self.etc.as_deref()
     }
 
     /// Where the package set is reached, if the tree shows one.

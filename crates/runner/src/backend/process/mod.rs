@@ -504,7 +504,9 @@ fn start_template(
     let slots = (sandboxes * 2).min(TEMPLATE_SLOTS_MAX);
     let ids: Vec<HostIds> = (0..slots).map(|i| layout.ids_of(i).0).collect();
     let packages = config.packages.as_deref();
-    match Template::start(config.id_base + offset, &devices, &ids, packages, python) {
+    let shared = config.languages.shared_paths();
+    let id = config.id_base + offset;
+    match Template::start(id, &devices, &ids, packages, shared, python) {
         Ok(template) => {
             tracing::info!(template = kind, "sandboxes are forked from a template");
             Some(template)

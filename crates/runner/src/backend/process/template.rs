@@ -94,13 +94,15 @@ pub struct Forked {
 impl Template {
     /// Starts a template that runs as host `id` and has device nodes for sandbox
     /// indices below `slots`, mounted (in its own mount namespace) on `devices`, an
-    /// existing folder; its sandboxes show the package set `packages`. Blocks until it
-    /// is ready (at most [`START_TIMEOUT`]).
+    /// existing folder; its sandboxes show the package set `packages` and the host
+    /// folders `shared` (the languages'). Blocks until it is ready (at most
+    /// [`START_TIMEOUT`]).
     pub fn start(
         id: u32,
         devices: &Path,
         sandboxes: &[HostIds],
         packages: Option<&Path>,
+        shared: &[PathBuf],
         python: Option<PythonSpec>,
     ) -> Result<Template, TemplateError> {
         let slots = sandboxes.len();
@@ -109,6 +111,7 @@ impl Template {
             devices: devices.to_owned(),
             slots,
             packages: packages.map(Path::to_owned),
+            shared: shared.to_vec(),
             python,
         };
         let spec_json = serde_json::to_string(&spec).map_err(TemplateError::Spec)?;
