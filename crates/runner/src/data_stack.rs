@@ -16,7 +16,7 @@
 //! set's metadata), nor how a sandbox is made with or without them (the pool and the
 //! backend).
 
-use crate::config::{BackendConfig, SandboxConfig};
+use crate::config::SandboxConfig;
 use sandbox_protocol::agent::Job;
 use sandbox_protocol::language::LoaderKind;
 use std::collections::BTreeSet;
@@ -29,11 +29,12 @@ pub struct DataStack {
 
 impl DataStack {
     /// The data stack of a runner with `config`: none where every Python sandbox is
-    /// the same (no warm imports; a VM's loader always imports them, its boot being
-    /// longer than they take).
+    /// the same (no warm imports). A VM too is prepared with the warm imports only for
+    /// a program that uses them: under emulation they take seconds after its boot, which
+    /// a `print(1)` would otherwise wait for.
     pub fn of(config: &SandboxConfig) -> Option<DataStack> {
         let warm = &config.packages.warm_imports;
-        if warm.is_empty() || !matches!(config.backend, BackendConfig::Process(_)) {
+        if warm.is_empty() {
             return None;
         }
         // Without a set, the warm imports alone (an empty path reads as no set).

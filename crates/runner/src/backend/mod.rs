@@ -110,7 +110,7 @@ impl Backend {
     pub async fn create(&self, prepare: Option<Lang>, warm: bool) -> Result<Sandbox, BackendError> {
         match self {
             Backend::Process(b) => Ok(Sandbox::Process(b.create(prepare, warm).await?)),
-            Backend::Vm(b) => Ok(Sandbox::Vm(b.create(prepare).await?)),
+            Backend::Vm(b) => Ok(Sandbox::Vm(b.create(prepare, warm).await?)),
         }
     }
 

@@ -87,9 +87,12 @@ fn vm_runner_on(image: &Path, pool_size: usize, state: &Path, more: &[&str]) -> 
     // A request may wait for a VM to boot (seconds under TCG).
     extra.push("--queue-timeout-ms".into());
     extra.push("120000".into());
-    // No warm imports: under TCG, numpy and pandas take the guest's vCPU for many
-    // seconds, and a run arriving meanwhile would wait for the module being imported.
-    extra.push("--warm-imports=".into());
+    // No warm imports unless asked: under TCG, numpy and pandas take the guest's vCPU
+    // for many seconds, and a run arriving meanwhile would wait for the module being
+    // imported.
+    if !more.iter().any(|flag| flag.starts_with("--warm-imports")) {
+        extra.push("--warm-imports=".into());
+    }
     Runner::with(Options {
         pool_size,
         extra,

@@ -1,4 +1,5 @@
-//! The package set in a guest, plots, and inline dependencies refused.
+//! The package set in a guest, plots, inline dependencies refused, and the warm imports
+//! only where a program uses them.
 
 use super::*;
 
@@ -27,4 +28,29 @@ async fn the_guest_sees_the_package_set_and_plots_come_back() {
         .await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["code"], "dependencies_unsupported", "{body}");
+}
+
+/// A VM is prepared with the warm imports only for a program that imports one (issue
+/// 35): under TCG they take the guest seconds after its boot, which a `print(1)` given
+/// that VM would wait for.
+#[tokio::test]
+async fn a_vm_imports_the_warm_imports_only_for_a_program_that_uses_them() {
+    let _serial = SERIAL.lock().await;
+    common::require_packages();
+    let runner = vm_runner_with(2, &state_dir("warm-choice"), &["--warm-imports=numpy"]);
+    let loaded = "import sys\nprint('numpy' in sys.modules)\n";
+    for (program, warm) in [("", "False"), ("import numpy", "True"), ("", "False")] {
+        // Both VMs of the first fill (one lean, one with the warm imports), or the
+        // lean one and the replacement of the last run, which is of its kind.
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while runner.health().await["available"] != 2 {
+            assert!(Instant::now() < deadline, "the pool did not fill");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let code = format!("{loaded}{program}");
+        let out = runner
+            .run_with_timeout("python", &code, Some(200_000))
+            .await;
+        assert_eq!(stdout(&out), format!("{warm}\n"), "{program:?}: {out}");
+    }
 }

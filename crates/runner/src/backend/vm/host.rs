@@ -5,10 +5,9 @@
 
 use super::error::io_error;
 use super::sandbox::{Leftovers, VmSandbox};
-use super::{BootError, VmConfig, VmError, VmImage, VMM_UIDS};
+use super::{BootError, Prepare, VmConfig, VmError, VmImage, VMM_UIDS};
 use crate::backend::cgroup::{self, Hierarchy};
 use sandbox_egress::Egress;
-use sandbox_protocol::Lang;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -95,14 +94,18 @@ impl Host {
     }
 
     /// Waits for `sandbox`'s agent's Ready, then with `prepare` for its interpreter to
-    /// wait for the program (a Python one having imported the warm imports).
+    /// wait for the program (a Python one having imported the warm imports if asked).
     pub(super) async fn ready(
         &self,
         sandbox: &mut VmSandbox,
-        prepare: Option<&Lang>,
+        prepare: &Prepare,
     ) -> Result<(), VmError> {
-        let language = self.config.language(prepare);
-        sandbox.ready(language, &self.config.warm_imports).await
+        let language = self.config.language(prepare.lang.as_ref());
+        let warm_imports = match prepare.warm {
+            true => self.config.warm_imports.as_slice(),
+            false => &[],
+        };
+        sandbox.ready(language, warm_imports).await
     }
 
     /// The guest kernel's command line, without the VMM's own part.

@@ -134,6 +134,16 @@ impl VmConfig {
     }
 }
 
+/// What a VM is made ready for: the language whose interpreter waits for the program
+/// (none: a bare VM) and whether a Python one imports the warm imports first (the
+/// pool asks for those for programs that use the data stack, see
+/// [`DataStack`](crate::data_stack::DataStack)).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Prepare {
+    lang: Option<Lang>,
+    warm: bool,
+}
+
 /// Makes VM sandboxes: the host side both VMMs share, and the VMM in use.
 pub struct VmBackend {
     host: Host,
@@ -172,8 +182,13 @@ impl VmBackend {
     }
 
     /// Boots one VM (or restores one from the snapshot) and waits for its agent's Ready
-    /// (and, with `prepare`, for its interpreter to wait for the program).
-    pub async fn create(&self, prepare: Option<Lang>) -> Result<VmSandbox, VmError> {
+    /// (and, with `prepare`, for its interpreter to wait for the program, having imported
+    /// the warm imports if `warm`).
+    pub async fn create(&self, prepare: Option<Lang>, warm: bool) -> Result<VmSandbox, VmError> {
+        let prepare = Prepare {
+            lang: prepare,
+            warm,
+        };
         match &self.vmm {
             Monitor::Qemu(qemu) => qemu.create(&self.host, prepare).await,
             Monitor::Firecracker(firecracker) => firecracker.create(&self.host, prepare).await,

@@ -35,10 +35,9 @@ pub(super) use save::save;
 use super::error::io_error;
 use super::host::{open_kvm, Host};
 use super::saved;
-use super::{AccelChoice, VmConfig, VmError, VmImage, VmSandbox};
+use super::{AccelChoice, Prepare, VmConfig, VmError, VmImage, VmSandbox};
 use crate::backend::channel;
 use launch::Launched;
-use sandbox_protocol::Lang;
 use snapshot::Template;
 use std::fs;
 use std::io;
@@ -119,11 +118,7 @@ impl Firecracker {
 
     /// A Firecracker sandbox: restored from the template when snapshots are on and the
     /// template could be made, booted cold otherwise.
-    pub(super) async fn create(
-        &self,
-        host: &Host,
-        prepare: Option<Lang>,
-    ) -> Result<VmSandbox, VmError> {
+    pub(super) async fn create(&self, host: &Host, prepare: Prepare) -> Result<VmSandbox, VmError> {
         let template = match host.config.firecracker.snapshots {
             true => self.template.get_or_init(|| make_template(host)).await,
             false => &None,
@@ -160,7 +155,7 @@ impl Firecracker {
                     channel::reseed(channel, entropy, saved::unix_time_ms()).await?;
                 }
             }
-            host.ready(&mut sandbox, prepare.as_ref()).await
+            host.ready(&mut sandbox, &prepare).await
         };
         let outcome = tokio::time::timeout(timeout, ready).await;
         let sandbox = sandbox.booted(outcome, timeout).await?;

@@ -17,8 +17,7 @@ use super::error::io_error;
 use super::host::{create_file, kvm_gid, open_kvm, spawn_in_cgroup, Host};
 use super::qmp::Qmp;
 use super::sandbox::Control;
-use super::{AccelChoice, VmConfig, VmError, VmSandbox};
-use sandbox_protocol::Lang;
+use super::{AccelChoice, Prepare, VmConfig, VmError, VmSandbox};
 use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -98,11 +97,7 @@ impl Qemu {
 
     /// Boots one VM and waits for its agent's Ready (and, with `prepare`, for its
     /// interpreter to wait for the program).
-    pub(super) async fn create(
-        &self,
-        host: &Host,
-        prepare: Option<Lang>,
-    ) -> Result<VmSandbox, VmError> {
+    pub(super) async fn create(&self, host: &Host, prepare: Prepare) -> Result<VmSandbox, VmError> {
         let accel = self.accel(host).await;
         self.boot(host, accel, host.config.boot_timeout, prepare)
             .await
@@ -121,7 +116,10 @@ impl Qemu {
             tracing::info!(reason = %e, "accel: tcg (no usable /dev/kvm)");
             return Accel::Tcg;
         }
-        match self.boot(host, Accel::Kvm, KVM_PROBE_TIMEOUT, None).await {
+        match self
+            .boot(host, Accel::Kvm, KVM_PROBE_TIMEOUT, Prepare::default())
+            .await
+        {
             Ok(probe) => {
                 probe.destroy().await;
                 tracing::info!("accel: kvm (a probe VM booted)");
@@ -144,7 +142,7 @@ impl Qemu {
         host: &Host,
         accel: Accel,
         timeout: Duration,
-        prepare: Option<Lang>,
+        prepare: Prepare,
     ) -> Result<VmSandbox, VmError> {
         let (mut sandbox, listeners) = self.start(host, accel, false).await?;
         let started = Instant::now();
@@ -153,7 +151,7 @@ impl Qemu {
             let qmp = sandbox.accept_control(&listeners.qmp).await?;
             sandbox.control = Some(Control::Qmp(Qmp::new(qmp)));
             let egress = sandbox.accept_control(&listeners.egress).await?;
-            host.ready(&mut sandbox, prepare.as_ref()).await?;
+            host.ready(&mut sandbox, &prepare).await?;
             sandbox.attach_egress(egress, host.egress.as_deref(), None);
             Ok(())
         };
