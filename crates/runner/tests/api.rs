@@ -326,6 +326,14 @@ async fn shutdown_destroys_every_sandbox_and_cgroup() {
         "SIGTERM ends the runner cleanly: {status}"
     );
     for dir in dirs {
-        assert!(!dir.exists(), "{} left behind", dir.display());
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .map(|entries| entries.flatten().filter(|e| e.path().is_dir()).collect())
+            .unwrap_or_default();
+        assert!(
+            !dir.exists(),
+            "{} left behind, holding {:?}",
+            dir.display(),
+            left.iter().map(|e| e.file_name()).collect::<Vec<_>>()
+        );
     }
 }

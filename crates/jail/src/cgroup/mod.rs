@@ -322,17 +322,24 @@ impl Hierarchy {
                 instances.push(instance);
             }
         }
-        // A dead runner's session may be frozen, and on v1 its freezer folder is in a
-        // tree of its own: every process is killed and thawed before any folder waits
-        // for its processes to go.
-        release(fs, &sandboxes);
-        for sandbox in &sandboxes {
+        self.remove_all(&sandboxes, &instances)?;
+        Ok(sandboxes.len())
+    }
+
+    /// Kills what is in the `sandboxes` folders and removes them, then the `instances`
+    /// folders that held them. A session may be frozen, and on v1 its freezer folder is
+    /// in a tree of its own: every process is killed and thawed before any folder waits
+    /// for its processes to go.
+    fn remove_all(&self, sandboxes: &[PathBuf], instances: &[PathBuf]) -> Result<(), CgroupError> {
+        let fs = &*self.fs;
+        release(fs, sandboxes);
+        for sandbox in sandboxes {
             self.cgroup(vec![sandbox.clone()]).kill_and_remove()?;
         }
-        for instance in &instances {
+        for instance in instances {
             remove_dir(fs, instance)?;
         }
-        Ok(sandboxes.len())
+        Ok(())
     }
 
     /// Kills every process in this instance's sandbox cgroups, frozen or not (they stay,
@@ -347,12 +354,18 @@ impl Hierarchy {
         release(fs, &sandboxes);
     }
 
-    /// Removes this instance's (by now empty) folders, at shutdown.
+    /// Removes this instance's folders, at shutdown, once every sandbox was destroyed:
+    /// a sandbox's folder its destruction left (its processes slower to go than
+    /// [`Cgroup::kill_and_remove`] waits, on a host too busy to end them in time) is
+    /// killed and removed first.
     pub fn remove_instance(&self) -> Result<(), CgroupError> {
-        for top in &self.tops {
-            remove_dir(&*self.fs, &top.join(&self.instance))?;
-        }
-        Ok(())
+        let fs = &*self.fs;
+        let instances: Vec<PathBuf> = self.tops.iter().map(|t| t.join(&self.instance)).collect();
+        let left: Vec<PathBuf> = instances
+            .iter()
+            .flat_map(|instance| list_dirs(fs, instance).unwrap_or_default())
+            .collect();
+        self.remove_all(&left, &instances)
     }
 
     fn cgroup(&self, dirs: Vec<PathBuf>) -> Cgroup {

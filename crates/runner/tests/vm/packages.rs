@@ -37,14 +37,20 @@ async fn the_guest_sees_the_package_set_and_plots_come_back() {
 async fn a_vm_imports_the_warm_imports_only_for_a_program_that_uses_them() {
     let _serial = SERIAL.lock().await;
     common::require_packages();
-    let runner = vm_runner_with(2, &state_dir("warm-choice"), &["--warm-imports=numpy"]);
+    // numpy's import under TCG, on a host busy with other tests, is part of the boot.
+    let flags = ["--warm-imports=numpy", "--vm-boot-timeout-ms", "240000"];
+    let runner = vm_runner_with(2, &state_dir("warm-choice"), &flags);
     let loaded = "import sys\nprint('numpy' in sys.modules)\n";
     for (program, warm) in [("", "False"), ("import numpy", "True"), ("", "False")] {
         // Both VMs of the first fill (one lean, one with the warm imports), or the
         // lean one and the replacement of the last run, which is of its kind.
-        let deadline = Instant::now() + Duration::from_secs(180);
-        while runner.health().await["available"] != 2 {
-            assert!(Instant::now() < deadline, "the pool did not fill");
+        let deadline = Instant::now() + Duration::from_secs(480);
+        loop {
+            let health = runner.health().await;
+            if health["available"] == 2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the pool did not fill: {health}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let code = format!("{loaded}{program}");

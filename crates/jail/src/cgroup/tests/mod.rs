@@ -401,6 +401,22 @@ fn remove_stale_removes_what_dead_runners_left_and_nothing_else() {
     }
 }
 
+/// A sandbox's folder that its destruction left (its processes were slower to go than
+/// it waited) goes at shutdown with the instance's.
+#[test]
+fn remove_instance_removes_a_sandbox_folder_left_behind() {
+    for version in [Version::V1, Version::V2] {
+        let tree = FakeTree::new(version, true);
+        let hierarchy = tree.hierarchy("r1").unwrap();
+        let cgroup = hierarchy.create("sb1", &limits()).unwrap();
+        hierarchy.remove_instance().unwrap();
+        for procs in cgroup.procs_files() {
+            let instance = procs.parent().unwrap().parent().unwrap();
+            assert!(!instance.exists(), "{version:?}: {}", instance.display());
+        }
+    }
+}
+
 #[test]
 fn kill_and_remove_of_an_empty_cgroup_is_immediate_and_repeatable() {
     for version in [Version::V1, Version::V2] {
