@@ -133,6 +133,12 @@ pub struct Prepare {
     /// program's own imports of them cost nothing; one that fails to import is skipped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warm_imports: Vec<String>,
+    /// Whether the agent then runs its side of a job's exchange once on samples, while
+    /// the sandbox waits: under emulation (QEMU's TCG) a process translates the code it
+    /// runs for the first time, which the job would otherwise pay. A VM's init sets it
+    /// for its sandbox's agent; the runner never does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rehearse: bool,
 }
 
 /// Tells the agent of a VM that it is about to be snapshotted (see the module docs).
@@ -441,6 +447,7 @@ mod tests {
                 prepare: Lang::PYTHON,
                 recipe: python(),
                 warm_imports: Vec::new(),
+                rehearse: false,
             })
         );
         assert_eq!(

@@ -241,6 +241,7 @@ mod tests {
                 memory_mb: None,
             },
             warm_imports: Vec::new(),
+            rehearse: false,
         };
         frame::write(&mut runner, &RunnerMessage::Prepare(prepare)).unwrap();
         drop(runner);

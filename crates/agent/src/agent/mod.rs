@@ -49,6 +49,7 @@ pub(crate) mod loader;
 mod outputs;
 mod process;
 mod processes;
+pub(crate) mod rehearsal;
 mod resident;
 mod serve;
 mod sink;

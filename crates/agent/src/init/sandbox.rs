@@ -181,10 +181,19 @@ impl Jailed {
 }
 
 impl Worker for Jailed {
+    /// Has the agent prepare the interpreter and rehearse its side of a job's exchange
+    /// (see [`Prepare::rehearse`]); then rehearses the init's own side.
     fn prepare(&mut self, request: &Prepare) -> Result<(), String> {
-        self.send(&RunnerMessage::Prepare(request.clone()))?;
+        let request = Prepare {
+            rehearse: true,
+            ..request.clone()
+        };
+        self.send(&RunnerMessage::Prepare(request))?;
         match self.answer()? {
-            AgentMessage::Ready => Ok(()),
+            AgentMessage::Ready => {
+                crate::agent::rehearsal::rehearse();
+                Ok(())
+            }
             AgentMessage::Failed { message } => Err(message),
             other => Err(format!(
                 "the sandbox's agent answered a Prepare with {other:?}"

@@ -89,6 +89,7 @@ impl Sandbox {
             prepare: Lang::new(lang).expect("a language"),
             recipe: recipe(lang),
             warm_imports: Vec::new(),
+            rehearse: false,
         });
         frame::write(&mut self.channel, &prepare).expect("Prepare sent");
         assert_eq!(self.read(), AgentMessage::Ready, "the {lang} loader waits");

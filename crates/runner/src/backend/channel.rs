@@ -96,6 +96,7 @@ pub async fn prepare<S: AsyncRead + AsyncWrite + Unpin>(
         } else {
             Vec::new()
         },
+        rehearse: false,
     };
     send(s, &RunnerMessage::Prepare(request)).await?;
     expect_ready(s).await

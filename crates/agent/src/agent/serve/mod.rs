@@ -107,6 +107,9 @@ where
         let interpreter = prepare(lang, &request.recipe, &request.warm_imports)
             .map_err(|e| format!("starting the {lang} loader: {e}"))?;
         self.kept.prepared(interpreter);
+        if request.rehearse {
+            super::rehearsal::rehearse();
+        }
         Ok(())
     }
 
