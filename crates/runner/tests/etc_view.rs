@@ -6,19 +6,8 @@
 
 mod common;
 
-use common::{stdout, Options, Runner};
+use common::{stdout, Runner};
 use std::time::Duration;
-
-fn runner(templates: bool, pool_size: usize) -> Runner {
-    Runner::with(Options {
-        pool_size,
-        env: vec![
-            ("RUNNER_TEMPLATES".into(), templates.to_string()),
-            ("RUNNER_WARM_IMPORTS".into(), String::new()),
-        ],
-        ..Default::default()
-    })
-}
 
 /// Every path below `/etc`, with its kind and mode, and its link target or a digest of
 /// its bytes.
@@ -48,7 +37,7 @@ const SHELL_LISTING: &str = "find /etc -mindepth 1 -printf '%p %m %y %l\\n' | LC
 
 #[tokio::test]
 async fn a_forked_sandbox_shows_etc_as_a_jail_does() {
-    let (forked, jailed) = (runner(true, 1), runner(false, 1));
+    let (forked, jailed) = (Runner::templates(true, 1), Runner::templates(false, 1));
     for (lang, code) in [("python", LISTING), ("bash", SHELL_LISTING)] {
         let (got, want) = (forked.run(lang, code).await, jailed.run(lang, code).await);
         let (got, want) = (stdout(&got), stdout(&want));
@@ -72,7 +61,7 @@ async fn a_forked_sandbox_shows_etc_as_a_jail_does() {
 
 #[tokio::test]
 async fn a_forked_sandbox_s_etc_is_one_mount_that_cannot_be_written() {
-    let runner = runner(true, 1);
+    let runner = Runner::templates(true, 1);
     let out = runner
         .run(
             "bash",
@@ -99,7 +88,7 @@ fn locker(hold: u32) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_on_etc_in_one_sandbox_blocks_no_other() {
-    let runner = runner(true, 2);
+    let runner = Runner::templates(true, 2);
     let holder = async { runner.run("python", &locker(4)).await };
     let other = async {
         tokio::time::sleep(Duration::from_millis(1500)).await;

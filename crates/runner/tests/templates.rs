@@ -12,19 +12,6 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-/// A runner with or without templates, without warm imports (so that every sandbox
-/// of a language is made alike).
-fn runner(templates: bool, pool_size: usize) -> Runner {
-    Runner::with(Options {
-        pool_size,
-        env: vec![
-            ("RUNNER_TEMPLATES".into(), templates.to_string()),
-            ("RUNNER_WARM_IMPORTS".into(), String::new()),
-        ],
-        ..Default::default()
-    })
-}
-
 /// What a sandbox's first process is: the agent a template's fork executed, or the
 /// agent a jail executed (its first two arguments: a forked one may name its keeper).
 const FIRST_PROCESS: &str = "tr '\\0' ' ' < /proc/1/cmdline | cut -d' ' -f1-2";
@@ -33,7 +20,7 @@ const FIRST_PROCESS: &str = "tr '\\0' ' ' < /proc/1/cmdline | cut -d' ' -f1-2";
 async fn sandboxes_are_forked_from_the_template_and_python_from_its_interpreter() {
     // One sandbox at a time, the first prepared for Python (and forked from the
     // interpreter), the next for the language of the run it replaces.
-    let runner = runner(true, 1);
+    let runner = Runner::templates(true, 1);
     // A forked program is no executed python3: its executable is the runner's binary,
     // while what it sees of its start is an executed one's.
     let out = runner
@@ -59,7 +46,7 @@ async fn sandboxes_are_forked_from_the_template_and_python_from_its_interpreter(
 
 #[tokio::test]
 async fn without_templates_sandboxes_are_jails() {
-    let runner = runner(false, 1);
+    let runner = Runner::templates(false, 1);
     let out = runner.run("bash", FIRST_PROCESS).await;
     assert_eq!(
         stdout(&out).trim(),
@@ -85,7 +72,7 @@ print(" ".join(map(str, values)))
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn siblings_share_no_random_state() {
-    let runner = runner(true, 2);
+    let runner = Runner::templates(true, 2);
     let mut seen: Vec<HashSet<String>> = vec![HashSet::new(); 7];
     for _ in 0..6 {
         let out = runner.run("python", RANDOM).await;
@@ -152,7 +139,7 @@ async fn memory_a_program_writes_is_charged_to_its_sandbox() {
     // The template's pages are shared until written; a program that writes to all of
     // them (each object's reference count) gets its own copies, charged to its own
     // cgroup: never to the template's or to nobody.
-    let runner = runner(true, 2);
+    let runner = Runner::templates(true, 2);
     let tag = std::process::id() % 100_000;
     let mut charged = Vec::new();
     for touch in [false, true] {
@@ -211,7 +198,7 @@ async fn warm_imports_are_the_template_s_and_cost_a_sandbox_little() {
 async fn a_program_cannot_reach_the_template() {
     // Everything a program can name it may signal: only its own sandbox. After the
     // worst it can do, the next sandbox is still the template's.
-    let runner = runner(true, 1);
+    let runner = Runner::templates(true, 1);
     let hostile =
         "kill -9 -1 2>/dev/null; for p in $(seq 2 4096); do kill -9 $p 2>/dev/null; done; \
                    ls /proc | grep -c '^[0-9]'";
@@ -283,7 +270,7 @@ version = ["python3", "--version"]
 
 #[tokio::test]
 async fn jails_take_over_when_the_template_is_gone() {
-    let runner = runner(true, 1);
+    let runner = Runner::templates(true, 1);
     let out = runner.run("bash", FIRST_PROCESS).await;
     assert_eq!(
         stdout(&out).trim(),
@@ -530,7 +517,7 @@ async fn agents_share_no_layout_or_canary_with_programs_or_each_other() {
     // be a copy of the address space a Python program is forked from, nor of another
     // sandbox's agent. Python programs share their template's layout (by design,
     // docs/security.md), bash ones are executed.
-    let runner = runner(true, 1);
+    let runner = Runner::templates(true, 1);
     let mut seen = Vec::new();
     for (n, lang) in ["python", "python", "python", "bash", "bash", "bash"]
         .into_iter()

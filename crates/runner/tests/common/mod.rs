@@ -99,6 +99,19 @@ impl Runner {
         Runner::with(Options::default())
     }
 
+    /// A runner that forks its sandboxes from templates or makes them by jails, without
+    /// warm imports (so that every sandbox of a language is made alike).
+    pub fn templates(templates: bool, pool_size: usize) -> Runner {
+        Runner::with(Options {
+            pool_size,
+            env: vec![
+                ("RUNNER_TEMPLATES".into(), templates.to_string()),
+                ("RUNNER_WARM_IMPORTS".into(), String::new()),
+            ],
+            ..Default::default()
+        })
+    }
+
     pub fn with(options: Options) -> Runner {
         require_root();
         let runner = env!("CARGO_BIN_EXE_sandbox-runner");
