@@ -270,7 +270,14 @@ version = ["python3", "--version"]
 
 #[tokio::test]
 async fn jails_take_over_when_the_template_is_gone() {
-    let runner = Runner::templates(true, 1);
+    // A run may wait for the template's failure, the pool's retry and a jail: on a host
+    // busy with other suites, more than the default queue timeout of 5 s.
+    let runner = Runner::with(Options {
+        pool_size: 1,
+        env: vec![("RUNNER_WARM_IMPORTS".into(), String::new())],
+        extra: vec!["--queue-timeout-ms".into(), "60000".into()],
+        ..Default::default()
+    });
     let out = runner.run("bash", FIRST_PROCESS).await;
     assert_eq!(
         stdout(&out).trim(),
