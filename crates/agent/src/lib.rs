@@ -26,6 +26,11 @@
 //! starting a program's process (its descriptors, its user, its environment), which
 //! would otherwise have to become a public interface of the agent's.
 
+/// The build of this crate: a digest of the sources it is compiled from (`build.rs`).
+/// A binary holding it says it with [`multicall::BUILD_ARG`]; a runner executes a
+/// separate `sandbox-agent` as its sandboxes' agent only when it says the runner's own.
+pub const BUILD: &str = env!("SANDBOX_AGENT_BUILD");
+
 pub mod agent;
 pub mod init;
 pub mod multicall;

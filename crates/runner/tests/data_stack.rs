@@ -10,7 +10,8 @@ use common::{require_packages, stdout, Options, Runner};
 use serde_json::{json, Value};
 
 /// Programs with what each must print: plain, the data stack, two PEP 723 scripts
-/// (one of them with the stack), a plot, and the stack imported by a computed name.
+/// (one of them with the stack), a plot, the stack imported by a computed name, and a
+/// table and plot on Agg.
 const PROGRAMS: &[(&str, &str, &str)] = &[
     (
         "plain",
@@ -51,6 +52,17 @@ const PROGRAMS: &[(&str, &str, &str)] = &[
         "import importlib\npd = importlib.import_module('pan' + 'das')\n\
          print(pd.Series([1, 2, 3]).sum())",
         "6\n",
+    ),
+    (
+        // A first table and plot on Agg: the plotting modules a sandbox with the stack
+        // has warm change nothing. (Last: a session keeps the backend it chooses.)
+        "agg-plot",
+        "import numpy as np\nimport pandas as pd\nimport matplotlib\nmatplotlib.use('Agg')\n\
+         import matplotlib.pyplot as plt\n\
+         df = pd.DataFrame({'x': np.arange(20), 'y': np.arange(20) % 7})\n\
+         print(df.describe().loc['mean'].to_dict())\n\
+         df.plot(x='x', y='y', figsize=(2, 2))\nplt.savefig('outputs/plot.png', dpi=40)\nplt.close('all')",
+        "{'x': 9.5, 'y': 2.85}\n",
     ),
 ];
 
@@ -118,6 +130,9 @@ async fn every_path_gives_the_same_results() {
     }
     let plot = &expected[4]["outputs"];
     assert_eq!(plot[0][0], "figure-1.png", "{plot}");
+    let agg = &expected[PROGRAMS.len() - 1]["outputs"];
+    assert_eq!(agg.as_array().map(Vec::len), Some(1), "{agg}");
+    assert_eq!(agg[0][0], "plot.png", "{agg}");
     let paths = [
         ("a session", results(&chosen, true).await),
         (
@@ -160,6 +175,25 @@ async fn a_program_gets_the_stack_warm_when_it_imports_from_it_and_lean_otherwis
         let out = runner.run("python", &format!("{loaded}{stack}")).await;
         assert_eq!(stdout(&out), "[True, True, True]\n", "{stack}: {out}");
     }
+    // A sandbox with the stack has what a first table and plot load lazily imported
+    // too, but no pyplot backend (sandbox_plots saves the figures a program leaves open).
+    runner.wait_until_full().await;
+    let plotting = "import pandas, sys\nprint([m in sys.modules for m in \
+         ('pandas.plotting._matplotlib', 'matplotlib.backends.backend_agg', 'PIL.PngImagePlugin', \
+         'sandbox_plots')])";
+    let out = runner.run("python", plotting).await;
+    assert_eq!(stdout(&out), "[True, True, True, False]\n", "{out}");
+    // A figure left open on Agg is not handed back: only what the program saved.
+    runner.wait_until_full().await;
+    let agg = "import pandas as pd\nimport matplotlib\nmatplotlib.use('Agg')\n\
+               import matplotlib.pyplot as plt\npd.Series([1, 3, 2]).plot(figsize=(2, 2))\n\
+               plt.savefig('outputs/mine.png', dpi=40)";
+    let out = runner.run("python", agg).await;
+    let outputs: Vec<&str> = out["outputs"]
+        .as_array()
+        .map(|o| o.iter().filter_map(|f| f["path"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(outputs, ["mine.png"], "{out}");
     // A lean sandbox imports the stack itself when its program asks by a computed name.
     runner.wait_until_full().await;
     let computed =

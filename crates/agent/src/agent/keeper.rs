@@ -1,7 +1,9 @@
-//! The agent's side of the keeper (feature `embedded-python`): the copy of a Python
-//! template's interpreter that a sandbox forked from that template holds, in a process of
-//! its own, waiting to become the sandbox's first Python loader (the keeper's own side
-//! is the template's, `crate::template`).
+//! The agent's side of the keeper: the copy of a Python template's interpreter that a
+//! sandbox forked from that template holds, in a process of its own, waiting to become
+//! the sandbox's first Python loader (the keeper's own side is the template's,
+//! `crate::template`, with the feature `embedded-python`; this side is in every build,
+//! since a template may execute a `sandbox-agent` built without it as its sandboxes'
+//! agent).
 //!
 //! The agent adopts the keeper at its start ([`adopt`]: the pid and socket the sandbox's
 //! first process handed it). It takes the keeper for the first Python loader it prepares
@@ -120,6 +122,13 @@ impl Keeper {
         (go, done): (OwnedFd, OwnedFd),
     ) -> io::Result<Process> {
         let config = start_config(recipe, warm_imports);
+        if config.len() > REQUEST_MAX {
+            self.release();
+            return Err(io::Error::other(format!(
+                "the keeper's request is {} bytes, above {REQUEST_MAX}",
+                config.len()
+            )));
+        }
         let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
         let (out_read, out_write) = nix::unistd::pipe2(cloexec)?;
         let (err_read, err_write) = nix::unistd::pipe2(cloexec)?;

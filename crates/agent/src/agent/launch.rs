@@ -206,7 +206,6 @@ pub fn prepare(
         Ok((nix::unistd::pipe2(cloexec)?, nix::unistd::pipe2(cloexec)?))
     })?;
     let ((go_read, go_write), (done_read, done_write)) = pipes?;
-    #[cfg(feature = "embedded-python")]
     if let Some(keeper) = super::keeper::take_for(recipe) {
         let child = keeper.start_loader(recipe, warm_imports, (go_read, done_write))?;
         return Ok(Some(Prepared {

@@ -41,7 +41,6 @@ mod hangup;
 mod home;
 mod identity;
 mod job;
-#[cfg(feature = "embedded-python")]
 pub(crate) mod keeper;
 mod launch;
 pub(crate) mod live;

@@ -19,7 +19,6 @@ pub(crate) struct Process {
 impl Process {
     /// A child of the agent it did not start by `Command` (the keeper, become a loader),
     /// with its two output pipes' read ends.
-    #[cfg(feature = "embedded-python")]
     pub(crate) fn forked(pid: u32, stdout: OwnedFd, stderr: OwnedFd) -> Process {
         Process {
             pid,

@@ -17,7 +17,6 @@ use std::os::unix::net::UnixStream;
 /// `sandbox-agent __sandbox-forked-agent [<keeper pid> <interpreter>]`.
 pub const FORKED_AGENT_ARG: &str = "__sandbox-forked-agent";
 /// Where the executed agent finds its end of the socket to the keeper.
-#[cfg(feature = "embedded-python")]
 pub(crate) const KEEPER_FD: RawFd = 4;
 
 /// Takes the channel inherited as `fd` and marks it close-on-exec, so that the program
@@ -99,7 +98,6 @@ pub fn forked(args: &[String]) -> i32 {
 fn adopt_keeper(args: &[String]) -> io::Result<()> {
     match args {
         [] => Ok(()),
-        #[cfg(feature = "embedded-python")]
         [pid, program] => {
             let pid = pid
                 .parse()

@@ -10,8 +10,8 @@
 //!
 //! The runner starts it as host root, as `sandbox-agent __sandbox-template` (its binary),
 //! with an empty environment and a `SOCK_SEQPACKET` socket as descriptor 3. The first
-//! message on it is the template's [`TemplateSpec`]; the template opens its own binary,
-//! then confines itself (`confine.rs`) before it reads anything else: mount, network,
+//! message on it is the template's [`TemplateSpec`]; the template opens the agent's
+//! binary (the spec's `sandbox-agent` of the runner's build, else its own), then confines itself (`confine.rs`) before it reads anything else: mount, network,
 //! IPC and UTS namespaces of its own (made as host root, so it cannot change them), then
 //! a host uid of its own (no capability on the host), then a user namespace of its own,
 //! whose maps the runner writes: the template's uid is its root, and every sandbox's two
@@ -23,7 +23,7 @@
 //! JSON, with three descriptors: the agent channel, the sandbox's standard error, and its
 //! control socket. The template clones the sandbox's first process and announces it
 //! ([`sandbox_jail::forked`]); the clone puts the channel on descriptor 3 and standard
-//! error on 2, closes everything else the template held but its binary, takes the jail's
+//! error on 2, closes everything else the template held but the agent's binary, takes the jail's
 //! steps once the runner has moved it into its cgroups, and then executes the agent
 //! afresh (`first.rs`): the agent shares no address layout or stack canary with the
 //! template, its other sandboxes or its own program. The template holds no secret (its
@@ -55,6 +55,7 @@ use requests::{announce_ready, read_spec, readable, receive, Request};
 use sandbox_jail::forked::{announce, clone_sandbox};
 use sandbox_jail::rootfs::{HostView, ShownFolders};
 use std::os::fd::OwnedFd;
+use std::path::Path;
 
 /// The template's life: reads its spec (the first message on descriptor 3), then serves
 /// requests until end of file. Returns the process's exit code.
@@ -75,8 +76,9 @@ fn serve() -> Result<(), TemplateError> {
     let spec = read_spec()?;
     // Opened as host root, before the confinement: every sandbox's agent is executed
     // from it (a file every user may execute, as the jail's is).
-    let exe = std::fs::File::open("/proc/self/exe").map_err(|source| TemplateError::Confine {
-        step: "opening its own binary",
+    let agent = spec.agent.as_deref().unwrap_or(Path::new("/proc/self/exe"));
+    let exe = std::fs::File::open(agent).map_err(|source| TemplateError::Confine {
+        step: "opening the agent's binary",
         source,
     })?;
     let exe = OwnedFd::from(exe);

@@ -32,6 +32,12 @@ pub struct TemplateSpec {
     /// ([`EtcTree`](sandbox_jail::rootfs::EtcTree)).
     #[serde(default)]
     pub shared: Vec<PathBuf>,
+    /// The binary its sandboxes execute as their agent: a `sandbox-agent` of the
+    /// runner's build (smaller than the runner's, so cheaper to execute); none: the
+    /// template's own binary. Opened once, as host root, before the template confines
+    /// itself.
+    #[serde(default)]
+    pub agent: Option<PathBuf>,
     /// The interpreter it starts (once confined), from which the sandboxes' Python
     /// programs are forked; none: they are executed, as a jail's are.
     pub python: Option<PythonSpec>,

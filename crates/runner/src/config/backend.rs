@@ -50,6 +50,7 @@ impl SandboxArgs {
             warm_imports: packages.warm_imports.clone(),
             languages,
             templates: self.templates,
+            agent: self.sandbox_agent.clone(),
         }
     }
 

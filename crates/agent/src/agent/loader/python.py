@@ -51,6 +51,7 @@ def _sandbox_warm(modules, stop=None):
                 importlib.import_module(name)
             except BaseException:
                 pass
+        _sandbox_warm_plots(stop)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -69,6 +70,41 @@ def _sandbox_warm(modules, stop=None):
     # the program's own objects.
     import gc
     gc.freeze()
+
+
+def _sandbox_warm_plots(stop):
+    # With pandas and pyplot warm, what a first table and plot load lazily: pandas' text
+    # formatting, its plotting backend (looked up through importlib.metadata, then
+    # cached by pandas as any program's first plot caches it), matplotlib's Agg canvas
+    # and Pillow's image plugins. Modules and that cache only: no figure is made, no
+    # pyplot backend chosen (sandbox_plots, which saves the figures left open, is
+    # imported only by a program that plots without choosing one) and no font file
+    # opened (an open file's offset would be shared by every sandbox forked from here).
+    import sys
+    if "pandas" not in sys.modules or "matplotlib.pyplot" not in sys.modules:
+        return
+
+    def backend():
+        from pandas.plotting import _core
+        _core._get_plot_backend("matplotlib")
+
+    def pillow():
+        from PIL import Image
+        Image.preinit()
+
+    def formats():
+        import pandas.io.formats.string  # noqa: F401
+
+    def agg():
+        import matplotlib.backends.backend_agg  # noqa: F401
+
+    for step in (formats, backend, agg, pillow):
+        if stop is not None and stop():
+            return
+        try:
+            step()
+        except BaseException:
+            pass
 
 
 def _sandbox_loader():

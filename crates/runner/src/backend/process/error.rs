@@ -13,6 +13,9 @@ use std::time::Duration;
 /// Why a process sandbox could not be made or run.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
+    /// The agent binary the operator named cannot serve.
+    #[error("--sandbox-agent: {0}")]
+    AgentBinary(super::agent_binary::AgentBinaryError),
     /// An ordinary user's runner lacks what stands in for root.
     #[error(transparent)]
     Rootless(#[from] RootlessError),

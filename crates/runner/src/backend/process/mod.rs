@@ -6,6 +6,7 @@
 //! `launch.rs` how its first process starts (a jail or a template's fork), `error.rs` what
 //! can fail.
 
+pub mod agent_binary;
 pub mod deps;
 mod error;
 mod freeze;
@@ -23,6 +24,7 @@ pub use sandbox::ProcessSandbox;
 
 use super::cgroup::{self, Cgroup, CgroupLimits, Hierarchy};
 use crate::languages::Languages;
+use agent_binary::AgentBinary;
 use deps::DepsMounts;
 use identity::{IdLayout, Identities, Identity};
 use launch::Launched;
@@ -76,6 +78,8 @@ pub struct ProcessConfig {
     /// runner whose kernel lets an unprivileged user make user namespaces); otherwise,
     /// or if the template cannot start, each from a fresh jail process.
     pub templates: bool,
+    /// The binary a template's sandboxes execute as their agent ([`AgentBinary`]).
+    pub agent: AgentBinary,
 }
 
 /// Who makes the sandboxes' user namespaces and maps their ids.
@@ -125,6 +129,9 @@ impl ProcessBackend {
         if egress.is_some() && !root {
             return Err(ProcessError::EgressRootless);
         }
+        // Checked whether or not templates start: a binary the operator named that
+        // cannot serve is a mistake to report, not to carry.
+        let agent = agent_binary::resolve(&config.agent).map_err(ProcessError::AgentBinary)?;
         let privilege = if root {
             Privilege::Root {
                 unprivileged_owner: unprivileged_owner(config.id_base),
@@ -165,7 +172,7 @@ impl ProcessBackend {
         let (template, python) = match privilege {
             Privilege::Root {
                 unprivileged_owner: true,
-            } if config.templates => start_templates(&config, sandboxes),
+            } if config.templates => start_templates(&config, sandboxes, agent.as_deref()),
             _ => (None, PythonTemplates::default()),
         };
         Ok(ProcessBackend {
@@ -458,9 +465,14 @@ struct PythonTemplates {
 fn start_templates(
     config: &ProcessConfig,
     sandboxes: usize,
+    agent: Option<&Path>,
 ) -> (Option<Template>, PythonTemplates) {
+    if let Some(path) = agent {
+        tracing::info!(agent = %path.display(), "forked sandboxes execute this agent binary");
+    }
     let layout = IdLayout::root(config.id_base);
-    let plain = start_template(config, &layout, sandboxes, 1, None);
+    let start = |offset, python| start_template(config, &layout, sandboxes, offset, python, agent);
+    let plain = start(1, None);
     let Some(spec) = config
         .languages
         .get("python")
@@ -474,20 +486,22 @@ fn start_templates(
         ..spec.clone()
     });
     let python = PythonTemplates {
-        lean: start_template(config, &layout, sandboxes, 2, Some(spec)),
-        data: data.and_then(|spec| start_template(config, &layout, sandboxes, 4, Some(spec))),
+        lean: start(2, Some(spec)),
+        data: data.and_then(|spec| start(4, Some(spec))),
     };
     (plain, python)
 }
 
 /// A template, if it starts (a warning says why not), as host id `id_base + offset`,
-/// holding `python`'s interpreter if given.
+/// holding `python`'s interpreter if given, its sandboxes executing `agent` (none: the
+/// runner's binary).
 fn start_template(
     config: &ProcessConfig,
     layout: &IdLayout,
     sandboxes: usize,
     offset: u32,
     python: Option<PythonSpec>,
+    agent: Option<&Path>,
 ) -> Option<Template> {
     let kind = match &python {
         None => "plain",
@@ -506,7 +520,7 @@ fn start_template(
     let packages = config.packages.as_deref();
     let shared = config.languages.shared_paths();
     let id = config.id_base + offset;
-    match Template::start(id, &devices, &ids, packages, shared, python) {
+    match Template::start(id, &devices, &ids, packages, shared, python, agent) {
         Ok(template) => {
             tracing::info!(template = kind, "sandboxes are forked from a template");
             Some(template)

@@ -95,8 +95,8 @@ impl Template {
     /// Starts a template that runs as host `id` and has device nodes for sandbox
     /// indices below `slots`, mounted (in its own mount namespace) on `devices`, an
     /// existing folder; its sandboxes show the package set `packages` and the host
-    /// folders `shared` (the languages'). Blocks until it is ready (at most
-    /// [`START_TIMEOUT`]).
+    /// folders `shared` (the languages'), and execute `agent` as their agent (none: the
+    /// runner's binary). Blocks until it is ready (at most [`START_TIMEOUT`]).
     pub fn start(
         id: u32,
         devices: &Path,
@@ -104,6 +104,7 @@ impl Template {
         packages: Option<&Path>,
         shared: &[PathBuf],
         python: Option<PythonSpec>,
+        agent: Option<&Path>,
     ) -> Result<Template, TemplateError> {
         let slots = sandboxes.len();
         let spec = TemplateSpec {
@@ -112,6 +113,7 @@ impl Template {
             slots,
             packages: packages.map(Path::to_owned),
             shared: shared.to_vec(),
+            agent: agent.map(Path::to_owned),
             python,
         };
         let spec_json = serde_json::to_string(&spec).map_err(TemplateError::Spec)?;
