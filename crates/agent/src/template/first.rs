@@ -5,8 +5,9 @@
 //! A fork shares its parent's address layout and stack canary; siblings share them
 //! with each other. The agent holds more than its program (the channel to the runner,
 //! the capabilities to end the program), so it must share neither with the program,
-//! the template or another sandbox: the first process executes the template's own binary
-//! (opened once, before the template confined itself) as the agent
+//! the template or another sandbox: the first process executes the agent's binary (a
+//! `sandbox-agent` of the runner's build or the template's own, opened once, before the
+//! template confined itself) as the agent
 //! (`__sandbox-forked-agent`, see [`crate::agent::start`]), whose layout and canary the
 //! kernel draws anew. Of a template holding Python, the first process forks a keeper
 //! first (`python/keeper.rs`), from which the Python program is made: the program keeps
@@ -24,7 +25,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Where the first process keeps the control socket until the jail's steps take it.
 const CTL_FD: RawFd = 4;
-/// Where the first process keeps the template's executable until it executes it.
+/// Where the first process keeps the agent's executable until it executes it.
 const EXE_FD: RawFd = 5;
 
 /// The sandbox's first process, just cloned: its descriptors in place, the jail's
@@ -53,7 +54,7 @@ pub(super) fn run(
 }
 
 /// Channel on 3, standard error on 2, the control socket on [`CTL_FD`] (returned), the
-/// template's binary on [`EXE_FD`], and nothing else above 2: the template's request
+/// agent's binary on [`EXE_FD`], and nothing else above 2: the template's request
 /// socket and every other request's descriptors are closed.
 fn place_descriptors(request: &Request, exe: &OwnedFd) -> io::Result<OwnedFd> {
     give(&[
@@ -99,7 +100,7 @@ fn probes() -> bool {
 /// Forks the keeper if the template holds Python, then executes the agent. Returns
 /// only on failure, with why.
 fn become_agent() -> String {
-    // SAFETY: EXE_FD was made a copy of the template's executable when the descriptors
+    // SAFETY: EXE_FD was made a copy of the agent's executable when the descriptors
     // were placed, and nothing else owns it.
     let exe = unsafe { OwnedFd::from_raw_fd(EXE_FD) };
     let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
