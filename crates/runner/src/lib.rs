@@ -25,6 +25,7 @@ pub mod config;
 pub mod container;
 pub mod data_stack;
 pub mod deps;
+pub mod helper;
 pub mod http;
 #[cfg(feature = "image-builder")]
 pub mod image_cli;

@@ -4,16 +4,15 @@
 
 use super::row::Row;
 use super::Context;
+use crate::helper::wait_within;
 use sandbox_jail::layout::PATH;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a version command may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often a running version command is looked at.
-const POLL: Duration = Duration::from_millis(5);
 
 /// For each row, its toolchain's version, or why it cannot be offered.
 pub fn check_all(rows: &[Row], context: &Context) -> Vec<Result<String, String>> {
@@ -68,19 +67,7 @@ fn version(args: &[String]) -> Result<String, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("`{shown}` could not start: {e}"))?;
-    let deadline = Instant::now() + VERSION_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("`{shown}` took over {VERSION_TIMEOUT:?}"));
-            }
-            Err(e) => return Err(format!("`{shown}`: {e}")),
-        }
-    };
+    let status = wait_within(&mut child, VERSION_TIMEOUT).map_err(|e| format!("`{shown}` {e}"))?;
     let read = |stream: Option<&mut dyn Read>| {
         let mut text = String::new();
         if let Some(stream) = stream {

@@ -13,20 +13,19 @@
 //! Not for: jails, which execute the runner's binary (the fallback path), nor VMs,
 //! whose images hold their own static agent.
 
+use crate::helper::wait_within;
 use sandbox_agent::multicall::BUILD_ARG;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The agent binary's name beside the runner's executable.
 pub const SIBLING: &str = "sandbox-agent";
 /// How long the build's probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the probe's end is looked for.
-const PROBE_POLL: Duration = Duration::from_millis(5);
 /// The most bytes of the probe's answer read (a build is 24 hex digits).
 const ANSWER_MAX: u64 = 256;
 
@@ -145,23 +144,7 @@ fn probe(path: &Path) -> Result<String, String> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + PROBE_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(PROBE_POLL),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("no answer within {PROBE_TIMEOUT:?}"));
-            }
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e.to_string());
-            }
-        }
-    };
+    let status = wait_within(&mut child, PROBE_TIMEOUT).map_err(|e| format!("it {e}"))?;
     let mut answer = String::new();
     if let Some(stdout) = child.stdout.take() {
         // Its answer is a line, in the pipe already: the process has ended.
@@ -179,6 +162,7 @@ fn probe(path: &Path) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn choices_parse() {
