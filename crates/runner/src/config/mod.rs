@@ -98,8 +98,8 @@ pub struct SandboxArgs {
     #[arg(long, env = "RUNNER_TEMPLATES", default_value_t = true, action = clap::ArgAction::Set)]
     pub templates: bool,
     /// The binary a template's sandboxes execute as their agent: `auto` (`sandbox-agent`
-    /// beside the runner's executable, if it says this build and only its owner, root or
-    /// the runner's user, may change it; else the runner's own binary), `self`, or a
+    /// beside the runner's executable, if it says this build and only root or the
+    /// runner's user may change it and its folder; else the runner's own binary), `self`, or a
     /// path to such a `sandbox-agent` (the runner refuses to start if it is not one). A
     /// static `sandbox-agent` costs each sandbox less CPU to execute than the runner's.
     #[arg(long, env = "RUNNER_SANDBOX_AGENT", default_value = "auto")]

@@ -64,7 +64,7 @@ pub enum AgentBinaryError {
     /// It is not a regular file.
     #[error("{0} is not a regular file")]
     NotAFile(PathBuf),
-    /// Someone but its owner may change it, or its owner is neither root nor the runner.
+    /// Someone but root or the runner's user may change it (the file, or the folder holding it).
     #[error("{0} may be changed by others than root or the runner's user (owner {1}, mode {2:o})")]
     Writable(PathBuf, u32, u32),
     /// It could not be executed, or ended without saying a build.
@@ -82,15 +82,16 @@ pub enum AgentBinaryError {
     },
 }
 
-/// The binary sandboxes execute as their agent for `choice`: a path, or none for the
-/// runner's own. `auto` never fails (a sibling that cannot be used is logged); a path
-/// the operator named fails unless it is of this build.
+/// The binary sandboxes execute as their agent for `choice`: a path (its links
+/// resolved, as checked), or none for the runner's own. `auto` never fails (a sibling
+/// that cannot be used is logged); a path the operator named fails unless it is of this
+/// build.
 pub fn resolve(choice: &AgentBinary) -> Result<Option<PathBuf>, AgentBinaryError> {
     match choice {
         AgentBinary::Own => Ok(None),
-        AgentBinary::Path(path) => check(path).map(|()| Some(path.clone())),
+        AgentBinary::Path(path) => check(path).map(Some),
         AgentBinary::Auto => Ok(sibling().and_then(|path| match check(&path) {
-            Ok(()) => Some(path),
+            Ok(path) => Some(path),
             Err(e) => {
                 tracing::warn!(error = %e, "sandboxes execute the runner's own binary as their agent");
                 None
@@ -106,13 +107,35 @@ fn sibling() -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
-/// Whether `path` may serve as the sandboxes' agent: a regular file only its owner (root
-/// or the runner's user) may change, which says this build.
-pub fn check(path: &Path) -> Result<(), AgentBinaryError> {
-    let meta = std::fs::metadata(path).map_err(|e| AgentBinaryError::Stat(path.into(), e))?;
+/// Whether `path` may serve as the sandboxes' agent: a regular file that only root or
+/// the runner's user may change, in a folder only they may change, which says this
+/// build. Returns the path with its links resolved (what was checked, and what the
+/// templates open).
+pub fn check(path: &Path) -> Result<PathBuf, AgentBinaryError> {
+    let real = std::fs::canonicalize(path).map_err(|e| AgentBinaryError::Stat(path.into(), e))?;
+    let meta = std::fs::metadata(&real).map_err(|e| AgentBinaryError::Stat(real.clone(), e))?;
     if !meta.is_file() {
-        return Err(AgentBinaryError::NotAFile(path.into()));
+        return Err(AgentBinaryError::NotAFile(real));
     }
+    only_ours(&real, &meta)?;
+    if let Some(folder) = real.parent() {
+        let folder_meta =
+            std::fs::metadata(folder).map_err(|e| AgentBinaryError::Stat(folder.into(), e))?;
+        only_ours(folder, &folder_meta)?;
+    }
+    let theirs = probe(&real).map_err(|e| AgentBinaryError::Probe(real.clone(), e))?;
+    if theirs != sandbox_agent::BUILD {
+        return Err(AgentBinaryError::OtherBuild {
+            path: real,
+            theirs,
+            ours: sandbox_agent::BUILD,
+        });
+    }
+    Ok(real)
+}
+
+/// Fails unless only root or the runner's user may change `path` (`meta`'s).
+fn only_ours(path: &Path, meta: &std::fs::Metadata) -> Result<(), AgentBinaryError> {
     let owner = meta.uid();
     let ours = nix::unistd::geteuid().as_raw();
     if meta.mode() & 0o022 != 0 || (owner != 0 && owner != ours) {
@@ -121,14 +144,6 @@ pub fn check(path: &Path) -> Result<(), AgentBinaryError> {
             owner,
             meta.mode() & 0o7777,
         ));
-    }
-    let theirs = probe(path).map_err(|e| AgentBinaryError::Probe(path.into(), e))?;
-    if theirs != sandbox_agent::BUILD {
-        return Err(AgentBinaryError::OtherBuild {
-            path: path.into(),
-            theirs,
-            ours: sandbox_agent::BUILD,
-        });
     }
     Ok(())
 }
@@ -201,6 +216,15 @@ mod tests {
             AgentBinaryError::NotAFile(..)
         ));
         assert!(resolve(&AgentBinary::Path(missing)).is_err());
+        // In a folder others may change (though the file is only its owner's).
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        let inside = open.join("sandbox-agent");
+        std::fs::write(&inside, "#!/bin/sh\necho x\n").unwrap();
+        set_mode(&inside, 0o755);
+        set_mode(&open, 0o777);
+        let e = check(&inside).unwrap_err();
+        assert!(matches!(e, AgentBinaryError::Writable(ref p, ..) if p == &open), "{e}");
         assert_eq!(resolve(&AgentBinary::Own).unwrap(), None);
     }
 
