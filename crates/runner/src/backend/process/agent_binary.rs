@@ -224,7 +224,10 @@ mod tests {
         set_mode(&inside, 0o755);
         set_mode(&open, 0o777);
         let e = check(&inside).unwrap_err();
-        assert!(matches!(e, AgentBinaryError::Writable(ref p, ..) if p == &open), "{e}");
+        assert!(
+            matches!(e, AgentBinaryError::Writable(ref p, ..) if p == &open),
+            "{e}"
+        );
         assert_eq!(resolve(&AgentBinary::Own).unwrap(), None);
     }
 
