@@ -5,8 +5,9 @@
 //! A sandbox is made by executing the binary again: first as the jail
 //! ([`sandbox_jail::JAIL_ARG`]), which then executes it once more as the agent
 //! ([`sandbox_jail::AGENT_ARG`]); the owner probe ([`sandbox_jail::owner::PROBE_ARG`])
-//! runs once at start, the build's probe ([`BUILD_ARG`]) too; a template ([`TEMPLATE_ARG`]) makes sandboxes from clones of
-//! itself, each of which executes the binary as its agent ([`FORKED_AGENT_ARG`]). So
+//! runs once at start, the build's probe ([`BUILD_ARG`]) too; a template
+//! ([`TEMPLATE_ARG`]) makes sandboxes from clones of itself, each of which executes the
+//! binary, or a `sandbox-agent` of the same build, as its agent ([`FORKED_AGENT_ARG`]). So
 //! every such `main` calls [`dispatch`] before anything else (before a runtime starts
 //! threads). Not for the init of a VM (`--init`), which only the agent's own binary
 //! serves, before it calls [`dispatch`].

@@ -11,8 +11,9 @@
 //! The runner starts it as host root, as `sandbox-agent __sandbox-template` (its binary),
 //! with an empty environment and a `SOCK_SEQPACKET` socket as descriptor 3. The first
 //! message on it is the template's [`TemplateSpec`]; the template opens the agent's
-//! binary (the spec's `sandbox-agent` of the runner's build, else its own), then confines itself (`confine.rs`) before it reads anything else: mount, network,
-//! IPC and UTS namespaces of its own (made as host root, so it cannot change them), then
+//! binary (the spec's `sandbox-agent` of the runner's build, else its own), then
+//! confines itself (`confine.rs`) before it reads anything else: mount, network, IPC and
+//! UTS namespaces of its own (made as host root, so it cannot change them), then
 //! a host uid of its own (no capability on the host), then a user namespace of its own,
 //! whose maps the runner writes: the template's uid is its root, and every sandbox's two
 //! host ids are mapped to themselves. So the template can take a sandbox's host identity
@@ -23,8 +24,8 @@
 //! JSON, with three descriptors: the agent channel, the sandbox's standard error, and its
 //! control socket. The template clones the sandbox's first process and announces it
 //! ([`sandbox_jail::forked`]); the clone puts the channel on descriptor 3 and standard
-//! error on 2, closes everything else the template held but the agent's binary, takes the jail's
-//! steps once the runner has moved it into its cgroups, and then executes the agent
+//! error on 2, closes everything else the template held but the agent's binary, takes
+//! the jail's steps once the runner has moved it into its cgroups, and then executes the agent
 //! afresh (`first.rs`): the agent shares no address layout or stack canary with the
 //! template, its other sandboxes or its own program. The template holds no secret (its
 //! environment is empty and it reads nothing but its spec and the requests), so a fork

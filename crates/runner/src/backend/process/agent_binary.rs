@@ -7,8 +7,8 @@
 //! sandbox about 0.8 ms less CPU to execute (BENCHMARKS.md). The two speak the agent's
 //! private protocol, so the runner executes a separate one only when it says the
 //! runner's own build ([`sandbox_agent::BUILD`], asked with
-//! [`BUILD_ARG`](sandbox_agent::multicall::BUILD_ARG)), and only a file no one but its
-//! owner (root or the runner's user) may change.
+//! [`BUILD_ARG`](sandbox_agent::multicall::BUILD_ARG)), and only a file that no one but
+//! root or the runner's user may change, in a folder likewise.
 //!
 //! Not for: jails, which execute the runner's binary (the fallback path), nor VMs,
 //! whose images hold their own static agent.
