@@ -34,6 +34,9 @@ async fn memory_200_mb_works_and_400_mb_is_killed() {
     assert!(!stdout(&killed).contains("survived"), "{killed}");
 }
 
+/// How many runs may read below the CPU share's lower bound before it fails.
+const SHARE_TRIES: usize = 3;
+
 /// The CPU quota as the program sees it (on the vm backend, the guest's own cgroup v2
 /// enforces it, so the guest's clock shows it).
 #[tokio::test]
@@ -50,9 +53,26 @@ async fn a_busy_loop_gets_about_half_a_cpu() {
                 start, cpu = time.monotonic(), time.process_time()\n\
                 while time.monotonic() - start < 3: pass\n\
                 print((time.process_time() - cpu) / (time.monotonic() - start))";
-    let out = runner.run("python", code).await;
-    let share: f64 = stdout(&out).trim().parse().expect("a ratio");
-    assert!((0.3..=0.65).contains(&share), "CPU share {share}: {out}");
+    half_a_cpu(&runner, code, "CPU share").await;
+}
+
+/// The share of a CPU `code` prints, which must be about half: never above 0.65 (the
+/// quota holds), and at least 0.3 in one of [`SHARE_TRIES`] runs (a host whose other
+/// work, a TCG guest of the vm suite beside this battery, takes the CPUs may leave a
+/// sandbox less than its quota: a quota set too low would read low every time).
+async fn half_a_cpu(runner: &Runner, code: &str, what: &str) {
+    let mut seen = Vec::new();
+    for _ in 0..SHARE_TRIES {
+        let out = runner.run_with_timeout("python", code, Some(30_000)).await;
+        let share: f64 = stdout(&out).trim().parse().expect("a ratio");
+        assert!(share <= 0.65, "{what} {share}: {out}");
+        if share >= 0.3 {
+            return;
+        }
+        seen.push(share);
+        runner.wait_until_full().await;
+    }
+    panic!("{what} below 0.3 in every run: {seen:?}");
 }
 
 /// Two busy processes share the half CPU: the quota is the sandbox's, not each
@@ -78,12 +98,7 @@ async fn two_busy_processes_share_half_a_cpu() {
                 for pid in children: os.waitpid(pid, 0)\n\
                 t = os.times()\n\
                 print((t.children_user + t.children_system) / (time.monotonic() - start))";
-    let out = runner.run_with_timeout("python", code, Some(30_000)).await;
-    let share: f64 = stdout(&out).trim().parse().expect("a ratio");
-    assert!(
-        (0.3..=0.65).contains(&share),
-        "CPU share of two {share}: {out}"
-    );
+    half_a_cpu(&runner, code, "CPU share of two").await;
 }
 
 #[tokio::test]
