@@ -193,16 +193,17 @@ mod tests {
     #[test]
     fn a_binary_of_another_build_or_none_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let other = dir.path().join("sandbox-agent");
-        std::fs::write(&other, "#!/bin/sh\necho 000000000000000000000000\n").unwrap();
-        set_mode(&other, 0o755);
+        let other = script(
+            dir.path(),
+            "sandbox-agent",
+            "echo 000000000000000000000000",
+            0o755,
+        );
         let e = check(&other).unwrap_err();
         assert!(matches!(e, AgentBinaryError::OtherBuild { .. }), "{e}");
         assert!(e.to_string().contains("000000000000000000000000"), "{e}");
 
-        let silent = dir.path().join("silent");
-        std::fs::write(&silent, "#!/bin/sh\nexit 3\n").unwrap();
-        set_mode(&silent, 0o755);
+        let silent = script(dir.path(), "silent", "exit 3", 0o755);
         let e = check(&silent).unwrap_err();
         assert!(matches!(e, AgentBinaryError::Probe(..)), "{e}");
 
@@ -219,9 +220,7 @@ mod tests {
         // In a folder others may change (though the file is only its owner's).
         let open = dir.path().join("open");
         std::fs::create_dir(&open).unwrap();
-        let inside = open.join("sandbox-agent");
-        std::fs::write(&inside, "#!/bin/sh\necho x\n").unwrap();
-        set_mode(&inside, 0o755);
+        let inside = script(&open, "sandbox-agent", "echo x", 0o755);
         set_mode(&open, 0o777);
         let e = check(&inside).unwrap_err();
         assert!(
@@ -235,10 +234,8 @@ mod tests {
     fn a_binary_others_may_change_is_refused_before_it_runs() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let writable = dir.path().join("sandbox-agent");
-        let script = format!("#!/bin/sh\ntouch {}\n", marker.display());
-        std::fs::write(&writable, script).unwrap();
-        set_mode(&writable, 0o757);
+        let touch = format!("touch {}", marker.display());
+        let writable = script(dir.path(), "sandbox-agent", &touch, 0o757);
         let e = check(&writable).unwrap_err();
         assert!(matches!(e, AgentBinaryError::Writable(..)), "{e}");
         assert!(!marker.exists(), "the probe ran a binary others may change");
@@ -247,13 +244,19 @@ mod tests {
     #[test]
     fn a_binary_that_never_answers_is_given_up() {
         let dir = tempfile::tempdir().unwrap();
-        let slow = dir.path().join("slow");
-        std::fs::write(&slow, "#!/bin/sh\nexec sleep 60\n").unwrap();
-        set_mode(&slow, 0o755);
+        let slow = script(dir.path(), "slow", "exec sleep 60", 0o755);
         let started = Instant::now();
         let e = check(&slow).unwrap_err();
         assert!(matches!(e, AgentBinaryError::Probe(..)), "{e}");
         assert!(started.elapsed() < PROBE_TIMEOUT + Duration::from_secs(5));
+    }
+
+    /// A shell script `name` in `dir` running `body`, with `mode`.
+    fn script(dir: &Path, name: &str, body: &str, mode: u32) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        set_mode(&path, mode);
+        path
     }
 
     fn set_mode(path: &Path, mode: u32) {
